@@ -1,0 +1,56 @@
+"""The action vocabulary shared by the TLA+ specification and the pure core.
+
+Every client-side action of ``spec/DistLock.tla`` is one method of
+:class:`distlock.core.Section` (``RenewSend`` is ``Section.renew_send``), with
+the same guard and the same effect on the same state variables.  The
+environment actions exist only in the specification: they are what the world
+does to a client (time passing, Redis expiring or losing the key, replies that
+are late or never come, an event loop that does not run timers).
+
+``tests/test_parity.py`` reads the specification and fails when an action
+exists on one side but not on the other.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Client-side actions, in the order a section usually takes them.
+CLIENT_ACTIONS: Final[dict[str, str]] = {
+    "Acquire": "send the acquire request (SET NX PX and mint the fence, one script)",
+    "AcquireReply": "the acquire reply arrives: granted (lease runs from the send time), denied with retries left (back off), or denied for good",
+    "AcquireFail": "the acquire round trip failed or was cancelled: the request may have taken effect, so release with our token before reporting",
+    "RenewSend": "a heartbeat tick finds the lease still valid on the client clock and no renewal in flight: send a token-checked extend",
+    "RenewReply": "the renewal reply arrives: 1 moves the deadline to send time + ttl, 0 means the key is gone or foreign (loss)",
+    "RenewFail": "the renewal round trip failed (connection error): not a loss, the next tick retries",
+    "LeaseTimeout": "a tick finds the deadline passed with no successful renewal: the lease is lost (covers hung renewals and starved ticks that finally run)",
+    "Extend": "manual extend on a handle: send a token-checked extend",
+    "ExtendReply": "manual extend reply: 1 moves the deadline, 0 fires the signal",
+    "ExtendFail": "manual extend round trip failed: the error goes to the caller, not a loss",
+    "BodyDone": "the body finished (returned or raised): check the deadline in the same turn",
+    "Release": "send the token-checked release (compare and delete)",
+    "ReleaseReply": "release reply: 1 with no loss recorded is the only success; 0 is a loss",
+    "ReleaseFail": "release round trip failed or never answered: the outcome is unknown, so it is reported as a loss",
+}
+
+#: Environment actions: in the specification only, never in the core.
+ENVIRONMENT_ACTIONS: Final[dict[str, str]] = {
+    "Tick": "global time advances one unit; countdowns (key TTL, client deadlines, message ages) move",
+    "KeyExpire": "Redis expires the key at its expiry instant",
+    "KeyLost": "Redis loses the key without expiry (restart without persistence, failover to a lagging replica)",
+    "RedisStep": "Redis executes the oldest request in flight atomically and queues its reply",
+    "DropReply": "a reply is lost or hangs forever (Toxiproxy timeout, reset connection)",
+    "Starve": "the client's event loop or GIL is held by the body: its timers do not fire",
+}
+
+ALL_ACTIONS: Final[frozenset[str]] = frozenset(CLIENT_ACTIONS) | frozenset(ENVIRONMENT_ACTIONS)
+
+
+def method_name(action: str) -> str:
+    """``RenewSend`` -> ``renew_send``: the core method implementing ``action``."""
+    out: list[str] = []
+    for i, ch in enumerate(action):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
