@@ -1,0 +1,28 @@
+"""distlock: a Redis lock whose behaviour is specified in TLA+ and model-checked with TLC.
+
+>>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError
+"""
+
+from distlock.errors import (
+    LockError,
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    ProtocolError,
+    ValidationError,
+)
+from distlock.lock import Lock, LockHandle
+from distlock.signal import AsyncLeaseSignal, LeaseSignal
+
+__all__ = [
+    "AsyncLeaseSignal",
+    "LeaseSignal",
+    "Lock",
+    "LockError",
+    "LockHandle",
+    "LockLeaseLostError",
+    "LockNotAcquiredError",
+    "LossReason",
+    "ProtocolError",
+    "ValidationError",
+]

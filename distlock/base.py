@@ -1,0 +1,76 @@
+"""What both drivers share: validated defaults, key naming and the birth of a section."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+
+from distlock.core import Section, SectionConfig, Trace
+from distlock.options import (
+    DEFAULT_DRIFT_FACTOR,
+    DEFAULT_PREFIX,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_DELAY_MS,
+    DEFAULT_TTL_MS,
+    Heartbeat,
+    Options,
+    RenewErrorHook,
+    check_id,
+    check_prefix,
+    lock_defaults,
+)
+
+_labels = itertools.count(1)
+
+
+class LockBase:
+    """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
+
+    def __init__(
+        self,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_ms: int = DEFAULT_TTL_MS,
+        retries: int = DEFAULT_RETRIES,
+        retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS,
+        heartbeat_ms: Heartbeat = None,
+        on_renew_error: RenewErrorHook | None = None,
+        drift_factor: float = DEFAULT_DRIFT_FACTOR,
+        trace: Trace | None = None,
+    ) -> None:
+        self.prefix = check_prefix(prefix)
+        self.defaults: Options = lock_defaults(
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+            drift_factor=drift_factor,
+        )
+        self._trace = trace
+        self._label = f"L{next(_labels)}"
+        self._sections = itertools.count(1)
+
+    def key(self, id: str) -> str:
+        """The Redis key of lock ``id``."""
+        return f"{self.prefix}:{check_id(id)}"
+
+    def _section(self, id: str, opts: Options, *, watch: bool, cancel_on_loss: bool) -> Section:
+        key = self.key(id)
+        config = SectionConfig(
+            ttl_ms=opts.ttl_ms,
+            retries=opts.retries,
+            retry_delay_ms=opts.retry_delay_ms,
+            renew_every_ms=opts.renew_every_ms if watch else None,
+            watch=watch,
+            cancel_on_loss=cancel_on_loss,
+            drift_factor=opts.drift_factor,
+            on_renew_error=opts.on_renew_error,
+        )
+        return Section(
+            key,
+            secrets.token_hex(16),
+            config,
+            client=f"{self._label}.{next(self._sections)}",
+            trace=self._trace,
+        )

@@ -1,0 +1,62 @@
+"""Typed errors. Each says what happened and what the caller can do about it."""
+
+from __future__ import annotations
+
+import enum
+
+
+class LockError(Exception):
+    """Base class of every error distlock raises. ``key`` is the Redis key involved, if any."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class ValidationError(LockError, ValueError):
+    """An argument is out of range or of the wrong type. Raised before any Redis command is sent."""
+
+
+class LockNotAcquiredError(LockError):
+    """The lock is held by another owner and every allowed attempt was refused."""
+
+    def __init__(self, key: str, attempts: int) -> None:
+        super().__init__(
+            f"lock {key!r} is held by another owner ({attempts} attempt"
+            f"{'' if attempts == 1 else 's'}); back off and try later, or pass retries=N "
+            "and retry_delay_ms=M to wait for it",
+            key,
+        )
+        self.attempts = attempts
+
+
+class LossReason(enum.Enum):
+    """Why a lease was declared lost. The value is a sentence fragment for messages."""
+
+    RENEW_REJECTED = "a renewal found the key expired or held by another owner"
+    EXTEND_REJECTED = "extend() found the key expired or held by another owner"
+    DEADLINE_PASSED = "the lease deadline passed with no successful renewal"
+    DEADLINE_AT_COMPLETION = "the body finished after the lease deadline had passed"
+    RELEASE_REJECTED = "the release found the key expired or held by another owner"
+    RELEASE_UNANSWERED = "the release got no answer, so whether the key was still ours is unknown"
+
+
+class LockLeaseLostError(LockError):
+    """Mutual exclusion was not guaranteed for the whole section.
+
+    Raised by ``run``/``hold`` even when the body returned: the body may have completed,
+    but not exclusively. Reconcile its effects instead of assuming either outcome.
+    """
+
+    def __init__(self, key: str, reason: LossReason) -> None:
+        super().__init__(
+            f"lock {key!r} was lost: {reason.value}. The section did not run under mutual "
+            "exclusion for its whole duration; reconcile its effects rather than assume it "
+            "completed alone",
+            key,
+        )
+        self.reason = reason
+
+
+class ProtocolError(LockError, RuntimeError):
+    """An event arrived that the state machine cannot take in its current phase (a driver bug)."""

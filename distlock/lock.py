@@ -1,0 +1,411 @@
+"""The sync driver: redis-py IO and threads around the pure :class:`~distlock.core.Section`.
+
+Every decision is the core's.  This module turns its ``Step`` outputs into script calls,
+fires signals, and keeps one timer per watched section on the Lock's shared scheduler.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+import redis
+from redis.exceptions import NoScriptError
+
+from distlock import scripts
+from distlock.base import LockBase
+from distlock.core import Op, Phase, Section, Step, Trace
+from distlock.options import (
+    DEFAULT_DRIFT_FACTOR,
+    DEFAULT_PREFIX,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_DELAY_MS,
+    DEFAULT_TTL_MS,
+    UNSET,
+    Heartbeat,
+    RenewErrorHook,
+    Unset,
+    check_ttl,
+)
+from distlock.scheduler import Scheduler, Timer
+from distlock.signal import LeaseSignal
+
+T = TypeVar("T")
+
+#: Renewal round trips run here, so a hung connection never stalls the timer thread.
+RENEW_WORKERS = 4
+
+
+def _now() -> float:
+    return time.monotonic() * 1000.0
+
+
+class LockHandle:
+    """An acquired lock. ``key``, ``token`` (the value stored under the key), ``fence``.
+
+    Use ``fence`` as a fencing token: pass it to the resource you protect and have the
+    resource reject writes carrying a smaller fence than one it has seen.
+    """
+
+    __slots__ = ("_lock", "_mutex", "_timer", "section", "signal")
+
+    def __init__(self, lock: Lock, section: Section) -> None:
+        self._lock = lock
+        self.section = section
+        self.signal = LeaseSignal()
+        self._mutex = threading.Lock()
+        self._timer: Timer | None = None
+
+    @property
+    def key(self) -> str:
+        return self.section.key
+
+    @property
+    def token(self) -> str:
+        return self.section.token
+
+    @property
+    def fence(self) -> int:
+        fence = self.section.fence
+        assert fence is not None
+        return fence
+
+    @property
+    def held(self) -> bool:
+        """Acquired, not released, and not known lost (on this client's knowledge)."""
+        return self.section.holding
+
+    def extend(self, ttl_ms: int | None = None) -> bool:
+        """Reset the key's TTL to ``ttl_ms`` (default: the lock's TTL) if our token still owns it.
+
+        Returns False, and fires ``signal``, when the key expired or belongs to someone else.
+        Connection errors propagate: a failed round trip says nothing about ownership.
+        """
+        ttl = self.section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
+        return self._lock._extend(self, ttl)
+
+    def release(self) -> bool:
+        """Delete the key if our token still owns it. True only if it did."""
+        return self._lock._release(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<LockHandle {self.key!r} fence={self.section.fence} "
+            f"phase={self.section.phase.value} lost={self.signal.aborted}>"
+        )
+
+
+class Lock(LockBase):
+    """A Redis lock namespace: keys are ``<prefix>:<id>``.
+
+    ``client`` is a ``redis.Redis``, a URL (the Lock then owns the client and closes it in
+    :meth:`close`), or a zero-argument factory called on first use.
+
+    >>> locks = Lock("redis://127.0.0.1:6379/0", prefix="order", ttl_ms=10_000)  # doctest: +SKIP
+    >>> locks.run("42", lambda handle: charge(handle.fence))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | str | Callable[[], redis.Redis],
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_ms: int = DEFAULT_TTL_MS,
+        retries: int = DEFAULT_RETRIES,
+        retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS,
+        heartbeat_ms: Heartbeat = None,
+        on_renew_error: RenewErrorHook | None = None,
+        drift_factor: float = DEFAULT_DRIFT_FACTOR,
+        trace: Trace | None = None,
+    ) -> None:
+        super().__init__(
+            prefix=prefix,
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+            drift_factor=drift_factor,
+            trace=trace,
+        )
+        self._owns_client = isinstance(client, str)
+        self._client: redis.Redis | None = None
+        self._factory: Callable[[], redis.Redis]
+        if isinstance(client, str):
+            url = client
+            self._factory = lambda: redis.Redis.from_url(url)
+        elif isinstance(client, redis.Redis) or not callable(client):
+            self._client = client
+            self._factory = lambda: client
+        else:
+            self._factory = client
+        self._init_lock = threading.Lock()
+        self._scheduler = Scheduler(f"distlock-{self._label}-timer")
+        self._workers: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def client(self) -> redis.Redis:
+        client = self._client
+        if client is None:
+            with self._init_lock:
+                if self._client is None:
+                    self._client = self._factory()
+                client = self._client
+        return client
+
+    def close(self) -> None:
+        """Stop the scheduler thread and renewal workers; close the client if the Lock made it."""
+        self._closed = True
+        self._scheduler.close()
+        with self._init_lock:
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.shutdown(wait=True, cancel_futures=True)
+        if self._owns_client and self._client is not None:
+            self._client.close()
+
+    def __enter__(self) -> Lock:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- public API ------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        id: str,
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+    ) -> LockHandle | None:
+        """Take the lock, or return None if another owner holds it (after any retries).
+
+        The handle is not renewed in the background: call :meth:`LockHandle.extend` if the
+        work can outlive the TTL, and :meth:`LockHandle.release` when done.
+        """
+        opts = self.defaults.override(ttl_ms=ttl_ms, retries=retries, retry_delay_ms=retry_delay_ms)
+        handle = self._acquire(self._section(id, opts, watch=False, cancel_on_loss=False))
+        return handle if handle.section.phase is Phase.HELD else None
+
+    @contextmanager
+    def hold(
+        self,
+        id: str,
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+        heartbeat_ms: Heartbeat | Unset = UNSET,
+        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+    ) -> Iterator[LockHandle]:
+        """Hold the lock for a ``with`` block, renewing it every heartbeat while the block runs.
+
+        Raises :class:`LockNotAcquiredError` if the lock is held elsewhere, and
+        :class:`LockLeaseLostError` on exit if exclusivity was not kept for the whole block,
+        even when the block itself succeeded.
+        """
+        opts = self.defaults.override(
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+        )
+        handle = self._acquire(self._section(id, opts, watch=True, cancel_on_loss=False))
+        section = handle.section
+        if section.phase is not Phase.HELD:
+            raise section.not_acquired_error()
+        self._arm(handle)
+        try:
+            yield handle
+        except BaseException as body_error:
+            verdict = self._finish(handle, body_error)
+            if verdict is body_error:
+                raise
+            assert verdict is not None
+            raise verdict from body_error
+        verdict = self._finish(handle, None)
+        if verdict is not None:
+            raise verdict
+
+    def run(
+        self,
+        id: str,
+        fn: Callable[[LockHandle], T],
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+        heartbeat_ms: Heartbeat | Unset = UNSET,
+        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+    ) -> T:
+        """Run ``fn(handle)`` under the lock, renewed while it runs, released even if it raises.
+
+        Returns what ``fn`` returned only if the lock was held for the whole call.
+        """
+        with self.hold(
+            id,
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+        ) as handle:
+            return fn(handle)
+
+    # -- IO --------------------------------------------------------------------------------
+
+    def _call(self, op: Op, section: Section, ttl_ms: int) -> int:
+        script, keys, args = scripts.command(op, section.key, section.token, ttl_ms)
+        client = self.client
+        try:
+            reply = client.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            reply = client.eval(script.source, len(keys), *keys, *args)
+        return int(cast(Any, reply))
+
+    def _acquire(self, section: Section) -> LockHandle:
+        if self._closed:
+            raise RuntimeError("this Lock is closed")
+        handle = LockHandle(self, section)
+        while True:
+            section.acquire(_now())
+            try:
+                fence = self._call(Op.ACQUIRE, section, section.config.ttl_ms)
+            except BaseException as exc:
+                section.acquire_fail(_now())
+                self._cleanup(handle, exc)
+                raise
+            section.acquire_reply(_now(), fence)
+            if section.phase is not Phase.BACKOFF:
+                return handle
+            time.sleep(max(0.0, section.retry_at - _now()) / 1000.0)
+
+    def _cleanup(self, handle: LockHandle, cause: BaseException) -> None:
+        """The acquire may have run: delete the key if it holds our token, before reporting."""
+        try:
+            self._release(handle)
+        except Exception as exc:
+            cause.add_note(
+                f"distlock: the cleanup release of {handle.key!r} also failed ({exc!r}); "
+                "if the acquire had run, the key expires after its TTL"
+            )
+
+    def _release(self, handle: LockHandle) -> bool:
+        section = handle.section
+        with handle._mutex:
+            step = section.release(_now())
+        if step.send is None:
+            return False
+        try:
+            ok = self._call(Op.RELEASE, section, section.config.ttl_ms) == 1
+        except Exception as exc:
+            with handle._mutex:
+                step = section.release_fail(_now())
+            if step.loss is not None:
+                step.loss.__cause__ = exc
+                self._apply(handle, step)
+            if not section.config.watch:
+                raise
+            return False
+        with handle._mutex:
+            step = section.release_reply(_now(), ok)
+        self._apply(handle, step)
+        return ok
+
+    def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
+        section = handle.section
+        with handle._mutex:
+            step = section.extend(_now(), ttl_ms)
+        if step.send is None:
+            return False
+        try:
+            ok = self._call(Op.EXTEND, section, ttl_ms) == 1
+        except BaseException:
+            with handle._mutex:
+                section.extend_fail(_now())
+            raise
+        with handle._mutex:
+            step = section.extend_reply(_now(), ok)
+            self._arm_locked(handle)
+        self._apply(handle, step)
+        return ok
+
+    def _finish(self, handle: LockHandle, body_error: BaseException | None) -> BaseException | None:
+        section = handle.section
+        with handle._mutex:
+            step = section.body_done(_now())
+            if handle._timer is not None:
+                handle._timer.cancel()
+                handle._timer = None
+        self._apply(handle, step)
+        self._release(handle)
+        return section.verdict(body_error)
+
+    # -- renewal ---------------------------------------------------------------------------
+
+    def _apply(self, handle: LockHandle, step: Step) -> None:
+        if step.loss is not None:
+            handle.signal._fire(step.loss)
+        if step.send is Op.EXTEND:
+            self._renew_pool().submit(self._renew, handle)
+
+    def _renew_pool(self) -> ThreadPoolExecutor:
+        with self._init_lock:
+            if self._workers is None:
+                self._workers = ThreadPoolExecutor(
+                    RENEW_WORKERS, thread_name_prefix=f"distlock-{self._label}-renew"
+                )
+            return self._workers
+
+    def _arm(self, handle: LockHandle) -> None:
+        with handle._mutex:
+            self._arm_locked(handle)
+
+    def _arm_locked(self, handle: LockHandle) -> None:
+        if handle._timer is not None:
+            handle._timer.cancel()
+            handle._timer = None
+        wake_at = handle.section.wake_at
+        if wake_at is not None and not self._closed:
+            handle._timer = self._scheduler.call_at(wake_at / 1000.0, lambda: self._tick(handle))
+
+    def _tick(self, handle: LockHandle) -> None:
+        with handle._mutex:
+            handle._timer = None
+            step = handle.section.tick(_now())
+            self._arm_locked(handle)
+        self._apply(handle, step)
+
+    def _renew(self, handle: LockHandle) -> None:
+        section = handle.section
+        try:
+            ok = self._call(Op.EXTEND, section, section.config.ttl_ms) == 1
+        except Exception as exc:
+            with handle._mutex:
+                step = section.renew_fail(_now())
+                self._arm_locked(handle)
+            self._apply(handle, step)
+            hook = section.config.on_renew_error
+            if hook is not None:
+                hook(exc)
+            return
+        with handle._mutex:
+            step = section.renew_reply(_now(), ok)
+            self._arm_locked(handle)
+        self._apply(handle, step)
+
+
+__all__ = ["Lock", "LockHandle"]

@@ -1,0 +1,106 @@
+"""One timer thread per sync ``Lock``: every renewal and deadline watch of that Lock shares it.
+
+A body that finishes before its first heartbeat only pushes and cancels one heap entry; the
+thread itself is started once, on the Lock's first watched section, and stopped by
+``Lock.close()``.  Callbacks must not block: renewal round trips go to a worker pool so a
+hung connection cannot delay another section's deadline.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("distlock")
+
+
+class Timer:
+    __slots__ = ("_owner", "cancelled", "fn", "when")
+
+    def __init__(self, owner: Scheduler, when: float, fn: Callable[[], None]) -> None:
+        self._owner = owner
+        self.when = when
+        self.fn = fn
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self._owner._note_cancel()
+
+
+class Scheduler:
+    """A heap of timers on ``time.monotonic()`` seconds, run by one daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._heap: list[tuple[float, int, Timer]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._cancelled = 0
+
+    def call_at(self, when: float, fn: Callable[[], None]) -> Timer:
+        timer = Timer(self, when, fn)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is closed")
+            heapq.heappush(self._heap, (when, next(self._seq), timer))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is timer:
+                # Only an earlier wake-up needs the thread; later ones it will reach anyway.
+                self._cond.notify()
+        return timer
+
+    def _note_cancel(self) -> None:
+        with self._cond:
+            self._cancelled += 1
+            # Lazy deletion keeps cancel O(1); compact when dead entries dominate.
+            if self._cancelled > 64 and self._cancelled * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if not e[2].cancelled]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def _loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                heap = self._heap
+                while heap and heap[0][2].cancelled:
+                    heapq.heappop(heap)
+                    self._cancelled = max(0, self._cancelled - 1)
+                if not heap:
+                    self._cond.wait()
+                    continue
+                delay = heap[0][0] - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                timer = heapq.heappop(heap)[2]
+                timer.cancelled = True  # fired: a late cancel() must not count it again
+                self._cond.release()
+                try:
+                    timer.fn()
+                except Exception:
+                    log.exception("distlock timer callback failed")
+                finally:
+                    self._cond.acquire()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()

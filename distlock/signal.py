@@ -1,0 +1,82 @@
+"""``handle.signal``: aborts with the :class:`LockLeaseLostError` the moment the loss is known."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from distlock.errors import LockLeaseLostError
+
+
+class _SignalBase:
+    __slots__ = ("_reason",)
+
+    def __init__(self) -> None:
+        self._reason: LockLeaseLostError | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """True once the lease is known lost."""
+        return self._reason is not None
+
+    @property
+    def reason(self) -> LockLeaseLostError | None:
+        """The loss, once known; the same instance ``run`` raises."""
+        return self._reason
+
+    def raise_if_aborted(self) -> None:
+        """Raise the loss if it is known: a cheap check to put between steps of long work."""
+        if self._reason is not None:
+            raise self._reason
+
+    def __repr__(self) -> str:
+        state = f"aborted: {self._reason.reason.name}" if self._reason else "live"
+        return f"<{type(self).__name__} {state}>"
+
+
+class LeaseSignal(_SignalBase):
+    """The signal of a sync handle. Thread-safe: fired by the renewal scheduler's thread.
+
+    >>> signal = LeaseSignal()
+    >>> signal.aborted, signal.wait(timeout=0)
+    (False, False)
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._event = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the loss is known or ``timeout`` seconds pass; True if aborted."""
+        return self._event.wait(timeout)
+
+    def _fire(self, reason: LockLeaseLostError) -> None:
+        if self._reason is None:
+            self._reason = reason
+            self._event.set()
+
+
+class AsyncLeaseSignal(_SignalBase):
+    """The signal of an asyncio handle. Fired on the event loop's thread.
+
+    ``await signal.wait()`` returns once the loss is known; combine it with
+    ``asyncio.wait`` or a ``TaskGroup`` to stop work that does not take cancellation.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._event = asyncio.Event()
+
+    async def wait(self) -> bool:
+        """Wait until the loss is known; returns True."""
+        await self._event.wait()
+        return True
+
+    def _fire(self, reason: LockLeaseLostError) -> None:
+        if self._reason is None:
+            self._reason = reason
+            self._event.set()
