@@ -74,3 +74,46 @@ class LockBase:
             client=f"{self._label}.{next(self._sections)}",
             trace=self._trace,
         )
+
+
+class HandleBase:
+    """What a sync and an asyncio handle have in common: the section's identity."""
+
+    __slots__ = ("section",)
+
+    def __init__(self, section: Section) -> None:
+        self.section = section
+
+    @property
+    def key(self) -> str:
+        """The Redis key, ``<prefix>:<id>``."""
+        return self.section.key
+
+    @property
+    def token(self) -> str:
+        """128 random bits as 32 hex digits: the value stored under the key while we hold it."""
+        return self.section.token
+
+    @property
+    def fence(self) -> int:
+        """The fencing token: strictly larger for each new owner while Redis keeps its data.
+
+        Pass it to the resource you protect and have the resource reject writes carrying a
+        smaller fence than one it has already seen.
+        """
+        fence = self.section.fence
+        if fence is None:
+            raise AttributeError("this handle was never granted the lock, so it has no fence")
+        return fence
+
+    @property
+    def held(self) -> bool:
+        """Acquired, not yet released, and not known lost (as far as this client knows)."""
+        return self.section.holding
+
+    def __repr__(self) -> str:
+        section = self.section
+        return (
+            f"<{type(self).__name__} {section.key!r} fence={section.fence} "
+            f"phase={section.phase.value} lost={section.lost is not None}>"
+        )

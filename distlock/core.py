@@ -331,10 +331,10 @@ class Section:
         """
         self._guard("BodyDone", self.phase is Phase.HELD)
         self.phase = Phase.BODY_DONE
+        self.finished = True  # before _lose: a finished body is never cancelled
         step = NOTHING
         if now >= self.deadline:
             step = self._lose(LossReason.DEADLINE_AT_COMPLETION)
-        self.finished = True
         self._record("BodyDone", now)
         return step
 

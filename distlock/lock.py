@@ -18,7 +18,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from distlock import scripts
-from distlock.base import LockBase
+from distlock.base import HandleBase, LockBase
 from distlock.core import Op, Phase, Section, Step, Trace
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
@@ -45,40 +45,19 @@ def _now() -> float:
     return time.monotonic() * 1000.0
 
 
-class LockHandle:
-    """An acquired lock. ``key``, ``token`` (the value stored under the key), ``fence``.
-
-    Use ``fence`` as a fencing token: pass it to the resource you protect and have the
-    resource reject writes carrying a smaller fence than one it has seen.
+class LockHandle(HandleBase):
+    """An acquired lock: ``key``, ``token`` (the value stored under the key), ``fence``,
+    and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
     """
 
-    __slots__ = ("_lock", "_mutex", "_timer", "section", "signal")
+    __slots__ = ("_lock", "_mutex", "_timer", "signal")
 
     def __init__(self, lock: Lock, section: Section) -> None:
+        super().__init__(section)
         self._lock = lock
-        self.section = section
         self.signal = LeaseSignal()
         self._mutex = threading.Lock()
         self._timer: Timer | None = None
-
-    @property
-    def key(self) -> str:
-        return self.section.key
-
-    @property
-    def token(self) -> str:
-        return self.section.token
-
-    @property
-    def fence(self) -> int:
-        fence = self.section.fence
-        assert fence is not None
-        return fence
-
-    @property
-    def held(self) -> bool:
-        """Acquired, not released, and not known lost (on this client's knowledge)."""
-        return self.section.holding
 
     def extend(self, ttl_ms: int | None = None) -> bool:
         """Reset the key's TTL to ``ttl_ms`` (default: the lock's TTL) if our token still owns it.
@@ -92,12 +71,6 @@ class LockHandle:
     def release(self) -> bool:
         """Delete the key if our token still owns it. True only if it did."""
         return self._lock._release(self)
-
-    def __repr__(self) -> str:
-        return (
-            f"<LockHandle {self.key!r} fence={self.section.fence} "
-            f"phase={self.section.phase.value} lost={self.signal.aborted}>"
-        )
 
 
 class Lock(LockBase):
