@@ -67,7 +67,9 @@ class RedisServer:
         while time.monotonic() < give_up:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode} on port {self.port}")
+                raise RuntimeError(
+                    f"redis-server exited with {self.proc.returncode} on port {self.port}"
+                )
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")

@@ -1,0 +1,246 @@
+"""The pure core, driven by hand: every decision is visible without a network or a clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from distlock.actions import CLIENT_ACTIONS, method_name
+from distlock.core import NOTHING, Op, Outcome, Phase, Section, SectionConfig
+from distlock.errors import LockLeaseLostError, LossReason, ProtocolError
+
+TTL = 1000
+
+
+def section(**config: object) -> Section:
+    cfg: dict[str, object] = {"ttl_ms": TTL, "renew_every_ms": 250, "watch": True}
+    cfg.update(config)
+    return Section("lock:k", "t" * 32, SectionConfig(**cfg))  # type: ignore[arg-type]
+
+
+def held(now: float = 0.0, **config: object) -> Section:
+    s = section(**config)
+    assert s.acquire(now).send is Op.ACQUIRE
+    s.acquire_reply(now + 5, 7)
+    assert s.phase is Phase.HELD
+    return s
+
+
+def test_every_client_action_is_a_method() -> None:
+    for action in CLIENT_ACTIONS:
+        assert callable(getattr(Section, method_name(action))), action
+
+
+def test_lease_runs_from_the_send_time_not_the_reply() -> None:
+    s = section(drift_factor=0.0)
+    s.acquire(100.0)
+    s.acquire_reply(400.0, 1)  # a slow reply must not buy extra lease
+    assert s.deadline == 100.0 + TTL
+
+
+def test_drift_allowance_shortens_the_trusted_lease() -> None:
+    s = section(drift_factor=0.01)
+    s.acquire(0.0)
+    s.acquire_reply(1.0, 1)
+    assert s.deadline == pytest.approx(TTL * 0.99)
+
+
+def test_tick_renews_when_due_then_waits_for_the_reply() -> None:
+    s = held()
+    assert s.wake_at == 250.0
+    assert s.tick(100.0) is NOTHING
+    assert s.tick(250.0).send is Op.EXTEND
+    assert s.renew_in_flight
+    # One renewal in flight at a time: the next due tick does not send another.
+    assert s.tick(600.0) is NOTHING
+    assert s.wake_at == s.deadline
+
+
+def test_successful_renewal_moves_deadline_from_its_send_time() -> None:
+    s = held(drift_factor=0.0)
+    s.tick(250.0)
+    s.renew_reply(900.0, True)
+    assert s.deadline == 250.0 + TTL
+
+
+def test_rejected_renewal_is_an_immediate_loss() -> None:
+    s = held()
+    s.tick(250.0)
+    step = s.renew_reply(260.0, False)
+    assert isinstance(step.loss, LockLeaseLostError)
+    assert step.loss.reason is LossReason.RENEW_REJECTED
+    assert s.lost is step.loss
+    assert s.wake_at is None
+
+
+def test_failed_round_trips_are_not_a_loss_until_the_deadline() -> None:
+    s = held(drift_factor=0.0)
+    for t in (250.0, 500.0, 750.0):
+        assert s.tick(t).send is Op.EXTEND
+        assert s.renew_fail(t + 1) is NOTHING
+    assert s.lost is None and s.renew_failures == 3
+    step = s.tick(1000.0)
+    assert step.loss is not None and step.loss.reason is LossReason.DEADLINE_PASSED
+
+
+def test_hung_renewal_is_caught_by_the_deadline() -> None:
+    s = held(drift_factor=0.0)
+    s.tick(250.0)  # sent, never answered
+    assert s.wake_at == 1000.0
+    step = s.tick(1000.0)
+    assert step.loss is not None
+    # The late reply, if it ever comes, cannot resurrect the lease.
+    s.renew_reply(1500.0, True)
+    assert s.lost is step.loss
+
+
+def test_completion_check_catches_a_starved_timer() -> None:
+    s = held(drift_factor=0.0)
+    # No tick ever ran (the body held the event loop); it finishes past the deadline.
+    step = s.body_done(1200.0)
+    assert step.loss is not None and step.loss.reason is LossReason.DEADLINE_AT_COMPLETION
+    assert not step.cancel_body
+    assert s.release(1201.0).send is Op.RELEASE
+    s.release_reply(1202.0, True)  # the key was still there: still not a success
+    assert s.outcome is Outcome.LOST
+    assert s.verdict(None) is s.lost
+
+
+def test_only_a_confirmed_release_is_success() -> None:
+    s = held()
+    s.body_done(100.0)
+    s.release(100.0)
+    s.release_reply(101.0, True)
+    assert s.outcome is Outcome.OK
+    assert s.verdict(None) is None
+
+    s = held()
+    s.body_done(100.0)
+    s.release(100.0)
+    step = s.release_reply(101.0, False)
+    assert s.outcome is Outcome.LOST
+    assert step.loss is not None and step.loss.reason is LossReason.RELEASE_REJECTED
+
+    s = held()
+    s.body_done(100.0)
+    s.release(100.0)
+    s.release_fail(101.0)
+    assert s.outcome is Outcome.LOST
+    assert s.lost is not None and s.lost.reason is LossReason.RELEASE_UNANSWERED
+
+
+def test_renewal_reply_after_body_done_is_ignored() -> None:
+    s = held()
+    s.tick(250.0)
+    s.body_done(260.0)
+    assert s.renew_reply(270.0, False) is NOTHING
+    s.release(271.0)
+    s.release_reply(272.0, True)
+    assert s.outcome is Outcome.OK
+
+
+def test_retries_then_not_acquired() -> None:
+    s = section(retries=2, retry_delay_ms=50.0)
+    for attempt in range(3):
+        s.acquire(attempt * 100.0)
+        s.acquire_reply(attempt * 100.0 + 1, 0)
+    assert s.phase is Phase.DONE and s.outcome is Outcome.NOT_ACQUIRED
+    assert s.attempts == 3
+    with pytest.raises(ProtocolError):
+        s.acquire(1000.0)
+
+
+def test_backoff_waits_for_the_retry_delay() -> None:
+    s = section(retries=1, retry_delay_ms=50.0)
+    s.acquire(0.0)
+    s.acquire_reply(1.0, 0)
+    assert s.phase is Phase.BACKOFF and s.wake_at == 51.0
+    with pytest.raises(ProtocolError):
+        s.acquire(20.0)
+    s.acquire(51.0)
+
+
+def test_failed_acquire_releases_with_our_token_and_fails() -> None:
+    s = section()
+    s.acquire(0.0)
+    s.acquire_fail(3.0)
+    assert s.phase is Phase.ABANDONED
+    assert s.release(4.0).send is Op.RELEASE
+    s.release_reply(5.0, True)
+    assert s.outcome is Outcome.FAILED
+
+
+def test_manual_handle_has_no_timer_and_signals_only_from_extend() -> None:
+    s = held(watch=False, renew_every_ms=None)
+    assert s.wake_at is None
+    assert s.tick(5000.0) is NOTHING
+    assert s.extend(10.0, 2000).send is Op.EXTEND
+    step = s.extend_reply(11.0, False)
+    assert step.loss is not None and step.loss.reason is LossReason.EXTEND_REJECTED
+    s2 = held(watch=False, renew_every_ms=None)
+    s2.release(1.0)
+    assert s2.release_reply(2.0, False) is NOTHING  # release answers with a bool instead
+
+
+def test_manual_extend_uses_its_own_ttl() -> None:
+    s = held(watch=False, renew_every_ms=None, drift_factor=0.0)
+    s.extend(100.0, 5000)
+    s.extend_reply(150.0, True)
+    assert s.deadline == 5100.0
+    assert s.extend(200.0, 10).send is Op.EXTEND
+    assert s.extend(200.0, 10) is NOTHING  # one extend in flight per handle
+
+
+def test_extend_after_release_sends_nothing() -> None:
+    s = held()
+    s.body_done(1.0)
+    s.release(1.0)
+    s.release_reply(2.0, True)
+    assert s.extend(3.0, TTL) is NOTHING
+    assert s.release(3.0) is NOTHING
+
+
+def test_loss_cancels_a_running_body_only_when_asked() -> None:
+    s = held(cancel_on_loss=True)
+    s.tick(250.0)
+    assert s.renew_reply(251.0, False).cancel_body
+    s = held(cancel_on_loss=False)
+    s.tick(250.0)
+    assert not s.renew_reply(251.0, False).cancel_body
+
+
+def test_verdicts() -> None:
+    s = held(cancel_on_loss=True)
+    s.tick(250.0)
+    s.renew_reply(251.0, False)
+    s.body_done(300.0)
+    s.release(300.0)
+    s.release_reply(301.0, False)
+    body = ValueError("boom")
+    assert s.verdict(body) is s.lost  # the loss is never hidden behind another error
+    assert s.verdict(s.lost) is s.lost  # the body re-raised the abort reason: unchanged
+    assert s.verdict(asyncio.CancelledError()) is s.lost  # our own cancel becomes the loss
+
+    s = held()
+    s.body_done(1.0)
+    s.release(1.0)
+    s.release_reply(2.0, True)
+    assert s.verdict(body) is body
+
+
+def test_trace_records_actions_in_order() -> None:
+    events: list[dict[str, object]] = []
+    s = Section("lock:k", "t", SectionConfig(ttl_ms=TTL, renew_every_ms=250, watch=True),
+                trace=events.append)
+    s.acquire(0.0)
+    s.acquire_reply(1.0, 3)
+    s.tick(250.0)
+    s.renew_reply(260.0, True)
+    s.body_done(300.0)
+    s.release(300.0)
+    s.release_reply(301.0, True)
+    assert [e["action"] for e in events] == [
+        "Acquire", "AcquireReply", "RenewSend", "RenewReply", "BodyDone", "Release",
+        "ReleaseReply",
+    ]
