@@ -1,0 +1,23 @@
+# The two commands in the README do all set-up themselves (.ci/setup is idempotent).
+PY ?= python3
+export PYTHONDONTWRITEBYTECODE = 1
+
+.PHONY: setup verify test lint unit chaos test-deep
+
+setup:
+	@bash .ci/setup
+
+# The main job: model-check every model, broken variant and probe with TLC; print the table.
+verify: setup
+	$(PY) -m distlock verify --json verify-report.json
+
+# The whole suite: lint, strict types, unit, integration, properties, traces, chaos.
+test: setup lint
+	$(PY) -m pytest
+
+lint:
+	$(PY) -m ruff check distlock tests
+	$(PY) -m mypy --strict
+
+unit: setup
+	$(PY) -m pytest -m "not chaos"
