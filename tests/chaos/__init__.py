@@ -1,0 +1,1 @@
+"""Fault injection against real Redis and real Toxiproxy: every fault, nothing silent."""
