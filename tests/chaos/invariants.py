@@ -1,0 +1,113 @@
+"""The checks every chaos scenario ends with, as pure functions of what was recorded.
+
+- NoOverlappingSuccess: two sections on one key that both ended successfully never had
+  their bodies running at the same time.
+- Every loss surfaced: when two bodies on one key overlapped, the key cannot have been
+  held by both, so any section that overlapped a successful one (and, when neither
+  succeeded, at least one of the pair) must have raised ``LockLeaseLostError`` or seen its
+  signal fire.  And a body that outlived its lease (it ran past a full TTL after the send
+  time of its last successful acquire or renewal) must end in ``LockLeaseLostError``.
+- Detection: a body still running a full TTL after its last successful renewal was sent
+  must have seen its signal fire by then, give or take a scheduling slack.  Starved
+  sections (event loop or GIL held by the body) cannot fire timers; for them the signal
+  must fire once the starvation ends.
+
+Times are ``time.monotonic()`` seconds; the lease arithmetic is in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tests.chaos.recorder import Recorder, Section
+
+
+@dataclass
+class Verdict:
+    sections: int = 0
+    ok: int = 0
+    surfaced: int = 0
+    overlaps: int = 0
+    overlapping_pairs: int = 0
+    detections_ms: list[float] = field(default_factory=list)
+    starved_detections_ms: list[float] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def worst_detection_ms(self) -> float | None:
+        every = self.detections_ms + self.starved_detections_ms
+        return max(every) if every else None
+
+
+def check(recorder: Recorder, *, slack_ms: float) -> Verdict:
+    verdict = Verdict()
+    sections = recorder.entered()
+    origin = recorder.origin
+    verdict.sections = len(sections)
+    verdict.ok = sum(1 for s in sections if s.outcome == "ok")
+    verdict.surfaced = sum(1 for s in sections if s.surfaced)
+
+    for s in sections:
+        if s.outcome == "pending":
+            verdict.violations.append(f"run() never returned: {s.describe(origin)}")
+        if s.end is None:
+            verdict.violations.append(f"body never finished: {s.describe(origin)}")
+
+    for i, a in enumerate(sections):
+        for b in sections[i + 1 :]:
+            if a.key != b.key or not a.overlaps(b):
+                continue
+            verdict.overlapping_pairs += 1
+            pair = f"{a.describe(origin)} | {b.describe(origin)}"
+            if a.outcome == "ok" and b.outcome == "ok":
+                verdict.overlaps += 1
+                verdict.violations.append(f"NoOverlappingSuccess violated: {pair}")
+            elif (a.outcome == "ok" and not b.surfaced) or (b.outcome == "ok" and not a.surfaced):
+                verdict.violations.append(f"silent loss beside a success: {pair}")
+            elif not a.surfaced and not b.surfaced:
+                verdict.violations.append(f"overlap with no loss surfaced: {pair}")
+
+    for s in sections:
+        _check_lease(recorder, s, slack_ms, verdict)
+    return verdict
+
+
+def _check_lease(recorder: Recorder, s: Section, slack_ms: float, verdict: Verdict) -> None:
+    if s.start is None or s.end is None:
+        return
+    origin = recorder.origin
+    ttl = s.ttl_ms / 1000.0
+    slack = slack_ms / 1000.0
+    horizon = s.end if s.signal_at is None else min(s.signal_at, s.end)
+    last = recorder.last_ok_send(s, before=horizon)
+    if last is None:
+        verdict.violations.append(f"no successful acquire on the wire for {s.describe(origin)}")
+        return
+    if s.end > last + ttl and s.outcome != "lost":
+        verdict.violations.append(
+            f"body outlived its lease ({(s.end - last) * 1000:.0f} ms after the last successful "
+            f"send, ttl {s.ttl_ms} ms) without LockLeaseLostError: {s.describe(origin)}"
+        )
+    fired_in_body = s.signal_at is not None and s.signal_at <= s.end
+    if s.starved_until is not None:
+        lapsed = last + ttl < s.starved_until
+        if (
+            lapsed
+            and s.end > s.starved_until + slack
+            and (s.signal_at is None or s.signal_at > s.starved_until + slack)
+        ):
+            verdict.violations.append(
+                f"signal not fired within {slack_ms:.0f} ms after the starvation ended: "
+                f"{s.describe(origin)}"
+            )
+        if fired_in_body and s.signal_at is not None:
+            verdict.starved_detections_ms.append((s.signal_at - last) * 1000)
+        return
+    bound = last + ttl + slack
+    if s.end > bound and (s.signal_at is None or s.signal_at > bound):
+        verdict.violations.append(
+            f"loss not detected within ttl + {slack_ms:.0f} ms of the last successful send "
+            f"(at {(last - origin) * 1000:.1f} ms): {s.describe(origin)}"
+        )
+    if fired_in_body and s.signal_at is not None:
+        verdict.detections_ms.append((s.signal_at - last) * 1000)

@@ -1,0 +1,254 @@
+"""What happened during a chaos scenario: every section, every lock command, every fault.
+
+A *section* is one ``run`` call that got as far as the body: who ran it, when the body
+started and ended (``time.monotonic()``, one clock for every thread and every process on
+the machine), when its signal fired, and how ``run`` ended.  A *command* is one lock script
+(EVAL/EVALSHA) a client sent, with its send and reply instants and whether Redis said yes;
+commands are matched to sections by the token they carry, so a section's last successful
+renewal is known from the wire, not from the lock's own bookkeeping.
+
+The redis clients below are the real redis-py clients with one override that notes each
+command's timing on its way through: the IO is untouched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import redis
+import redis.asyncio
+
+Outcome = Literal["pending", "ok", "lost", "error", "not_acquired"]
+
+#: The commands the lock's scripts travel in.
+SCRIPT_COMMANDS = frozenset({"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO"})
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+@dataclass(frozen=True)
+class Command:
+    """One lock script on the wire: ``ok`` when Redis answered with a positive integer
+    (granted fence, extended, released)."""
+
+    name: str
+    args: tuple[str, ...]
+    sent: float
+    replied: float
+    ok: bool
+    error: str | None = None
+
+    def carries(self, token: str) -> bool:
+        return token in self.args
+
+
+@dataclass
+class Section:
+    client: str
+    key: str
+    ttl_ms: int
+    seq: int
+    attempt_started: float
+    start: float | None = None
+    end: float | None = None
+    finished: float | None = None
+    outcome: Outcome = "pending"
+    error: str | None = None
+    signal_at: float | None = None
+    token: str | None = None
+    fence: int | None = None
+    #: This section's body was starved (event loop or GIL held): timers cannot fire, so the
+    #: detection bound is replaced by "detected when the starvation ends".
+    starved_until: float | None = None
+    renew_errors: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def entered(self) -> bool:
+        return self.start is not None
+
+    @property
+    def surfaced(self) -> bool:
+        """The loss is visible to the caller: ``run`` raised it, or the signal fired."""
+        return self.outcome == "lost" or self.signal_at is not None
+
+    def overlaps(self, other: Section) -> bool:
+        if self.start is None or other.start is None:
+            return False
+        a_end = self.end if self.end is not None else float("inf")
+        b_end = other.end if other.end is not None else float("inf")
+        return self.start < b_end and other.start < a_end
+
+    def describe(self, origin: float = 0.0) -> str:
+        def ms(t: float | None) -> str:
+            return "-" if t is None else f"{(t - origin) * 1000:.1f}"
+
+        return (
+            f"{self.client}#{self.seq} fence={self.fence} "
+            f"body=[{ms(self.start)}, {ms(self.end)}]ms "
+            f"signal={ms(self.signal_at)} outcome={self.outcome}"
+            + (f" ({self.error})" if self.error else "")
+        )
+
+
+class Recorder:
+    """Thread-safe log of sections, commands and faults, with a condition to wait on."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.origin = now()
+        self.sections: list[Section] = []
+        self.commands: list[Command] = []
+        self.faults = 0
+        self.fault_log: list[tuple[float, str]] = []
+        self.trials = 0
+        self._cond = threading.Condition()
+        self._seq = itertools.count(1)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def new_section(self, client: str, key: str, ttl_ms: int) -> Section:
+        section = Section(client, key, ttl_ms, next(self._seq), now())
+        with self._cond:
+            self.sections.append(section)
+        return section
+
+    def changed(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def enter(self, section: Section, token: str, fence: int) -> None:
+        with self._cond:
+            section.start = now()
+            section.token = token
+            section.fence = fence
+            self._cond.notify_all()
+
+    def leave(self, section: Section) -> None:
+        with self._cond:
+            section.end = now()
+            self._cond.notify_all()
+
+    def signal_fired(self, section: Section, at: float | None = None) -> None:
+        with self._cond:
+            if section.signal_at is None:
+                section.signal_at = now() if at is None else at
+            self._cond.notify_all()
+
+    def settle(
+        self, section: Section, outcome: Outcome, error: BaseException | None = None
+    ) -> None:
+        with self._cond:
+            section.finished = now()
+            section.outcome = outcome
+            if error is not None:
+                section.error = f"{type(error).__name__}: {error}"
+            self._cond.notify_all()
+
+    def command(self, command: Command) -> None:
+        with self._cond:
+            self.commands.append(command)
+            self._cond.notify_all()
+
+    def fault(self, what: str) -> None:
+        with self._cond:
+            self.faults += 1
+            self.fault_log.append((now(), what))
+            self._cond.notify_all()
+
+    # -- reading ------------------------------------------------------------------------
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Block until ``predicate()`` holds (re-checked on every recorded change)."""
+        give_up = now() + timeout
+        with self._cond:
+            while not predicate():
+                left = give_up - now()
+                if left <= 0:
+                    return False
+                # The timeout only bounds the wait; every change notifies.
+                self._cond.wait(min(left, 0.05))
+            return True
+
+    def commands_of(self, section: Section) -> list[Command]:
+        token = section.token
+        if token is None:
+            return []
+        with self._cond:
+            return [c for c in self.commands if c.carries(token)]
+
+    def renewed_in_body(self, section: Section) -> bool:
+        """At least one successful lock command was sent after the body started."""
+        start = section.start
+        if start is None or section.end is not None:
+            return False
+        return any(c.ok and c.sent >= start for c in self.commands_of(section))
+
+    def last_ok_send(self, section: Section, before: float) -> float | None:
+        """When the last successful acquire/renewal answered before ``before`` was sent."""
+        sends = [c.sent for c in self.commands_of(section) if c.ok and c.replied <= before]
+        return max(sends) if sends else None
+
+    def entered(self) -> list[Section]:
+        with self._cond:
+            return [s for s in self.sections if s.entered]
+
+    def in_body(self) -> list[Section]:
+        with self._cond:
+            return [s for s in self.sections if s.entered and s.end is None]
+
+
+def _record(
+    recorder: Recorder, args: tuple[Any, ...], sent: float, reply: Any, error: str | None
+) -> None:
+    name = str(args[0]).upper() if args else ""
+    if name not in SCRIPT_COMMANDS:
+        return
+    text = tuple(a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in args[1:])
+    ok = error is None and isinstance(reply, int) and not isinstance(reply, bool) and reply > 0
+    recorder.command(Command(name, text, sent, now(), ok, error))
+
+
+class RecordingRedis(redis.Redis):
+    """``redis.Redis`` that notes every lock script it sends in a :class:`Recorder`."""
+
+    def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorder = recorder
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        sent = now()
+        send: Callable[..., Any] = super().execute_command
+        try:
+            reply = send(*args, **options)
+        except Exception as exc:
+            _record(self.recorder, args, sent, None, f"{type(exc).__name__}: {exc}")
+            raise
+        _record(self.recorder, args, sent, reply, None)
+        return reply
+
+
+class RecordingAsyncRedis(redis.asyncio.Redis):
+    """``redis.asyncio.Redis`` that notes every lock script it sends in a :class:`Recorder`."""
+
+    def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorder = recorder
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        sent = now()
+        send: Callable[..., Awaitable[Any]] = super().execute_command
+        try:
+            reply = await send(*args, **options)
+        except BaseException as exc:
+            _record(self.recorder, args, sent, None, f"{type(exc).__name__}: {exc}")
+            raise
+        _record(self.recorder, args, sent, reply, None)
+        return reply
