@@ -1,0 +1,673 @@
+"""Trials: several clients contend for one key while a fault is injected, and all is recorded.
+
+A trial has *victims* (clients whose traffic goes through the Toxiproxy proxy, or that
+share the faulted Redis), an *intruder* (a client on a direct connection that keeps trying
+to take the key, so that whenever a victim's lease lapses someone really does take it),
+and an *injector* that waits for a victim to be inside its body with at least one
+successful renewal on the wire, then injects the scenario's fault and heals it.
+
+Bodies simulate work by waiting on the handle's signal (that sleep is the work, not a
+synchronisation); an oblivious body keeps working after the signal fires, a cooperative
+one stops and raises the signal's reason.  A watcher (a thread, or a task in asyncio)
+records the instant each signal fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
+from redis.connection import parse_url
+from redis.retry import Retry
+
+from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
+from distlock.asyncio import Lock as AsyncLock
+from distlock.asyncio import LockHandle as AsyncLockHandle
+from tests.chaos.invariants import Verdict, check
+from tests.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
+from tests.chaos.recorder import (
+    Recorder,
+    RecordingAsyncRedis,
+    RecordingRedis,
+    Section,
+    now,
+)
+from tests.chaos.report import ChaosReport, Row
+from tests.chaos.targets import RedisTarget, Settings
+from tests.chaos.toxiproxy import Proxy
+
+#: Socket timeouts on every client: long against the TTLs used here (a hang is a hang for
+#: the lease), short enough that a stuck call ends within the test.
+SOCKET_TIMEOUT = 1.0
+#: Upper bound for one trial's threads and tasks to finish.
+TRIAL_TIMEOUT = 30.0
+#: How long the injector waits for a victim to renew inside its body.
+ARM_TIMEOUT = 10.0
+
+_usleep = ctypes.PyDLL(None).usleep  # PyDLL: the GIL stays held during the call
+_usleep.argtypes = [ctypes.c_uint]
+_usleep.restype = ctypes.c_int
+
+
+def hold_gil(ms: float) -> None:
+    """Block in a C call that keeps the GIL: no other thread of this process runs."""
+    _usleep(int(ms * 1000))
+
+
+@dataclass
+class Body:
+    """What a section does while it holds the lock."""
+
+    ms: float
+    #: Stop when the signal fires and raise its reason (else keep working, oblivious).
+    cooperative: bool = False
+    #: Starve the section's timers at the start of the body: hold the GIL (sync) or block
+    #: the event loop with ``time.sleep`` (asyncio).
+    starve_ms: float = 0.0
+    at_start: Callable[[], None] | None = None
+    at_end: Callable[[], None] | None = None
+
+
+Fault = Callable[[Section], None]
+
+
+class Injector(threading.Thread):
+    """Runs the scenario's fault function; its exception fails the trial."""
+
+    def __init__(self, fault: Callable[[], None]) -> None:
+        super().__init__(name="chaos-injector", daemon=True)
+        self.fault = fault
+        self.errors: list[BaseException] = []
+
+    def run(self) -> None:
+        try:
+            self.fault()
+        except BaseException as exc:
+            self.errors.append(exc)
+
+
+@dataclass
+class Scenario:
+    name: str
+    ttl_ms: int
+    target: RedisTarget
+    proxy: Proxy | None
+    settings: Settings
+    report: ChaosReport
+    admin: redis.Redis
+    recorder: Recorder = field(init=False)
+    tag: str = field(init=False)
+    prefix: str = field(init=False)
+    baseline: Baseline = field(init=False)
+    targets: list[Section] = field(default_factory=list)
+    _sync_clients: list[redis.Redis] = field(default_factory=list)
+    _locks: list[Lock] = field(default_factory=list)
+    _finished: bool = False
+
+    def __post_init__(self) -> None:
+        self.recorder = Recorder(self.name)
+        self.tag = f"chaos-{uuid.uuid4().hex[:10]}"
+        self.prefix = self.tag
+        self.admin.ping()
+        self.baseline = Baseline.take()
+
+    # -- parameters -----------------------------------------------------------------------
+
+    @property
+    def key_id(self) -> str:
+        return "res"
+
+    @property
+    def key(self) -> str:
+        return f"{self.prefix}:{self.key_id}"
+
+    @property
+    def ttl(self) -> float:
+        return self.ttl_ms / 1000.0
+
+    @property
+    def slack_ms(self) -> float:
+        return self.settings.slack_for(self.ttl_ms)
+
+    @property
+    def slack(self) -> float:
+        return self.slack_ms / 1000.0
+
+    def detection_window(self) -> float:
+        """How long to keep a fault in place while waiting for a victim's signal."""
+        return self.ttl + self.slack + 0.5
+
+    # -- clients and locks ----------------------------------------------------------------
+
+    def connection_kwargs(self, via_proxy: bool) -> dict[str, Any]:
+        """Host, port, db and credentials of the target, or of the proxy in front of it."""
+        parse: Callable[[str], dict[str, Any]] = parse_url
+        parsed = parse(self.target.url)
+        kwargs: dict[str, Any] = {
+            k: parsed[k] for k in ("host", "port", "db", "username", "password") if k in parsed
+        }
+        if via_proxy:
+            assert self.proxy is not None, "this scenario has no proxy"
+            kwargs["host"], kwargs["port"] = self.proxy.host, self.proxy.port
+        return kwargs
+
+    def sync_client(self, role: str, *, via_proxy: bool, **kwargs: Any) -> RecordingRedis:
+        client = RecordingRedis(
+            **self.connection_kwargs(via_proxy),
+            recorder=self.recorder,
+            client_name=f"{self.tag}-{role}",
+            socket_timeout=SOCKET_TIMEOUT,
+            socket_connect_timeout=SOCKET_TIMEOUT,
+            retry=Retry(ExponentialBackoff(cap=0.02, base=0.005), 1),
+            **kwargs,
+        )
+        self._sync_clients.append(client)
+        return client
+
+    def async_client(self, role: str, *, via_proxy: bool) -> RecordingAsyncRedis:
+        return RecordingAsyncRedis(
+            **self.connection_kwargs(via_proxy),
+            recorder=self.recorder,
+            client_name=f"{self.tag}-{role}",
+            socket_timeout=SOCKET_TIMEOUT,
+            socket_connect_timeout=SOCKET_TIMEOUT,
+            retry=AsyncRetry(ExponentialBackoff(cap=0.02, base=0.005), 1),
+        )
+
+    def sync_lock(self, client: redis.Redis, **options: Any) -> Lock:
+        lock = Lock(client, prefix=self.prefix, ttl_ms=self.ttl_ms, **options)
+        self._locks.append(lock)
+        return lock
+
+    def close_sync(self) -> None:
+        locks, self._locks = self._locks, []
+        for lock in locks:
+            lock.close()
+        clients, self._sync_clients = self._sync_clients, []
+        for client in clients:
+            client.close()
+
+    # -- sections -------------------------------------------------------------------------
+
+    def _section(self, role: str) -> Section:
+        return self.recorder.new_section(role, self.key, self.ttl_ms)
+
+    def _renew_hook(self, section: Section) -> Callable[[BaseException], None]:
+        def hook(exc: BaseException) -> None:
+            section.renew_errors += 1
+            self.recorder.changed()
+
+        return hook
+
+    def run_sync_section(
+        self, lock: Lock, role: str, body: Body, *, retries: int, retry_delay_ms: float
+    ) -> Section:
+        section = self._section(role)
+        try:
+            lock.run(
+                self.key_id,
+                lambda handle: self._sync_body(section, body, handle),
+                retries=retries,
+                retry_delay_ms=retry_delay_ms,
+                on_renew_error=self._renew_hook(section),
+            )
+        except LockLeaseLostError as exc:
+            self.recorder.settle(section, "lost", exc)
+        except LockNotAcquiredError as exc:
+            self.recorder.settle(section, "not_acquired", exc)
+        except Exception as exc:
+            self.recorder.settle(section, "error", exc)
+        else:
+            self.recorder.settle(section, "ok")
+        return section
+
+    def _sync_body(self, section: Section, body: Body, handle: LockHandle) -> None:
+        rec = self.recorder
+        rec.enter(section, handle.token, handle.fence)
+        started = now()
+        watcher = threading.Thread(
+            target=self._watch_sync,
+            args=(section, handle),
+            name=f"watch-{section.seq}",
+            daemon=True,
+        )
+        watcher.start()
+        try:
+            if body.at_start is not None:
+                body.at_start()
+            if body.starve_ms:
+                hold_gil(body.starve_ms)
+                section.starved_until = now()
+            left = body.ms / 1000.0 - (now() - started)
+            if left > 0 and handle.signal.wait(left):
+                if body.cooperative:
+                    handle.signal.raise_if_aborted()
+                left = body.ms / 1000.0 - (now() - started)
+                if left > 0:
+                    time.sleep(left)  # oblivious: the work goes on
+            if body.at_end is not None:
+                body.at_end()
+        finally:
+            rec.leave(section)
+            watcher.join(timeout=5)
+
+    def _watch_sync(self, section: Section, handle: LockHandle) -> None:
+        # Bounded: a body lasts at most TRIAL_TIMEOUT.
+        give_up = now() + TRIAL_TIMEOUT
+        while section.end is None and now() < give_up:
+            if handle.signal.wait(0.005):
+                self.recorder.signal_fired(section)
+                return
+
+    async def run_async_section(
+        self,
+        lock: AsyncLock,
+        role: str,
+        body: Body,
+        *,
+        retries: int,
+        retry_delay_ms: float,
+        cancel_on_loss: bool = True,
+    ) -> Section:
+        section = self._section(role)
+        try:
+            await lock.run(
+                self.key_id,
+                lambda handle: self._async_body(section, body, handle),
+                retries=retries,
+                retry_delay_ms=retry_delay_ms,
+                on_renew_error=self._renew_hook(section),
+                cancel_on_loss=cancel_on_loss,
+            )
+        except LockLeaseLostError as exc:
+            self.recorder.settle(section, "lost", exc)
+        except LockNotAcquiredError as exc:
+            self.recorder.settle(section, "not_acquired", exc)
+        except Exception as exc:
+            self.recorder.settle(section, "error", exc)
+        else:
+            self.recorder.settle(section, "ok")
+        return section
+
+    async def _async_body(self, section: Section, body: Body, handle: AsyncLockHandle) -> None:
+        rec = self.recorder
+        rec.enter(section, handle.token, handle.fence)
+        started = now()
+        watcher = asyncio.create_task(self._watch_async(section, handle), name="chaos-watch")
+        try:
+            if body.at_start is not None:
+                body.at_start()
+            if body.starve_ms:
+                time.sleep(body.starve_ms / 1000.0)  # noqa: ASYNC251 (blocks the loop on purpose)
+                section.starved_until = now()
+            left = body.ms / 1000.0 - (now() - started)
+            fired = False
+            if left > 0:
+                try:
+                    fired = await asyncio.wait_for(handle.signal.wait(), left)
+                except TimeoutError:
+                    fired = False
+            if fired:
+                if body.cooperative:
+                    handle.signal.raise_if_aborted()
+                left = body.ms / 1000.0 - (now() - started)
+                if left > 0:
+                    await asyncio.sleep(left)
+            if body.at_end is not None:
+                body.at_end()
+        except asyncio.CancelledError:
+            # cancel_on_loss: the cancellation is how the loss reaches the body.
+            rec.signal_fired(section)
+            raise
+        finally:
+            rec.leave(section)
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _watch_async(self, section: Section, handle: AsyncLockHandle) -> None:
+        await handle.signal.wait()
+        self.recorder.signal_fired(section)
+
+    # -- the fault ------------------------------------------------------------------------
+
+    def wait_for_victim(self, *, renewed: bool = True) -> Section | None:
+        """A victim inside its body (with a successful renewal on the wire, by default)."""
+        found: list[Section] = []
+
+        def ready() -> bool:
+            for s in self.recorder.in_body():
+                if s.client.startswith("victim") and (
+                    not renewed or self.recorder.renewed_in_body(s)
+                ):
+                    found.append(s)
+                    return True
+            return False
+
+        self.recorder.wait_until(ready, ARM_TIMEOUT)
+        return found[0] if found else None
+
+    def inject(self, fault: Fault, *, expect_lapse: bool, renewed: bool = True) -> None:
+        victim = self.wait_for_victim(renewed=renewed)
+        if victim is None:
+            pytest.fail(f"{self.name}: no victim renewed inside its body within {ARM_TIMEOUT}s")
+        if expect_lapse:
+            self.targets.append(victim)
+        fault(victim)
+
+    def wait_signal(self, victim: Section, timeout: float | None = None) -> bool:
+        """Keep a fault in place until the victim's signal fires or its body ends."""
+        return self.recorder.wait_until(
+            lambda: victim.signal_at is not None or victim.end is not None,
+            self.detection_window() if timeout is None else timeout,
+        )
+
+    # -- trials ---------------------------------------------------------------------------
+
+    def victim_bodies(self, trial: int, index: int) -> list[Body]:
+        """A long first body (so faults land inside it) and a short second one.
+
+        Long bodies are oblivious in two trials out of three, so a lapsed lease leaves a
+        body running while someone else takes the key; cooperative in the third.
+        """
+        cooperative = trial % 3 == 2
+        return [
+            Body(self.ttl_ms * 3.0, cooperative=cooperative),
+            Body(self.ttl_ms * 0.5, cooperative=True),
+        ]
+
+    def sync_trial(
+        self,
+        trial: int,
+        fault: Callable[[], None] | None,
+        *,
+        victims: int = 3,
+        bodies: Callable[[int, int], list[Body]] | None = None,
+        intruder: bool = True,
+        victim_client: dict[str, Any] | None = None,
+        via_proxy: bool = True,
+    ) -> None:
+        """Victims on Locks over the faulted path (two share one Lock), an intruder on a
+        direct connection, and the injector, all as threads of this process."""
+        self.recorder.trials += 1
+        make_bodies = bodies or self.victim_bodies
+        shared = self.sync_lock(
+            self.sync_client(
+                f"victim-shared-t{trial}", via_proxy=via_proxy, **(victim_client or {})
+            )
+        )
+        threads: list[threading.Thread] = []
+        for i in range(victims):
+            lock = shared
+            if i >= 2 or (victim_client or {}).get("single_connection_client"):
+                lock = self.sync_lock(
+                    self.sync_client(
+                        f"victim{i}-t{trial}", via_proxy=via_proxy, **(victim_client or {})
+                    )
+                )
+            plan = make_bodies(trial, i)
+            threads.append(
+                threading.Thread(
+                    target=self._sync_victim,
+                    args=(lock, f"victim{i}", plan),
+                    name=f"chaos-victim{i}",
+                    daemon=True,
+                )
+            )
+        stop = threading.Event()
+        intruder_thread: threading.Thread | None = None
+        if intruder:
+            intruder_lock = self.sync_lock(self.sync_client(f"intruder-t{trial}", via_proxy=False))
+            intruder_thread = threading.Thread(
+                target=self._sync_intruder,
+                args=(intruder_lock, stop),
+                name="chaos-intruder",
+                daemon=True,
+            )
+        injector = self._injector_thread(fault)
+        self._run_threads(threads, injector, intruder_thread, stop)
+        self.close_sync()
+
+    def _injector_thread(self, fault: Callable[[], None] | None) -> Injector | None:
+        return None if fault is None else Injector(fault)
+
+    def _run_threads(
+        self,
+        victims: list[threading.Thread],
+        injector: Injector | None,
+        intruder: threading.Thread | None,
+        stop: threading.Event,
+    ) -> None:
+        helpers: list[threading.Thread] = [x for x in (injector, intruder) if x is not None]
+        for t in [*victims, *helpers]:
+            t.start()
+        give_up = now() + TRIAL_TIMEOUT
+        for t in victims:
+            t.join(timeout=max(0.0, give_up - now()))
+        stop.set()
+        for t in helpers:
+            t.join(timeout=max(0.0, give_up - now()))
+        hung = [t.name for t in [*victims, *helpers] if t.is_alive()]
+        if hung:
+            pytest.fail(
+                f"{self.name}: still running after {TRIAL_TIMEOUT}s: {hung}\n" + self.timeline()
+            )
+        if injector is not None and injector.errors:
+            raise injector.errors[0]
+
+    def _sync_victim(self, lock: Lock, role: str, plan: list[Body]) -> None:
+        for body in plan:
+            self.run_sync_section(lock, role, body, retries=400, retry_delay_ms=10)
+
+    def _sync_intruder(self, lock: Lock, stop: threading.Event) -> None:
+        for _ in range(200):
+            section = self._intrude_once(lock, stop)
+            if section is None:
+                return
+            # Let the victims have the key between two intrusions.
+            if stop.wait(self.ttl * 1.5):
+                return
+
+    def _intrude_once(self, lock: Lock, stop: threading.Event) -> Section | None:
+        """Poll for the key (5 ms apart) until taken or the trial's victims are done."""
+        for _ in range(int(TRIAL_TIMEOUT / 0.1)):
+            if stop.is_set():
+                return None
+            section = self.run_sync_section(
+                lock,
+                "intruder",
+                Body(self.ttl_ms * 0.75, cooperative=True),
+                retries=20,
+                retry_delay_ms=5,
+            )
+            if section.entered:
+                return section
+        return None
+
+    def async_trial(
+        self,
+        trial: int,
+        fault: Callable[[], None] | None,
+        *,
+        victims: int = 3,
+        bodies: Callable[[int, int], list[Body]] | None = None,
+        intruder: bool = True,
+        cancel_on_loss: bool = True,
+        via_proxy: bool = True,
+    ) -> None:
+        """Victims as tasks of one event loop (two share one AsyncLock); the intruder and
+        the injector are threads, so they keep going when the loop is blocked."""
+        self.recorder.trials += 1
+        make_bodies = bodies or self.victim_bodies
+        stop = threading.Event()
+        intruder_thread: threading.Thread | None = None
+        if intruder:
+            intruder_lock = self.sync_lock(self.sync_client(f"intruder-t{trial}", via_proxy=False))
+            intruder_thread = threading.Thread(
+                target=self._sync_intruder,
+                args=(intruder_lock, stop),
+                name="chaos-intruder",
+                daemon=True,
+            )
+        injector = self._injector_thread(fault)
+        for t in (injector, intruder_thread):
+            if t is not None:
+                t.start()
+        problems: list[str] = []
+        try:
+            asyncio.run(
+                self._async_main(trial, victims, make_bodies, cancel_on_loss, via_proxy, problems)
+            )
+        finally:
+            stop.set()
+            give_up = now() + TRIAL_TIMEOUT
+            for t in (injector, intruder_thread):
+                if t is not None:
+                    t.join(timeout=max(0.0, give_up - now()))
+        hung = [t.name for t in (injector, intruder_thread) if t is not None and t.is_alive()]
+        if hung:
+            problems.append(f"still running: {hung}")
+        if problems:
+            pytest.fail(f"{self.name}: " + "; ".join(problems) + "\n" + self.timeline())
+        if injector is not None and injector.errors:
+            raise injector.errors[0]
+        self.close_sync()
+
+    async def _async_main(
+        self,
+        trial: int,
+        victims: int,
+        make_bodies: Callable[[int, int], list[Body]],
+        cancel_on_loss: bool,
+        via_proxy: bool,
+        problems: list[str],
+    ) -> None:
+        try:
+            await asyncio.wait_for(
+                self._async_victims(trial, victims, make_bodies, cancel_on_loss, via_proxy),
+                TRIAL_TIMEOUT,
+            )
+        except TimeoutError:
+            problems.append(f"asyncio victims still running after {TRIAL_TIMEOUT}s")
+        left = await leaked_tasks()
+        if left:
+            problems.append(f"asyncio tasks left after aclose(): {left}")
+
+    async def _async_victims(
+        self,
+        trial: int,
+        victims: int,
+        make_bodies: Callable[[int, int], list[Body]],
+        cancel_on_loss: bool,
+        via_proxy: bool,
+    ) -> None:
+        clients: list[redis.asyncio.Redis] = []
+        locks: list[AsyncLock] = []
+
+        def new_lock(role: str) -> AsyncLock:
+            client = self.async_client(role, via_proxy=via_proxy)
+            clients.append(client)
+            lock = AsyncLock(client, prefix=self.prefix, ttl_ms=self.ttl_ms)
+            locks.append(lock)
+            return lock
+
+        shared = new_lock(f"victim-shared-t{trial}")
+
+        async def victim(lock: AsyncLock, role: str, plan: list[Body]) -> None:
+            for body in plan:
+                await self.run_async_section(
+                    lock, role, body, retries=400, retry_delay_ms=10, cancel_on_loss=cancel_on_loss
+                )
+
+        tasks = []
+        for i in range(victims):
+            lock = shared if i < 2 else new_lock(f"victim{i}-t{trial}")
+            tasks.append(asyncio.create_task(victim(lock, f"victim{i}", make_bodies(trial, i))))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for lock in locks:
+                await lock.aclose()
+            for client in clients:
+                await client.aclose()
+
+    # -- the verdict ----------------------------------------------------------------------
+
+    def timeline(self) -> str:
+        rec = self.recorder
+        lines = [s.describe(rec.origin) for s in rec.entered()]
+        lines += [f"fault at {(t - rec.origin) * 1000:.1f} ms: {what}" for t, what in rec.fault_log]
+        return "\n".join(lines)
+
+    def finish(
+        self,
+        *,
+        expect: str,
+        min_overlaps: int = 0,
+        check_server_connections: bool = True,
+    ) -> Verdict:
+        """Close everything, check leaks and invariants, add the report row, assert.
+
+        ``expect``: ``"lapse"`` (every targeted victim must surface its loss, and the
+        scenario as a whole must surface at least one per trial), ``"none"`` (no loss may
+        be reported at all: the fault stayed within what the lock must ride out), or
+        ``"any"``.
+        """
+        self._finished = True
+        self.close_sync()
+        admin = self.admin if check_server_connections else None
+        leaks = check_no_leaks(self.baseline, admin=admin, name_prefix=self.tag)
+        verdict = check(self.recorder, slack_ms=self.slack_ms)
+        rec = self.recorder
+        self.report.add(
+            Row(
+                scenario=self.name,
+                trials=rec.trials,
+                faults=rec.faults,
+                ok=verdict.ok,
+                lost=verdict.surfaced,
+                overlaps=verdict.overlaps,
+                worst_detection_ms=(
+                    None
+                    if verdict.worst_detection_ms is None
+                    else round(verdict.worst_detection_ms, 1)
+                ),
+            )
+        )
+        problems = list(verdict.violations) + leaks
+        if rec.faults < rec.trials:
+            problems.append(f"only {rec.faults} faults injected in {rec.trials} trials")
+        if expect == "lapse":
+            for s in self.targets:
+                if not s.surfaced:
+                    problems.append(f"lapsed lease not surfaced: {s.describe(rec.origin)}")
+            if verdict.surfaced < rec.trials:
+                problems.append(
+                    f"{verdict.surfaced} losses surfaced in {rec.trials} lapsing trials"
+                )
+        elif expect == "none":
+            spurious = [s for s in rec.entered() if s.surfaced]
+            problems += [f"spurious loss: {s.describe(rec.origin)}" for s in spurious]
+        if verdict.overlapping_pairs < min_overlaps:
+            problems.append(
+                f"only {verdict.overlapping_pairs} overlapping sections (want >= {min_overlaps}): "
+                "the fault never let another client take the key, so the check proved nothing"
+            )
+        if problems:
+            pytest.fail(
+                f"{self.name}:\n  "
+                + "\n  ".join(problems)
+                + "\n--- timeline ---\n"
+                + self.timeline()
+            )
+        return verdict
