@@ -50,6 +50,7 @@ class LockBase:
         self._trace = trace
         self._label = f"L{next(_labels)}"
         self._sections = itertools.count(1)
+        self._configs: dict[tuple[Options, bool, bool], SectionConfig] = {}
 
     def key(self, id: str) -> str:
         """The Redis key of lock ``id``."""
@@ -57,16 +58,20 @@ class LockBase:
 
     def _section(self, id: str, opts: Options, *, watch: bool, cancel_on_loss: bool) -> Section:
         key = self.key(id)
-        config = SectionConfig(
-            ttl_ms=opts.ttl_ms,
-            retries=opts.retries,
-            retry_delay_ms=opts.retry_delay_ms,
-            renew_every_ms=opts.renew_every_ms if watch else None,
-            watch=watch,
-            cancel_on_loss=cancel_on_loss,
-            drift_factor=opts.drift_factor,
-            on_renew_error=opts.on_renew_error,
-        )
+        config = self._configs.get((opts, watch, cancel_on_loss))
+        if config is None:
+            config = SectionConfig(
+                ttl_ms=opts.ttl_ms,
+                retries=opts.retries,
+                retry_delay_ms=opts.retry_delay_ms,
+                renew_every_ms=opts.renew_every_ms if watch else None,
+                watch=watch,
+                cancel_on_loss=cancel_on_loss,
+                drift_factor=opts.drift_factor,
+                on_renew_error=opts.on_renew_error,
+            )
+            if opts is self.defaults:  # per-call options are not worth keeping
+                self._configs[(opts, watch, cancel_on_loss)] = config
         return Section(
             key,
             secrets.token_hex(16),

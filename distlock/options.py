@@ -144,6 +144,14 @@ class Options:
         on_renew_error: object = UNSET,
     ) -> Options:
         """These options with a call's arguments applied and validated together."""
+        if (
+            ttl_ms is UNSET
+            and retries is UNSET
+            and retry_delay_ms is UNSET
+            and heartbeat_ms is UNSET
+            and on_renew_error is UNSET
+        ):
+            return self  # validated when the Lock was made
         ttl = self.ttl_ms if ttl_ms is UNSET else check_ttl(ttl_ms)
         if heartbeat_ms is UNSET:
             # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.

@@ -34,6 +34,10 @@ class _SignalBase:
         return f"<{type(self).__name__} {state}>"
 
 
+#: Guards the lazy creation of a sync signal's Event against a concurrent fire.
+_EVENT_GUARD = threading.Lock()
+
+
 class LeaseSignal(_SignalBase):
     """The signal of a sync handle. Thread-safe: fired by the renewal scheduler's thread.
 
@@ -46,16 +50,27 @@ class LeaseSignal(_SignalBase):
 
     def __init__(self) -> None:
         super().__init__()
-        self._event = threading.Event()
+        # Created on the first wait(): most sections end without anyone waiting on them.
+        self._event: threading.Event | None = None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the loss is known or ``timeout`` seconds pass; True if aborted."""
-        return self._event.wait(timeout)
+        with _EVENT_GUARD:
+            if self._reason is not None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def _fire(self, reason: LockLeaseLostError) -> None:
-        if self._reason is None:
+        with _EVENT_GUARD:
+            if self._reason is not None:
+                return
             self._reason = reason
-            self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
 
 
 class AsyncLeaseSignal(_SignalBase):
