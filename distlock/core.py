@@ -175,6 +175,11 @@ class Section:
         return self.phase is Phase.HELD and self.lost is None
 
     @property
+    def release_error_to_caller(self) -> bool:
+        """A manual release() reports a failed round trip; run/hold report it as a loss."""
+        return not self.config.watch
+
+    @property
     def wake_at(self) -> float | None:
         """When the driver must next call :meth:`tick` (or retry :meth:`acquire`), if ever."""
         if self.phase is Phase.BACKOFF:

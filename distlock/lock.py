@@ -290,7 +290,7 @@ class Lock(LockBase):
             if step.loss is not None:
                 step.loss.__cause__ = exc
                 self._apply(handle, step)
-            if not section.config.watch:
+            if section.release_error_to_caller:
                 raise
             return False
         with handle._mutex:
