@@ -52,6 +52,8 @@ from tests.chaos.toxiproxy import Proxy
 SOCKET_TIMEOUT = 1.0
 #: Upper bound for one trial's threads and tasks to finish.
 TRIAL_TIMEOUT = 30.0
+#: Attempts per planned body when the acquire itself fails with a connection error.
+VICTIM_ATTEMPTS = 20
 #: How long the injector waits for a victim to renew inside its body.
 ARM_TIMEOUT = 10.0
 
@@ -75,8 +77,8 @@ class Body:
     #: Starve the section's timers at the start of the body: hold the GIL (sync) or block
     #: the event loop with ``time.sleep`` (asyncio).
     starve_ms: float = 0.0
-    at_start: Callable[[], None] | None = None
-    at_end: Callable[[], None] | None = None
+    at_start: Callable[[Section], None] | None = None
+    at_end: Callable[[Section], None] | None = None
 
 
 Fault = Callable[[Section], None]
@@ -245,7 +247,7 @@ class Scenario:
         watcher.start()
         try:
             if body.at_start is not None:
-                body.at_start()
+                body.at_start(section)
             if body.starve_ms:
                 hold_gil(body.starve_ms)
                 section.starved_until = now()
@@ -257,7 +259,7 @@ class Scenario:
                 if left > 0:
                     time.sleep(left)  # oblivious: the work goes on
             if body.at_end is not None:
-                body.at_end()
+                body.at_end(section)
         finally:
             rec.leave(section)
             watcher.join(timeout=5)
@@ -307,7 +309,7 @@ class Scenario:
         watcher = asyncio.create_task(self._watch_async(section, handle), name="chaos-watch")
         try:
             if body.at_start is not None:
-                body.at_start()
+                body.at_start(section)
             if body.starve_ms:
                 time.sleep(body.starve_ms / 1000.0)  # noqa: ASYNC251 (blocks the loop on purpose)
                 section.starved_until = now()
@@ -325,7 +327,7 @@ class Scenario:
                 if left > 0:
                     await asyncio.sleep(left)
             if body.at_end is not None:
-                body.at_end()
+                body.at_end(section)
         except asyncio.CancelledError:
             # cancel_on_loss: the cancellation is how the loss reaches the body.
             rec.signal_fired(section)
@@ -396,31 +398,33 @@ class Scenario:
         intruder: bool = True,
         victim_client: dict[str, Any] | None = None,
         via_proxy: bool = True,
+        on_client: Callable[[str, redis.Redis], None] | None = None,
     ) -> None:
         """Victims on Locks over the faulted path (two share one Lock), an intruder on a
         direct connection, and the injector, all as threads of this process."""
         self.recorder.trials += 1
         make_bodies = bodies or self.victim_bodies
-        shared = self.sync_lock(
-            self.sync_client(
-                f"victim-shared-t{trial}", via_proxy=via_proxy, **(victim_client or {})
-            )
-        )
+        options = victim_client or {}
+        # Two victims share a Lock (and its client) unless each needs its own connection.
+        share = not options.get("single_connection_client")
+        shared: tuple[Lock, redis.Redis] | None = None
         threads: list[threading.Thread] = []
         for i in range(victims):
-            lock = shared
-            if i >= 2 or (victim_client or {}).get("single_connection_client"):
-                lock = self.sync_lock(
-                    self.sync_client(
-                        f"victim{i}-t{trial}", via_proxy=via_proxy, **(victim_client or {})
-                    )
-                )
-            plan = make_bodies(trial, i)
+            role = f"victim{i}"
+            if share and i < 2 and shared is not None:
+                lock, client = shared
+            else:
+                client = self.sync_client(f"{role}-t{trial}", via_proxy=via_proxy, **options)
+                lock = self.sync_lock(client)
+                if share and i == 0:
+                    shared = (lock, client)
+            if on_client is not None:
+                on_client(role, client)
             threads.append(
                 threading.Thread(
                     target=self._sync_victim,
-                    args=(lock, f"victim{i}", plan),
-                    name=f"chaos-victim{i}",
+                    args=(lock, role, make_bodies(trial, i)),
+                    name=f"chaos-{role}",
                     daemon=True,
                 )
             )
@@ -467,7 +471,13 @@ class Scenario:
 
     def _sync_victim(self, lock: Lock, role: str, plan: list[Body]) -> None:
         for body in plan:
-            self.run_sync_section(lock, role, body, retries=400, retry_delay_ms=10)
+            # A fault can fail the acquire itself (a connection error, never contention):
+            # try again so that every planned body runs.
+            for _ in range(VICTIM_ATTEMPTS):
+                section = self.run_sync_section(lock, role, body, retries=400, retry_delay_ms=10)
+                if section.entered or section.outcome != "error":
+                    break
+                time.sleep(0.01)
 
     def _sync_intruder(self, lock: Lock, stop: threading.Event) -> None:
         for _ in range(200):
@@ -585,9 +595,18 @@ class Scenario:
 
         async def victim(lock: AsyncLock, role: str, plan: list[Body]) -> None:
             for body in plan:
-                await self.run_async_section(
-                    lock, role, body, retries=400, retry_delay_ms=10, cancel_on_loss=cancel_on_loss
-                )
+                for _ in range(VICTIM_ATTEMPTS):
+                    section = await self.run_async_section(
+                        lock,
+                        role,
+                        body,
+                        retries=400,
+                        retry_delay_ms=10,
+                        cancel_on_loss=cancel_on_loss,
+                    )
+                    if section.entered or section.outcome != "error":
+                        break
+                    await asyncio.sleep(0.01)
 
         tasks = []
         for i in range(victims):

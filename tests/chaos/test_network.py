@@ -1,0 +1,260 @@
+"""Faults on the wire between the lock's clients and Redis, injected by Toxiproxy.
+
+Each test runs several trials; in each, three victims (behind the proxy, two of them
+sharing one Lock) contend for one key with an intruder on a direct connection, and the
+injector hurts the proxy once a victim is inside its body with a renewal on the wire.
+Faults the lock must ride out end with ``expect="none"`` (no loss may be reported at
+all); faults that make the lease lapse end with ``expect="lapse"``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+import redis
+
+from tests.chaos.harness import Body, Scenario
+from tests.chaos.recorder import Section
+from tests.chaos.toxiproxy import Proxy, Stream
+
+pytestmark = pytest.mark.chaos
+
+TRIALS = 3
+MODES = ["sync", "asyncio"]
+
+MakeScenario = Callable[..., Scenario]
+
+
+def _proxy(sc: Scenario) -> Proxy:
+    assert sc.proxy is not None
+    return sc.proxy
+
+
+def _finished(section: Section) -> bool:
+    return section.finished is not None
+
+
+def _trial(sc: Scenario, mode: str) -> Callable[..., None]:
+    return sc.sync_trial if mode == "sync" else sc.async_trial
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mild_latency_and_jitter_is_ridden_out(chaos: MakeScenario, mode: str) -> None:
+    """Every byte delayed by 0-60 ms each way: inside the heartbeat margin, so no loss."""
+    sc = chaos(f"latency 30+-30 ms each way [{mode}]", ttl_ms=300)
+    proxy = _proxy(sc)
+
+    def fault(victim: Section) -> None:
+        proxy.add_toxic("latency", stream="downstream", latency=30, jitter=30)
+        proxy.add_toxic("latency", stream="upstream", latency=30, jitter=30)
+        sc.recorder.fault("latency 30+-30 ms up and down")
+        # The fault lasts for the rest of the victim's body.
+        sc.recorder.wait_until(lambda: victim.end is not None, 10)
+        proxy.remove_all_toxics()
+
+    for trial in range(TRIALS):
+        _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=False))
+    sc.finish(expect="none")
+
+
+def test_latency_beyond_the_ttl_surfaces_the_loss(chaos: MakeScenario) -> None:
+    """Replies delayed by more than the TTL: renewals answer too late to count."""
+    sc = chaos("latency 2xTTL +- TTL/2 on replies [sync]", ttl_ms=200)
+    proxy = _proxy(sc)
+
+    def fault(victim: Section) -> None:
+        with proxy.toxic("latency", stream="downstream", latency=400, jitter=100):
+            sc.recorder.fault("latency 400+-100 ms on replies")
+            sc.wait_signal(victim)
+
+    for trial in range(TRIALS):
+        sc.sync_trial(trial, lambda: sc.inject(fault, expect_lapse=True))
+    sc.finish(expect="lapse", min_overlaps=1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_renewal_that_hangs_forever(chaos: MakeScenario, mode: str) -> None:
+    """Toxiproxy ``timeout`` with timeout=0: data is dropped and the connection stays open,
+    so the renewal in flight never answers.  Only the deadline can see that."""
+    sc = chaos(f"renewal hangs forever (timeout toxic) [{mode}]", ttl_ms=200)
+    proxy = _proxy(sc)
+
+    for trial in range(TRIALS):
+        # Dropping requests (never run) and dropping replies (run, never answered).
+        stream: Stream = "downstream" if trial % 2 == 0 else "upstream"
+
+        def fault(victim: Section, stream: Stream = stream) -> None:
+            with proxy.toxic("timeout", stream=stream, timeout=0):
+                sc.recorder.fault(f"timeout=0 on {stream}")
+                sc.wait_signal(victim)
+
+        _trial(sc, mode)(trial, partial(sc.inject, fault, expect_lapse=True))
+    sc.finish(expect="lapse", min_overlaps=1)
+
+
+def test_connection_reset_mid_renewal_is_not_a_loss(chaos: MakeScenario) -> None:
+    """A renewal whose connection is reset (after Redis ran it, or before) fails its round
+    trip; the next heartbeat retries on a new connection and the lease survives."""
+    sc = chaos("connection reset mid-renewal [sync]", ttl_ms=300)
+    proxy = _proxy(sc)
+    victims: list[Section] = []
+
+    for trial in range(TRIALS):
+        stream: Stream = "downstream" if trial % 2 == 0 else "upstream"
+
+        def fault(victim: Section, stream: Stream = stream) -> None:
+            victims.append(victim)
+            with proxy.toxic("reset_peer", stream=stream, timeout=0):
+                sc.recorder.fault(f"reset_peer on {stream}")
+                sc.recorder.wait_until(lambda: victim.renew_errors > 0 or victim.end is not None, 5)
+
+        sc.sync_trial(trial, partial(sc.inject, fault, expect_lapse=False))
+    for victim in victims:
+        assert victim.renew_errors > 0, f"the reset never failed a renewal: {victim.describe()}"
+    sc.finish(expect="none")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_reset_mid_release(chaos: MakeScenario, mode: str) -> None:
+    """The release runs in Redis but its reply is lost to a reset: no proof the key was ours
+    at the end, so the section must not report success."""
+    sc = chaos(f"connection reset mid-release [{mode}]", ttl_ms=200)
+    proxy = _proxy(sc)
+    reset: list[Section] = []
+
+    def reset_before_release(section: Section) -> None:
+        # Last thing the body does: the release is the next command on the wire.
+        proxy.add_toxic("reset_peer", stream="downstream", name="release_reset", timeout=0)
+        sc.recorder.fault("reset_peer on replies as the body returns")
+        reset.append(section)
+
+    def bodies(trial: int, index: int) -> list[Body]:
+        first = Body(sc.ttl_ms * 1.5, at_end=reset_before_release)
+        return [first, Body(sc.ttl_ms * 0.5)]
+
+    def heal() -> None:
+        # Each victim's first release meets the toxic; lift it once that section is over.
+        for _ in range(3):
+            if not sc.recorder.wait_until(lambda: any(s.finished is None for s in reset), 10):
+                return
+            pending = next(s for s in reset if s.finished is None)
+            sc.recorder.wait_until(partial(_finished, pending), 10)
+            proxy.remove_toxic("release_reset")
+
+    for trial in range(TRIALS):
+        _trial(sc, mode)(trial, heal, bodies=bodies)
+    assert len(reset) == 3 * TRIALS
+    for section in reset:
+        assert section.outcome == "lost", f"reset release reported {section.describe()}"
+    sc.finish(expect="any")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_proxy_down_past_the_ttl(chaos: MakeScenario, mode: str) -> None:
+    """The proxy is disabled (connections closed, new ones refused) for twice the TTL,
+    then brought back: renewals fail fast, the deadline declares the loss, the intruder
+    takes the key, and the victim's release once the proxy is back finds it gone."""
+    sc = chaos(f"proxy disabled 2xTTL then re-enabled [{mode}]", ttl_ms=200)
+    proxy = _proxy(sc)
+
+    def fault(victim: Section) -> None:
+        proxy.disable()
+        sc.recorder.fault("proxy disabled")
+        try:
+            sc.wait_signal(victim)
+            # Down past the TTL, whatever the victim saw: that is the fault.
+            time.sleep(2 * sc.ttl)
+        finally:
+            proxy.enable()
+
+    for trial in range(TRIALS):
+        _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=True))
+    sc.finish(expect="lapse", min_overlaps=1)
+
+
+def test_replies_sliced_into_small_delayed_packets(chaos: MakeScenario) -> None:
+    """Replies cut into 1-5 byte packets 2 ms apart: parsers see partial reads, the lease
+    must not suffer."""
+    sc = chaos("replies sliced 1-5 B / 2 ms [sync]", ttl_ms=300)
+    proxy = _proxy(sc)
+
+    def fault(victim: Section) -> None:
+        proxy.add_toxic("slicer", stream="downstream", average_size=3, size_variation=2, delay=2000)
+        sc.recorder.fault("slicer 3+-2 bytes, 2 ms apart")
+        sc.recorder.wait_until(lambda: victim.end is not None, 10)
+        proxy.remove_all_toxics()
+
+    for trial in range(TRIALS):
+        sc.sync_trial(trial, lambda: sc.inject(fault, expect_lapse=False))
+    sc.finish(expect="none")
+
+
+def test_replies_sliced_slower_than_the_ttl(chaos: MakeScenario) -> None:
+    """One byte every 0.4 TTL: a four-byte renewal reply takes 1.6 TTL to arrive."""
+    sc = chaos("replies sliced 1 B / 0.4 TTL [asyncio]", ttl_ms=200)
+    proxy = _proxy(sc)
+
+    def fault(victim: Section) -> None:
+        with proxy.toxic(
+            "slicer", stream="downstream", average_size=1, size_variation=0, delay=80_000
+        ):
+            sc.recorder.fault("slicer 1 byte, 80 ms apart")
+            sc.wait_signal(victim)
+
+    for trial in range(TRIALS):
+        sc.async_trial(trial, lambda: sc.inject(fault, expect_lapse=True))
+    sc.finish(expect="lapse", min_overlaps=1)
+
+
+def test_bandwidth_limit_alone_is_ridden_out(chaos: MakeScenario) -> None:
+    """4 KB/s each way: a renewal (about 150 bytes out, 4 back) takes some 40 ms, well
+    inside the heartbeat margin, so no loss.  (At 1 KB/s the round trip exceeds half the
+    TTL, and the lease counted from the send time rightly lapses.)"""
+    sc = chaos("bandwidth 4 KB/s each way [sync]", ttl_ms=300)
+    proxy = _proxy(sc)
+
+    def fault(victim: Section) -> None:
+        proxy.add_toxic("bandwidth", stream="downstream", rate=4)
+        proxy.add_toxic("bandwidth", stream="upstream", rate=4)
+        sc.recorder.fault("bandwidth 4 KB/s up and down")
+        sc.recorder.wait_until(lambda: victim.end is not None, 10)
+        proxy.remove_all_toxics()
+
+    for trial in range(TRIALS):
+        sc.sync_trial(trial, lambda: sc.inject(fault, expect_lapse=False))
+    sc.finish(expect="none")
+
+
+def test_bandwidth_starvation_behind_a_bulk_reply(chaos: MakeScenario) -> None:
+    """Each victim's client has a single connection, and its body reads a 2 KB value over
+    a 4 KB/s link: the renewals queue behind the bulk reply for 2.5 TTL."""
+    sc = chaos("bandwidth starvation: renewals behind a bulk reply [sync]", ttl_ms=200)
+    proxy = _proxy(sc)
+    bulk_key = f"{sc.prefix}:bulk"
+    sc.admin.set(bulk_key, b"x" * 2048)
+    clients: dict[str, redis.Redis] = {}
+
+    def bulk_read(section: Section) -> None:
+        sc.targets.append(section)
+        clients[section.client].get(bulk_key)
+
+    def bodies(trial: int, index: int) -> list[Body]:
+        return [Body(sc.ttl_ms * 3.0, at_start=bulk_read), Body(sc.ttl_ms * 0.5)]
+
+    for trial in range(TRIALS):
+        proxy.add_toxic("bandwidth", stream="downstream", rate=4)
+        sc.recorder.fault("bandwidth 4 KB/s on replies, 2 KB bulk read per victim")
+        try:
+            sc.sync_trial(
+                trial,
+                None,
+                bodies=bodies,
+                victim_client={"single_connection_client": True},
+                on_client=clients.__setitem__,
+            )
+        finally:
+            proxy.remove_all_toxics()
+    sc.finish(expect="lapse", min_overlaps=1)
