@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -71,6 +70,35 @@ class LockHandle(HandleBase):
     def release(self) -> bool:
         """Delete the key if our token still owns it. True only if it did."""
         return self._lock._release(self)
+
+
+class _Hold:
+    """``with locks.hold(id) as handle``: see :meth:`Lock.hold`."""
+
+    __slots__ = ("_handle", "_lock", "_section")
+
+    def __init__(self, lock: Lock, section: Section) -> None:
+        self._lock = lock
+        self._section = section
+        self._handle: LockHandle | None = None
+
+    def __enter__(self) -> LockHandle:
+        handle = self._lock._acquire(self._section)
+        if handle.section.phase is not Phase.HELD:
+            raise handle.section.not_acquired_error()
+        self._handle = handle
+        self._lock._arm(handle)
+        return handle
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        handle = self._handle
+        assert handle is not None
+        verdict = self._lock._finish(handle, ev)
+        if verdict is not ev:
+            assert verdict is not None
+            raise verdict from ev
 
 
 class Lock(LockBase):
@@ -172,7 +200,6 @@ class Lock(LockBase):
         handle = self._acquire(self._section(id, opts, watch=False, cancel_on_loss=False))
         return handle if handle.section.phase is Phase.HELD else None
 
-    @contextmanager
     def hold(
         self,
         id: str,
@@ -182,12 +209,13 @@ class Lock(LockBase):
         retry_delay_ms: float | Unset = UNSET,
         heartbeat_ms: Heartbeat | Unset = UNSET,
         on_renew_error: RenewErrorHook | Unset | None = UNSET,
-    ) -> Iterator[LockHandle]:
+    ) -> _Hold:
         """Hold the lock for a ``with`` block, renewing it every heartbeat while the block runs.
 
         Raises :class:`LockNotAcquiredError` if the lock is held elsewhere, and
         :class:`LockLeaseLostError` on exit if exclusivity was not kept for the whole block,
-        even when the block itself succeeded.
+        even when the block itself succeeded. Options are validated here, before any
+        Redis command.
         """
         opts = self.defaults.override(
             ttl_ms=ttl_ms,
@@ -196,22 +224,7 @@ class Lock(LockBase):
             heartbeat_ms=heartbeat_ms,
             on_renew_error=on_renew_error,
         )
-        handle = self._acquire(self._section(id, opts, watch=True, cancel_on_loss=False))
-        section = handle.section
-        if section.phase is not Phase.HELD:
-            raise section.not_acquired_error()
-        self._arm(handle)
-        try:
-            yield handle
-        except BaseException as body_error:
-            verdict = self._finish(handle, body_error)
-            if verdict is body_error:
-                raise
-            assert verdict is not None
-            raise verdict from body_error
-        verdict = self._finish(handle, None)
-        if verdict is not None:
-            raise verdict
+        return _Hold(self, self._section(id, opts, watch=True, cancel_on_loss=False))
 
     def run(
         self,
