@@ -21,3 +21,7 @@ lint:
 
 unit: setup
 	$(PY) -m pytest -m "not chaos"
+
+# Fault injection: real Redis behind real Toxiproxy; prints the table, writes chaos-report.json.
+chaos: setup
+	$(PY) -m pytest -m chaos tests/chaos -q
