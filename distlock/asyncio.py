@@ -4,8 +4,9 @@ It mirrors :mod:`distlock.lock` step for step; the differences are only how IO w
 Timers are the event loop's own (``call_later``), so a section that finishes before its
 first heartbeat starts no task.  On loss the body is cancelled (``cancel_on_loss``) and
 ``run``/``hold`` raise :class:`~distlock.LockLeaseLostError`, the way ``asyncio.timeout``
-turns its cancellation into ``TimeoutError``.  Releases are shielded: cancelling a caller
-never drops the token before Redis has answered the release.
+turns its cancellation into ``TimeoutError``.  Releases survive cancellation: a release
+interrupted in flight is sent again from a background task, so cancelling a caller never
+drops the token before Redis has answered a release.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ class LockHandle(HandleBase):
     async def release(self) -> bool:
         """Delete the key if our token still owns it. True only if it did.
 
-        Shielded: if the caller is cancelled meanwhile, the release still completes.
+        Cancellation-safe: if the caller is cancelled meanwhile, the release is completed
+        in the background (``Lock.aclose()`` waits for it) and the cancellation propagates.
         """
-        return await self._lock._shielded(self._lock._release(self))
+        return await self._lock._release(self)
 
 
 class _Hold:
@@ -288,12 +290,10 @@ class Lock(LockBase):
             reply = await client.eval(script.source, len(keys), *keys, *args)
         return int(cast(Any, reply))
 
-    async def _shielded(self, coro: Coroutine[Any, Any, T], name: str = "distlock-release") -> T:
-        """Run ``coro`` to completion even if the caller is cancelled while it waits."""
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return await asyncio.shield(task)
 
     async def _acquire(self, section: Section) -> LockHandle:
         if self._closed:
@@ -315,21 +315,33 @@ class Lock(LockBase):
     async def _cleanup(self, handle: LockHandle, cause: BaseException) -> None:
         """The acquire may have run: delete the key if it holds our token, before reporting."""
         try:
-            await self._shielded(self._release(handle))
+            await self._release(handle)
         except Exception as exc:
             cause.add_note(
                 f"distlock: the cleanup release of {handle.key!r} also failed ({exc!r}); "
                 "if the acquire had run, the key expires after its TTL"
             )
         except asyncio.CancelledError:
-            # Cancelled again while cleaning up: the shielded release still runs to the end.
-            pass
+            pass  # cancelled again: the release goes on in the background
 
     async def _release(self, handle: LockHandle) -> bool:
-        section = handle.section
-        step = section.release(_now())
-        if step.send is None:
+        """Release inline: no task in the common case.
+
+        If the caller is cancelled while the round trip is in flight, the request may or may
+        not have reached Redis; the same token-checked release is sent again from a
+        background task, so the token is kept until Redis has answered a release.
+        """
+        if handle.section.release(_now()).send is None:
             return False
+        try:
+            return await self._release_round_trip(handle)
+        except asyncio.CancelledError:
+            if handle.section.phase is Phase.RELEASING:
+                self._spawn(self._release_round_trip(handle), name="distlock-release")
+            raise
+
+    async def _release_round_trip(self, handle: LockHandle) -> bool:
+        section = handle.section
         try:
             ok = await self._call(Op.RELEASE, section, section.config.ttl_ms) == 1
         except Exception as exc:
@@ -364,7 +376,7 @@ class Lock(LockBase):
         self._disarm(handle)
         self._handles.discard(handle)
         self._apply(handle, step)
-        await self._shielded(self._release(handle))
+        await self._release(handle)
 
     # -- renewal ---------------------------------------------------------------------------
 
@@ -374,11 +386,7 @@ class Lock(LockBase):
             if step.cancel_body and handle._task is not None:
                 handle._task.cancel()
         if step.send is Op.EXTEND:
-            task = asyncio.get_running_loop().create_task(
-                self._renew(handle), name=f"distlock-renew {handle.key}"
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._renew(handle), name=f"distlock-renew {handle.key}")
 
     def _disarm(self, handle: LockHandle) -> None:
         if handle._timer is not None:

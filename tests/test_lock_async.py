@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -13,12 +14,14 @@ import redis.asyncio as aredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+import distlock
 from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
 from distlock.asyncio import Lock, LockHandle
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
 WAIT = 10.0
+PACKAGE_DIR = str(Path(distlock.__file__).resolve().parent)
 
 
 def arun(fn: Callable[[], Awaitable[T]]) -> T:
@@ -97,15 +100,25 @@ def test_short_body_starts_no_task(redis_server: RedisServer, r: redis.Redis) ->
     async def main() -> None:
         async with Lock(client_for(redis_server), prefix="cheap") as locks:
             await locks.run("warm", lambda h: asyncio.sleep(0))
+            loop = asyncio.get_running_loop()
+            created: list[str] = []
+
+            def counting_factory(
+                loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any
+            ) -> asyncio.Task[Any]:
+                code = getattr(coro, "cr_code", None)
+                if code is not None and code.co_filename.startswith(PACKAGE_DIR):
+                    created.append(coro.__qualname__)  # ours; redis-py may spawn its own
+                return asyncio.Task(coro, loop=loop, **kw)
+
+            loop.set_task_factory(counting_factory)
             r.config_resetstat()
-            seen: list[int] = []
-
-            async def body(h: LockHandle) -> None:
-                seen.append(len(asyncio.all_tasks()))
-
-            for _ in range(20):
-                await locks.run("k", body)
-            assert seen == [1] * 20  # only the caller's own task
+            try:
+                for _ in range(20):
+                    await locks.run("k", lambda h: asyncio.sleep(0))
+            finally:
+                loop.set_task_factory(None)
+            assert created == []
             calls = {k: int(v["calls"]) for k, v in r.info("commandstats").items()}
             assert calls["cmdstat_evalsha"] == 40
 
