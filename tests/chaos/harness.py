@@ -236,7 +236,7 @@ class Scenario:
 
     def _sync_body(self, section: Section, body: Body, handle: LockHandle) -> None:
         rec = self.recorder
-        rec.enter(section, handle.token, handle.fence)
+        rec.enter(section, handle.token, handle.fence, handle.signal.aborted)
         started = now()
         watcher = threading.Thread(
             target=self._watch_sync,
@@ -304,7 +304,7 @@ class Scenario:
 
     async def _async_body(self, section: Section, body: Body, handle: AsyncLockHandle) -> None:
         rec = self.recorder
-        rec.enter(section, handle.token, handle.fence)
+        rec.enter(section, handle.token, handle.fence, handle.signal.aborted)
         started = now()
         watcher = asyncio.create_task(self._watch_async(section, handle), name="chaos-watch")
         try:

@@ -68,6 +68,8 @@ class Section:
     #: detection bound is replaced by "detected when the starvation ends".
     starved_until: float | None = None
     renew_errors: int = 0
+    #: ``handle.signal.aborted`` as the body's first statement saw it.
+    aborted_at_entry: bool | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -120,13 +122,20 @@ class Recorder:
             self.sections.append(section)
         return section
 
+    def add_section(self, section: Section) -> None:
+        """A section recorded elsewhere (another process)."""
+        with self._cond:
+            self.sections.append(section)
+            self._cond.notify_all()
+
     def changed(self) -> None:
         with self._cond:
             self._cond.notify_all()
 
-    def enter(self, section: Section, token: str, fence: int) -> None:
+    def enter(self, section: Section, token: str, fence: int, aborted: bool | None = None) -> None:
         with self._cond:
             section.start = now()
+            section.aborted_at_entry = aborted
             section.token = token
             section.fence = fence
             self._cond.notify_all()

@@ -258,3 +258,37 @@ def test_bandwidth_starvation_behind_a_bulk_reply(chaos: MakeScenario) -> None:
         finally:
             proxy.remove_all_toxics()
     sc.finish(expect="lapse", min_overlaps=1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grant_arriving_after_its_lease_starts_the_body_aborted(
+    chaos: MakeScenario, mode: str
+) -> None:
+    """Replies delayed by 1.5 TTL from the start: each grant arrives after the lease it
+    grants has run out (Redis set the key when the request came in, and expired it while
+    the reply travelled).  The loss is known the moment the grant arrives, so the body
+    must start with its signal already aborted, not learn it at the first tick."""
+    sc = chaos(f"grant arrives after its lease (reply latency 1.5xTTL) [{mode}]", ttl_ms=200)
+    proxy = _proxy(sc)
+
+    def bodies(trial: int, index: int) -> list[Body]:
+        return [Body(sc.ttl_ms * 1.0)]
+
+    for trial in range(TRIALS):
+        proxy.add_toxic("latency", stream="downstream", latency=300)
+        sc.recorder.fault("latency 300 ms on replies for the whole trial")
+        try:
+            _trial(sc, mode)(trial, None, victims=2, bodies=bodies)
+        finally:
+            proxy.remove_all_toxics()
+    late = [s for s in sc.recorder.entered() if s.client.startswith("victim")]
+    assert late, "no victim ever got the lock"
+    sc.targets.extend(late)
+    try:
+        sc.finish(expect="lapse")
+    finally:
+        started_live = [s.describe(sc.recorder.origin) for s in late if not s.aborted_at_entry]
+        assert not started_live, (
+            "bodies started with signal.aborted == False although the grant arrived after "
+            "its own lease deadline:\n  " + "\n  ".join(started_live)
+        )

@@ -1,0 +1,130 @@
+"""A lock client in a process of its own, for the scenarios a thread cannot play.
+
+``python -m tests.chaos.holder hold URL PREFIX ID TTL_MS``
+    takes the lock with ``run`` and keeps it (renewed) until killed; prints ``ACQUIRED``
+    and, after its first successful renewal, ``RENEWED`` (one JSON object per line).
+``python -m tests.chaos.holder intrude URL PREFIX ID TTL_MS``
+    keeps trying to take the lock (short bodies) until its stdin closes, then prints its
+    sections and the lock commands it sent, as JSON, so the parent can check them along
+    with its own (``time.monotonic()`` is one clock for every process on the machine).
+
+Used when the parent's own threads cannot run: a body holding the GIL, or the holder
+being killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from redis.connection import parse_url
+
+from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
+from tests.chaos.recorder import Recorder, RecordingRedis, Section
+
+#: However the parent fares, this process gives up after this long.
+MAX_SECONDS = 60.0
+
+
+def _emit(kind: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"kind": kind, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def _client(url: str, recorder: Recorder, name: str) -> RecordingRedis:
+    parse: Callable[[str], dict[str, Any]] = parse_url
+    kwargs = {
+        k: v for k, v in parse(url).items() if k in ("host", "port", "db", "username", "password")
+    }
+    return RecordingRedis(
+        **kwargs,
+        recorder=recorder,
+        client_name=name,
+        socket_timeout=1.0,
+        socket_connect_timeout=1.0,
+    )
+
+
+def hold(url: str, prefix: str, id: str, ttl_ms: int) -> None:
+    recorder = Recorder("holder")
+    client = _client(url, recorder, f"{prefix}-holder")
+    lock = Lock(client, prefix=prefix, ttl_ms=ttl_ms)
+
+    def body(handle: LockHandle) -> None:
+        start = time.monotonic()
+        _emit("ACQUIRED", token=handle.token, fence=handle.fence, at=start)
+        token = handle.token
+        recorder.wait_until(
+            lambda: any(c.ok and c.sent > start and c.carries(token) for c in recorder.commands),
+            MAX_SECONDS,
+        )
+        _emit("RENEWED", at=time.monotonic())
+        # Held, and renewed, until the parent kills this process.
+        handle.signal.wait(MAX_SECONDS)
+        _emit("SIGNAL", at=time.monotonic())
+
+    try:
+        lock.run(id, body)
+    finally:
+        lock.close()
+        client.close()
+
+
+def intrude(url: str, prefix: str, id: str, ttl_ms: int) -> None:
+    recorder = Recorder("intruder")
+    client = _client(url, recorder, f"{prefix}-intruder")
+    lock = Lock(client, prefix=prefix, ttl_ms=ttl_ms)
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    _emit("READY", at=time.monotonic())
+    give_up = time.monotonic() + MAX_SECONDS
+    while not stop.is_set() and time.monotonic() < give_up:
+        section = recorder.new_section("intruder-process", f"{prefix}:{id}", ttl_ms)
+
+        def body(handle: LockHandle, section: Section = section) -> None:
+            recorder.enter(section, handle.token, handle.fence)
+            try:
+                if handle.signal.wait(ttl_ms * 0.75 / 1000):
+                    recorder.signal_fired(section)
+                    handle.signal.raise_if_aborted()
+            finally:
+                recorder.leave(section)
+
+        try:
+            lock.run(id, body, retries=20, retry_delay_ms=5)
+        except LockLeaseLostError as exc:
+            recorder.settle(section, "lost", exc)
+        except LockNotAcquiredError as exc:
+            recorder.settle(section, "not_acquired", exc)
+        except Exception as exc:
+            recorder.settle(section, "error", exc)
+        else:
+            recorder.settle(section, "ok")
+        if section.entered:
+            stop.wait(ttl_ms * 1.5 / 1000)
+    lock.close()
+    client.close()
+    _emit(
+        "RESULT",
+        sections=[asdict(s) for s in recorder.entered()],
+        commands=[asdict(c) for c in recorder.commands],
+    )
+
+
+def main(argv: list[str]) -> None:
+    mode, url, prefix, id, ttl = argv
+    {"hold": hold, "intrude": intrude}[mode](url, prefix, id, int(ttl))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,63 @@
+"""Bodies that starve the lock's own timers: the event loop blocked, or the GIL held.
+
+No renewal can be sent and no deadline timer can fire while the body starves them, so the
+lease lapses and the intruder takes the key.  The checks: the loss is still surfaced
+(the deadline is read again the moment the body finishes), and the signal fires as soon
+as the starvation ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.chaos.harness import Body, Scenario
+from tests.chaos.processes import Child, merge_result
+from tests.chaos.recorder import Section
+
+pytestmark = pytest.mark.chaos
+
+TRIALS = 3
+
+MakeScenario = Callable[..., Scenario]
+
+
+def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]]:
+    def starve(section: Section) -> None:
+        sc.targets.append(section)
+        sc.recorder.fault(what)
+
+    def bodies(trial: int, index: int) -> list[Body]:
+        cooperative = trial % 3 == 2
+        first = Body(sc.ttl_ms * 3.0, cooperative=cooperative, starve_ms=sc.ttl_ms * 2.0)
+        first.at_start = starve
+        return [first, Body(sc.ttl_ms * 0.5, cooperative=True)]
+
+    return bodies
+
+
+def test_asyncio_body_blocks_the_event_loop(chaos: MakeScenario) -> None:
+    """``time.sleep`` inside the coroutine for 2 TTL: no timer of the loop runs."""
+    sc = chaos("asyncio body blocks the event loop 2xTTL [asyncio]", ttl_ms=200)
+    bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
+    for trial in range(TRIALS):
+        sc.async_trial(trial, None, bodies=bodies, via_proxy=False)
+    sc.finish(expect="lapse", min_overlaps=1)
+
+
+def test_sync_body_holds_the_gil(chaos: MakeScenario) -> None:
+    """A C call that keeps the GIL (``usleep`` through ``ctypes.PyDLL``) for 2 TTL: no
+    thread of the process runs, the Lock's timer thread included.  The intruder has to be
+    another process."""
+    sc = chaos("sync body holds the GIL 2xTTL in a C call [sync]", ttl_ms=200)
+    bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
+    for trial in range(TRIALS):
+        child = Child("intrude", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms)
+        try:
+            child.expect("READY", 20)
+            sc.sync_trial(trial, None, victims=2, bodies=bodies, intruder=False, via_proxy=False)
+            merge_result(sc.recorder, child.finish(20))
+        finally:
+            child.close()
+    sc.finish(expect="lapse", min_overlaps=1)
