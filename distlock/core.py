@@ -315,7 +315,7 @@ class Section:
             if self.lost is None:
                 self.lease_ttl_ms = self.extend_ttl_ms
                 self._extend_deadline(self.extend_sent_at, self.extend_ttl_ms)
-        else:
+        elif self.phase is Phase.HELD:  # after release() the release reply is the authority
             step = self._lose(LossReason.EXTEND_REJECTED)
         self._record("ExtendReply", now, ok=ok)
         return step
