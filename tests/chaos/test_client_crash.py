@@ -1,0 +1,112 @@
+"""A lock holder killed with SIGKILL mid-section: the key must outlive it by its TTL, no
+less (nobody else gets in early) and no more (the TTL is the crash backstop)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from distlock import Lock
+from tests.chaos.harness import Body, Scenario
+from tests.chaos.processes import Child
+from tests.chaos.recorder import Section, now
+
+pytestmark = pytest.mark.chaos
+
+TRIALS = 3
+POLLERS = 2
+#: Redis reports PTTL in whole milliseconds; the poll replies are timed on our side.
+TOLERANCE = 0.002
+
+MakeScenario = Callable[..., Scenario]
+
+
+def test_holder_killed_mid_section(chaos: MakeScenario) -> None:
+    sc = chaos("client process killed (SIGKILL) mid-section [sync]", ttl_ms=300)
+    rng = random.Random(20_261_129)
+    for trial in range(TRIALS):
+        sc.recorder.trials += 1
+        child = Child("hold", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms)
+        try:
+            acquired = child.expect("ACQUIRED", 20)
+            child.expect("RENEWED", 20)
+            done = threading.Event()
+            attempts: list[Section] = []
+            pollers = [
+                threading.Thread(
+                    target=_poll,
+                    args=(
+                        sc,
+                        sc.sync_lock(sc.sync_client(f"poller{i}-t{trial}", via_proxy=False)),
+                        f"poller{i}",
+                        done,
+                        attempts,
+                    ),
+                    name=f"chaos-poller{i}",
+                    daemon=True,
+                )
+                for i in range(POLLERS)
+            ]
+            for t in pollers:
+                t.start()
+            # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
+            time.sleep(rng.uniform(0, sc.ttl / 4))
+            killed_at = child.kill()
+            sc.recorder.fault("lock holder SIGKILLed")
+            asked = now()
+            pttl = sc.admin.pttl(sc.key)
+            answered = now()
+            owner = sc.admin.get(sc.key)
+            for t in pollers:
+                t.join(timeout=sc.ttl + 10)
+            assert not any(t.is_alive() for t in pollers), "pollers never finished"
+        finally:
+            child.close()
+        sc.close_sync()
+
+        # Held by the dead process right after the kill, for at most one TTL more.
+        assert isinstance(owner, bytes) and owner.decode() == acquired["token"], (owner, acquired)
+        assert 0 < pttl <= sc.ttl_ms, f"PTTL right after the kill: {pttl} ms"
+        expires_lo = asked + pttl / 1000 - TOLERANCE
+        expires_hi = answered + pttl / 1000 + TOLERANCE
+        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.attempt_started)
+        refused = [s for s in attempts if s.outcome == "not_acquired"]
+        assert granted, "nobody got the lock after its holder died"
+        first = granted[0]
+        assert first.start is not None
+        # Not before: every answer that came back before the key could have expired was no.
+        early = [s for s in granted if s.start is not None and s.start < expires_lo]
+        assert not early, f"granted before the dead holder's TTL ran out: {early}"
+        assert any(
+            s.attempt_started > killed_at and s.finished is not None and s.finished < expires_lo
+            for s in refused
+        ), (
+            "no attempt was refused between the kill and the expiry: the 'not before' check "
+            "proved nothing"
+        )
+        # And after: promptly, within the TTL of the kill (plus polling and slack).
+        assert first.start <= max(expires_hi, killed_at + sc.ttl) + sc.slack, (
+            f"the key was freed {1000 * (first.start - killed_at):.0f} ms after the kill "
+            f"(TTL {sc.ttl_ms} ms, PTTL {pttl} ms)"
+        )
+    sc.finish(expect="none")
+
+
+def _poll(
+    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
+) -> None:
+    """Try (fail fast) every 5 ms until someone got the lock and let it go."""
+    give_up = now() + sc.ttl + 10
+    while not done.is_set() and now() < give_up:
+        section = sc.run_sync_section(
+            lock, role, Body(sc.ttl_ms * 0.5, cooperative=True), retries=0, retry_delay_ms=5
+        )
+        attempts.append(section)
+        if section.entered:
+            done.set()
+            return
+        done.wait(0.005)
