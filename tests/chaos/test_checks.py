@@ -1,0 +1,147 @@
+"""The suite's own instruments, shown to catch what they claim to catch.
+
+The invariant checks on hand-made records with the violations they exist for, the leak
+check on a Lock left open, and the Toxiproxy client on real toxics.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from distlock import Lock
+from tests.chaos.invariants import check
+from tests.chaos.leaks import Baseline, check_no_leaks
+from tests.chaos.recorder import Command, Recorder, Section
+from tests.chaos.targets import RedisTarget
+from tests.chaos.toxiproxy import Proxy
+
+pytestmark = pytest.mark.chaos
+
+TTL_MS = 200
+
+
+def _section(
+    rec: Recorder,
+    client: str,
+    start: float,
+    end: float,
+    outcome: str,
+    *,
+    signal: float | None = None,
+    sends: tuple[float, ...] = (),
+) -> Section:
+    """A section with body [start, end] (seconds after the origin) and successful lock
+    commands sent at ``sends`` (each answered 1 ms later)."""
+    o = rec.origin
+    s = rec.new_section(client, "k", TTL_MS)
+    token = f"tok-{s.seq}"
+    s.start, s.end, s.token, s.fence = o + start, o + end, token, s.seq
+    s.signal_at = None if signal is None else o + signal
+    s.outcome = outcome  # type: ignore[assignment]
+    s.finished = o + end
+    for t in sends or (start - 0.001,):
+        rec.command(Command("EVALSHA", ("sha", "1", "k", token), o + t, o + t + 0.001, True))
+    return s
+
+
+def test_overlapping_successes_are_caught() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "ok")
+    _section(rec, "b", 0.05, 0.15, "ok")
+    verdict = check(rec, slack_ms=50)
+    assert verdict.overlaps == 1
+    assert any("NoOverlappingSuccess" in v for v in verdict.violations)
+
+
+def test_a_silent_loss_beside_a_success_is_caught() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "error")
+    _section(rec, "b", 0.05, 0.15, "ok")
+    verdict = check(rec, slack_ms=50)
+    assert any("silent loss" in v for v in verdict.violations)
+
+
+def test_a_surfaced_loss_beside_a_success_passes() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.5, "lost", signal=0.199, sends=(-0.001,))
+    _section(rec, "b", 0.21, 0.3, "ok")
+    verdict = check(rec, slack_ms=50)
+    assert verdict.violations == []
+    assert verdict.worst_detection_ms == pytest.approx(200, abs=1)
+
+
+def test_a_body_outliving_its_lease_must_end_lost() -> None:
+    rec = Recorder("synthetic")
+    # Renewed at 0 and never again, body ran to 0.3 s with a 200 ms TTL, reported ok.
+    _section(rec, "a", 0.0, 0.3, "ok", signal=None, sends=(0.0,))
+    verdict = check(rec, slack_ms=150)
+    assert any("outlived its lease" in v for v in verdict.violations)
+
+
+def test_late_detection_is_caught() -> None:
+    rec = Recorder("synthetic")
+    # Last successful send at 0; the signal fired at 0.5 s; TTL 200 ms + 100 ms slack.
+    _section(rec, "a", 0.0, 1.0, "lost", signal=0.5, sends=(0.0,))
+    verdict = check(rec, slack_ms=100)
+    assert any("not detected within" in v for v in verdict.violations)
+
+
+def test_renewals_move_the_detection_bound() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 1.0, "lost", signal=0.55, sends=(0.0, 0.1, 0.2, 0.35))
+    verdict = check(rec, slack_ms=50)
+    assert verdict.violations == []
+    assert verdict.worst_detection_ms == pytest.approx(200, abs=1)
+
+
+def test_a_lock_left_open_is_a_leak(chaos_target: RedisTarget) -> None:
+    admin = redis.Redis.from_url(chaos_target.url)
+    admin.ping()
+    baseline = Baseline.take()
+    client = redis.Redis.from_url(chaos_target.url, client_name="leak-probe")
+    lock = Lock(client, prefix="leak-probe", ttl_ms=TTL_MS)
+    try:
+        lock.run("x", lambda handle: time.sleep(TTL_MS / 1000))  # long enough to renew
+        problems = check_no_leaks(baseline, admin=admin, name_prefix="leak-probe", timeout=0.2)
+        assert any("thread left running" in p for p in problems), problems
+        assert any("socket left open" in p for p in problems), problems
+        assert any("server still sees connection" in p for p in problems), problems
+        lock.close()
+        client.close()
+        assert check_no_leaks(baseline, admin=admin, name_prefix="leak-probe") == []
+    finally:
+        lock.close()
+        client.close()
+        admin.close()
+
+
+def test_toxics_really_hurt(chaos_proxy: Proxy) -> None:
+    client = redis.Redis(
+        host=chaos_proxy.host,
+        port=chaos_proxy.port,
+        socket_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        client.ping()
+        with chaos_proxy.toxic("latency", stream="downstream", latency=150):
+            started = time.monotonic()
+            client.ping()
+            assert time.monotonic() - started >= 0.14
+        with (
+            chaos_proxy.toxic("timeout", stream="downstream", timeout=0),
+            pytest.raises(redis.TimeoutError),
+        ):
+            client.ping()
+        chaos_proxy.disable()
+        with pytest.raises(redis.ConnectionError):
+            client.ping()
+        chaos_proxy.enable()
+        assert client.ping()
+    finally:
+        client.close()
