@@ -1,0 +1,105 @@
+"""Recording the core's transitions as NDJSON, one event per line.
+
+Every :class:`~distlock.core.Section` calls its ``trace`` callable once per transition with
+a flat dict (the action's name, the client, the client-clock time ``t`` in ms, and the
+state variables the specification observes).  :class:`NdjsonRecorder` is such a callable:
+
+>>> from distlock import Lock
+>>> from distlock.trace import NdjsonRecorder
+>>> recorder = NdjsonRecorder("locks.ndjson")  # doctest: +SKIP
+>>> locks = Lock("redis://127.0.0.1:6379/0", trace=recorder)  # doctest: +SKIP
+
+``python -m distlock validate-trace locks.ndjson`` then asks TLC whether the recorded
+events are a behaviour of ``spec/DistLock.tla`` (see :mod:`distlock.tracecheck`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+
+class NdjsonRecorder:
+    """A thread-safe ``trace`` callable writing one JSON object per line.
+
+    Events from every section sharing the recorder (several Locks, both drivers, several
+    threads) land in one file in the order the transitions happened: each section's own
+    events are in order, and the lines of different sections are never interleaved.
+    ``path`` is opened for appending (``append=False`` truncates it); pass an open text
+    stream instead to write there.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | IO[str], *, append: bool = True) -> None:
+        self._lock = threading.Lock()
+        if isinstance(path, str | os.PathLike):
+            self.path: Path | None = Path(path)
+            self._stream: IO[str] = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+            self._owns = True
+        else:
+            self.path = None
+            self._stream = path
+            self._owns = False
+        self.count = 0
+        self._closed = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, separators=(",", ":"), sort_keys=True) + "\n"
+        with self._lock:
+            if self._closed:
+                return
+            self._stream.write(line)
+            self.count += 1
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._stream.flush()
+
+    def close(self) -> None:
+        """Flush and close (a stream passed in is flushed, not closed). Later events are
+        dropped: a renewal finishing after the caller stopped recording is not an error."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._stream.flush()
+            if self._owns:
+                self._stream.close()
+
+    def __enter__(self) -> NdjsonRecorder:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The events of an NDJSON trace, in file order (blank lines skipped)."""
+    return list(iter_events(Path(path).read_text(encoding="utf-8").splitlines()))
+
+
+def iter_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        if not isinstance(event, dict) or "action" not in event or "client" not in event:
+            raise ValueError(f"line {n}: not a distlock trace event: {line[:80]!r}")
+        yield event
+
+
+def write_events(path: str | os.PathLike[str], events: Iterable[dict[str, Any]]) -> None:
+    """Write ``events`` as an NDJSON trace (used by tests to build corrupted traces)."""
+    with NdjsonRecorder(Path(path), append=False) as rec:
+        for event in events:
+            rec(event)
+
+
+__all__ = ["NdjsonRecorder", "iter_events", "read_events", "write_events"]
