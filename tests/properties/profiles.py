@@ -37,10 +37,11 @@ for _name, (_count, _steps) in PROFILES.items():
     )
 
 
-def scaled(divisor: int, floor: int = 3) -> settings:
-    """Settings for a test ``divisor`` times as costly per example as the pure-core machine."""
+def scaled(divisor: int, floor: int = 3, steps: int | None = None) -> settings:
+    """Settings for a test ``divisor`` times as costly per example as the pure-core machine
+    (``steps``: at most this many steps per example, for tests whose steps take real time)."""
     return settings(
         settings.get_profile(PROFILE),
         max_examples=max(floor, EXAMPLES // divisor),
-        stateful_step_count=STEPS,
+        stateful_step_count=min(STEPS, steps) if steps is not None else STEPS,
     )
