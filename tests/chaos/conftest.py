@@ -9,6 +9,7 @@ that Redis; the scenario's row lands in ``chaos-report.json`` and in the termina
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -66,8 +67,17 @@ def chaos_report(request: pytest.FixtureRequest) -> ChaosReport:
 @pytest.fixture(scope="session")
 def toxiproxy(chaos_settings: Settings) -> Iterator[ToxiproxyClient]:
     if chaos_settings.toxiproxy_url:
-        client = ToxiproxyClient(chaos_settings.toxiproxy_url)
-        client.version()
+        client = ToxiproxyClient(chaos_settings.toxiproxy_url, timeout=2.0)
+        # A container may still be starting: its API port is the only thing to poll.
+        give_up = time.monotonic() + 30
+        while True:
+            try:
+                client.version()
+                break
+            except OSError:
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(0.2)
         yield client
         return
     binary = find_server_binary()
