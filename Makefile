@@ -25,3 +25,7 @@ unit: setup
 # Fault injection: real Redis behind real Toxiproxy; prints the table, writes chaos-report.json.
 chaos: setup
 	$(PY) -m pytest -m chaos tests/chaos -q
+
+# Long Hypothesis runs of tests/properties (about 20x the examples CI runs).
+test-deep: setup
+	DISTLOCK_PROFILE=deep $(PY) -m pytest tests/properties -q
