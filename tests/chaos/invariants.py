@@ -7,6 +7,7 @@
   succeeded, at least one of the pair) must have raised ``LockLeaseLostError`` or seen its
   signal fire.  And a body that outlived its lease (it ran past a full TTL after the send
   time of its last successful acquire or renewal) must end in ``LockLeaseLostError``.
+- At most one renewal in flight per section.
 - Detection: a body still running a full TTL after its last successful renewal was sent
   must have seen its signal fire by then, give or take a scheduling slack (or, when the
   grant itself arrived after that, by the start of the body, give or take the slack).  Starved
@@ -18,6 +19,7 @@ Times are ``time.monotonic()`` seconds; the lease arithmetic is in milliseconds.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from tests.chaos.recorder import Recorder, Section
@@ -70,7 +72,27 @@ def check(recorder: Recorder, *, slack_ms: float) -> Verdict:
 
     for s in sections:
         _check_lease(recorder, s, slack_ms, verdict)
+        _check_one_renewal_in_flight(recorder, s, verdict)
     return verdict
+
+
+def _check_one_renewal_in_flight(recorder: Recorder, s: Section, verdict: Verdict) -> None:
+    """While the body runs, the only lock commands carrying its token are renewals; at most
+    one of them may be on the wire at a time."""
+    if s.start is None or s.end is None:
+        return
+    start, end = s.start, s.end
+    renewals = sorted(
+        (c for c in recorder.commands_of(s) if start <= c.sent < end), key=lambda c: c.sent
+    )
+    origin = recorder.origin
+    for earlier, later in itertools.pairwise(renewals):
+        if later.sent < earlier.replied:
+            verdict.violations.append(
+                f"two renewals in flight at once (sent {1000 * (earlier.sent - origin):.1f} "
+                f"and {1000 * (later.sent - origin):.1f} ms): {s.describe(origin)}"
+            )
+            return
 
 
 def _check_lease(recorder: Recorder, s: Section, slack_ms: float, verdict: Verdict) -> None:

@@ -99,6 +99,16 @@ def test_renewals_move_the_detection_bound() -> None:
     assert verdict.worst_detection_ms == pytest.approx(200, abs=1)
 
 
+def test_two_renewals_in_flight_are_caught() -> None:
+    rec = Recorder("synthetic")
+    s = _section(rec, "a", 0.0, 0.3, "ok", sends=(-0.001, 0.05, 0.1, 0.15, 0.2, 0.25))
+    assert s.token is not None
+    o = rec.origin
+    rec.command(Command("EVALSHA", ("sha", "1", "k", s.token), o + 0.2, o + 0.24, False))
+    verdict = check(rec, slack_ms=50)
+    assert any("two renewals in flight" in v for v in verdict.violations)
+
+
 def test_a_lock_left_open_is_a_leak(chaos_target: RedisTarget) -> None:
     admin = redis.Redis.from_url(chaos_target.url)
     admin.ping()
