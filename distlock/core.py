@@ -202,7 +202,17 @@ class Section:
         self.phase = Phase.ACQUIRING
         self.attempts += 1
         self.sent_at = now
-        self._record("Acquire", now, attempt=self.attempts)
+        self._record(
+            "Acquire",
+            now,
+            attempt=self.attempts,
+            # what a trace is checked against: the key, TTL, Heartbeat, Retries and mode
+            key=self.key,
+            ttl_ms=self.config.ttl_ms,
+            renew_every_ms=self.config.renew_every_ms,
+            watch=self.config.watch,
+            retries=self.config.retries,
+        )
         return Step(send=Op.ACQUIRE)
 
     def acquire_reply(self, now: float, fence: int) -> Step:
