@@ -28,4 +28,4 @@ chaos: setup
 
 # Long Hypothesis runs of tests/properties (about 20x the examples CI runs).
 test-deep: setup
-	DISTLOCK_PROFILE=deep $(PY) -m pytest tests/properties -q
+	DISTLOCK_PROFILE=deep $(PY) -m pytest tests/properties -q --timeout 0
