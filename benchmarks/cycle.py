@@ -7,6 +7,11 @@ timer registration and the verdict.  Rounds alternate floor and distlock so drif
 shared machine hits both alike; the report is the median ratio.
 
     python benchmarks/cycle.py [--cycles N] [--rounds R] [--url redis://...]
+    python benchmarks/cycle.py --latency-ms 1   # through Toxiproxy, 1 ms added per reply
+
+On loopback a round trip is a few tens of microseconds, so the fixed cost of the state
+machine shows as a large ratio; ``--latency-ms`` puts a real Toxiproxy with a latency
+toxic between the clients and Redis, the way a network does.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import redis
@@ -120,20 +126,58 @@ async def run_async(url: str, cycles: int, rounds: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--url", help="a Redis to use (default: start a private redis-server)")
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--latency-ms", type=int, default=0, help="reply latency added by a Toxiproxy toxic"
+    )
     args = parser.parse_args()
-    if args.url:
-        run_sync(args.url, args.cycles, args.rounds)
-        asyncio.run(run_async(args.url, args.cycles, args.rounds))
-        return
-    from tests.redis_server import RedisServer
 
-    with RedisServer() as server:
-        run_sync(server.url, args.cycles, args.rounds)
-        asyncio.run(run_async(server.url, args.cycles, args.rounds))
+    def bench(url: str) -> None:
+        run_sync(url, args.cycles, args.rounds)
+        asyncio.run(run_async(url, args.cycles, args.rounds))
+
+    with ExitStack() as stack:
+        url = args.url
+        if url is None:
+            from tests.redis_server import RedisServer
+
+            url = stack.enter_context(RedisServer()).url
+        if args.latency_ms:
+            url = stack.enter_context(proxied(url, args.latency_ms))
+        bench(url)
+
+
+@contextmanager
+def proxied(url: str, latency_ms: int) -> Iterator[str]:
+    """``url`` behind a Toxiproxy that delays every reply by ``latency_ms``."""
+    from urllib.parse import urlsplit
+
+    from tests.chaos.toxiproxy import (
+        ToxiproxyClient,
+        ToxiproxyServer,
+        find_server_binary,
+        free_port,
+    )
+
+    binary = find_server_binary()
+    if binary is None:
+        raise SystemExit("Toxiproxy is not installed: run `bash .ci/setup`")
+    server = ToxiproxyServer(binary).start()
+    try:
+        target = urlsplit(url)
+        api = ToxiproxyClient(server.url)
+        port = free_port()
+        proxy = api.create_proxy(
+            "bench", listen=f"127.0.0.1:{port}", upstream=f"{target.hostname}:{target.port}"
+        )
+        proxy.add_toxic("latency", stream="downstream", latency=latency_ms)
+        print(f"through Toxiproxy, +{latency_ms} ms per reply")
+        yield f"redis://127.0.0.1:{port}{target.path}"
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
