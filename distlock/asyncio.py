@@ -296,6 +296,8 @@ class Lock(LockBase):
         task.add_done_callback(self._tasks.discard)
 
     async def _acquire(self, section: Section) -> LockHandle:
+        """Attempt until granted or refused for good; a grant that came too late to use is
+        released and raised as the loss it is."""
         if self._closed:
             raise RuntimeError("this Lock is closed")
         handle = LockHandle(self, section)
@@ -307,7 +309,11 @@ class Lock(LockBase):
                 section.acquire_fail(_now())
                 await self._cleanup(handle, exc)
                 raise
-            section.acquire_reply(_now(), fence)
+            step = section.acquire_reply(_now(), fence)
+            if step.loss is not None:
+                self._apply(handle, step)
+                await self._release(handle)
+                raise step.loss
             if section.phase is not Phase.BACKOFF:
                 return handle
             await asyncio.sleep(max(0.0, section.retry_at - _now()) / 1000.0)

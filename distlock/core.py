@@ -116,7 +116,8 @@ class Section:
         self.fence: int | None = None
         #: Client-clock instant after which the lease may have lapsed in Redis.
         self.deadline = 0.0
-        self.lease_ttl_ms = config.ttl_ms
+        #: The shortest TTL among requests that failed but may still have run.
+        self.unconfirmed_ttl_ms: int | None = None
         self.renew_in_flight = False
         self.renew_sent_at = 0.0
         self.next_renew_at = 0.0
@@ -156,18 +157,41 @@ class Section:
         event.update(extra)
         self._trace(event)
 
-    def _lose(self, reason: LossReason) -> Step:
+    def _lose(self, reason: LossReason, *, body_running: bool = True) -> Step:
         if self.lost is not None:
             return NOTHING
         self.lost = LockLeaseLostError(self.key, reason)
-        cancel = self.config.cancel_on_loss and not self.finished
+        cancel = self.config.cancel_on_loss and body_running and not self.finished
         self.cancel_requested = self.cancel_requested or cancel
         return Step(loss=self.lost, cancel_body=cancel)
 
-    def _extend_deadline(self, sent_at: float, ttl_ms: int) -> None:
-        # A reply says the key lives ttl_ms from when Redis ran the script, which was no
-        # earlier than our send: counting from the send time is the safe side.
-        self.deadline = max(self.deadline, sent_at + self.config.lease_ms(ttl_ms))
+    def _confirm(self, sent_at: float, ttl_ms: int) -> None:
+        """A TTL-setting request sent at ``sent_at`` succeeded: move the deadline.
+
+        Redis ran it no earlier than our send, so the key lives at least until
+        ``sent_at + ttl_ms``, unless a request that may run after it sets a shorter TTL
+        (PEXPIRE replaces, it does not extend): one still in flight, or one whose outcome
+        we never learnt.  Any of those may be the last to run, so the shortest of their
+        TTLs is the one we can count on.
+        """
+        shortest = ttl_ms
+        if self.renew_in_flight:
+            shortest = min(shortest, self.config.ttl_ms)
+        if self.extend_in_flight:
+            shortest = min(shortest, self.extend_ttl_ms)
+        if self.unconfirmed_ttl_ms is not None:
+            shortest = min(shortest, self.unconfirmed_ttl_ms)
+        self.deadline = max(self.deadline, sent_at + self.config.lease_ms(shortest))
+
+    def _bound(self, now: float, ttl_ms: int) -> None:
+        """A TTL-setting request leaves now: if Redis runs it at once, the key ends at
+        ``now + ttl_ms``, which is earlier than the deadline when ``ttl_ms`` is shorter."""
+        self.deadline = min(self.deadline, now + self.config.lease_ms(ttl_ms))
+
+    def _unconfirmed(self, ttl_ms: int) -> None:
+        # A failed round trip may still have run, at any later time.
+        if self.unconfirmed_ttl_ms is None or ttl_ms < self.unconfirmed_ttl_ms:
+            self.unconfirmed_ttl_ms = ttl_ms
 
     @property
     def holding(self) -> bool:
@@ -218,12 +242,16 @@ class Section:
     def acquire_reply(self, now: float, fence: int) -> Step:
         """AcquireReply: ``fence`` > 0 is granted, 0 is held by another owner."""
         self._guard("AcquireReply", self.phase is Phase.ACQUIRING)
+        step = NOTHING
         if fence > 0:
             self.phase = Phase.HELD
             self.fence = fence
-            self._extend_deadline(self.sent_at, self.config.ttl_ms)
+            self._confirm(self.sent_at, self.config.ttl_ms)
             if self.config.renew_every_ms is not None:
                 self.next_renew_at = self.sent_at + self.config.renew_every_ms
+            if now >= self.deadline:
+                # The reply outlived the lease it grants: no body may start on it.
+                step = self._lose(LossReason.GRANTED_TOO_LATE, body_running=False)
         elif self.attempts <= self.config.retries:
             self.phase = Phase.BACKOFF
             self.retry_at = now + self.config.retry_delay_ms
@@ -231,7 +259,7 @@ class Section:
             self.phase = Phase.DONE
             self.outcome = Outcome.NOT_ACQUIRED
         self._record("AcquireReply", now, granted=fence > 0)
-        return NOTHING
+        return step
 
     def acquire_fail(self, now: float) -> Step:
         """AcquireFail: the reply never came; the SET may have run, so clean up with our token."""
@@ -270,6 +298,7 @@ class Section:
         self.renew_in_flight = True
         self.renew_sent_at = now
         self.next_renew_at = now + every
+        self._bound(now, self.config.ttl_ms)
         self._record("RenewSend", now)
         return Step(send=Op.EXTEND)
 
@@ -283,7 +312,7 @@ class Section:
             if ok:
                 self.renew_failures = 0
                 if self.lost is None:
-                    self._extend_deadline(self.renew_sent_at, self.config.ttl_ms)
+                    self._confirm(self.renew_sent_at, self.config.ttl_ms)
             else:
                 step = self._lose(LossReason.RENEW_REJECTED)
         self._record("RenewReply", now, ok=ok)
@@ -294,6 +323,7 @@ class Section:
         self._guard("RenewFail", self.renew_in_flight)
         self.renew_in_flight = False
         self.renew_failures += 1
+        self._unconfirmed(self.config.ttl_ms)
         self._record("RenewFail", now, failures=self.renew_failures)
         return NOTHING
 
@@ -313,6 +343,7 @@ class Section:
         self.extend_in_flight = True
         self.extend_sent_at = now
         self.extend_ttl_ms = ttl_ms
+        self._bound(now, ttl_ms)
         self._record("Extend", now, ttl_ms=ttl_ms)
         return Step(send=Op.EXTEND)
 
@@ -323,8 +354,7 @@ class Section:
         step = NOTHING
         if ok:
             if self.lost is None:
-                self.lease_ttl_ms = self.extend_ttl_ms
-                self._extend_deadline(self.extend_sent_at, self.extend_ttl_ms)
+                self._confirm(self.extend_sent_at, self.extend_ttl_ms)
         elif self.phase is Phase.HELD:  # after release() the release reply is the authority
             step = self._lose(LossReason.EXTEND_REJECTED)
         self._record("ExtendReply", now, ok=ok)
@@ -334,6 +364,7 @@ class Section:
         """ExtendFail: the error goes to the caller; the lease is not known lost."""
         self._guard("ExtendFail", self.extend_in_flight)
         self.extend_in_flight = False
+        self._unconfirmed(self.extend_ttl_ms)
         self._record("ExtendFail", now)
         return NOTHING
 

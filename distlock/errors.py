@@ -33,6 +33,10 @@ class LockNotAcquiredError(LockError):
 class LossReason(enum.Enum):
     """Why a lease was declared lost. The value is a sentence fragment for messages."""
 
+    GRANTED_TOO_LATE = (
+        "the reply granting it arrived after the lease it granted had run out, so no "
+        "section was started on it (the key was released)"
+    )
     RENEW_REJECTED = "a renewal found the key expired or held by another owner"
     EXTEND_REJECTED = "extend() found the key expired or held by another owner"
     DEADLINE_PASSED = "the lease deadline passed with no successful renewal"

@@ -263,6 +263,8 @@ class Lock(LockBase):
         return int(cast(Any, reply))
 
     def _acquire(self, section: Section) -> LockHandle:
+        """Attempt until granted or refused for good; a grant that came too late to use is
+        released and raised as the loss it is."""
         if self._closed:
             raise RuntimeError("this Lock is closed")
         handle = LockHandle(self, section)
@@ -274,7 +276,11 @@ class Lock(LockBase):
                 section.acquire_fail(_now())
                 self._cleanup(handle, exc)
                 raise
-            section.acquire_reply(_now(), fence)
+            step = section.acquire_reply(_now(), fence)
+            if step.loss is not None:
+                self._apply(handle, step)
+                self._release(handle)
+                raise step.loss
             if section.phase is not Phase.BACKOFF:
                 return handle
             time.sleep(max(0.0, section.retry_at - _now()) / 1000.0)

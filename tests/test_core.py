@@ -244,3 +244,55 @@ def test_trace_records_actions_in_order() -> None:
         "Acquire", "AcquireReply", "RenewSend", "RenewReply", "BodyDone", "Release",
         "ReleaseReply",
     ]
+
+
+def test_a_grant_that_arrives_after_its_lease_is_a_loss_at_once() -> None:
+    s = section(drift_factor=0.0)
+    s.acquire(0.0)
+    step = s.acquire_reply(float(TTL), 5)  # the reply took the whole lease
+    assert step.loss is not None
+    assert step.loss.reason is LossReason.GRANTED_TOO_LATE
+    assert not s.holding
+    assert s.release(TTL + 1.0).send is Op.RELEASE  # the key is cleaned up, no body runs
+    s.release_reply(TTL + 2.0, True)
+    assert s.outcome is Outcome.LOST
+
+
+def test_a_shorter_extend_shortens_the_trusted_lease() -> None:
+    # PEXPIRE replaces the TTL: the key may now die at 10 + 20, long before 1000.
+    s = held(watch=False, renew_every_ms=None, drift_factor=0.0)
+    s.extend(10.0, 20)
+    assert s.deadline == 30.0
+    s.extend_reply(11.0, True)
+    assert s.deadline == 30.0
+
+
+def test_a_renewal_after_a_longer_extend_counts_its_own_ttl() -> None:
+    s = held(drift_factor=0.0)
+    s.extend(10.0, 5000)
+    s.extend_reply(11.0, True)
+    assert s.deadline == 5010.0
+    s.tick(250.0)  # renews with the lock's TTL, which replaces the longer one
+    assert s.deadline == 250.0 + TTL
+    s.renew_reply(260.0, True)
+    assert s.deadline == 250.0 + TTL
+
+
+def test_concurrent_requests_count_the_shorter_ttl() -> None:
+    s = held(drift_factor=0.0)
+    s.tick(250.0)  # renewal (TTL 1000) in flight
+    s.extend(300.0, 2000)  # may run before or after the renewal
+    s.extend_reply(301.0, True)
+    assert s.deadline == 300.0 + TTL  # the renewal may run last, with the shorter TTL
+    s.renew_reply(302.0, True)
+    assert s.deadline == 300.0 + TTL
+
+
+def test_a_failed_shorter_extend_bounds_later_confirmations() -> None:
+    s = held(watch=False, renew_every_ms=None, drift_factor=0.0)
+    s.extend(10.0, 50)
+    s.extend_fail(11.0)  # may still run, at any later time
+    s.extend(100.0, TTL)
+    s.extend_reply(101.0, True)
+    # If the failed one runs last, it runs after 100 with TTL 50: the key lives to 150.
+    assert s.deadline == 150.0

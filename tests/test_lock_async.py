@@ -466,3 +466,23 @@ def test_aclose_leaves_no_task(redis_server: RedisServer) -> None:
         assert asyncio.all_tasks() == {asyncio.current_task()}
 
     arun(main)
+
+
+def test_a_grant_arriving_after_its_lease_runs_no_body(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        async with Lock(client_for(redis_server), prefix="late", ttl_ms=100) as locks:
+            ran: list[int] = []
+
+            async def body(h: LockHandle) -> None:
+                ran.append(1)
+
+            r.client_pause(300, all=False)  # the acquire runs only after three TTLs
+            with pytest.raises(LockLeaseLostError) as info:
+                await locks.run("k", body)
+            assert info.value.reason is LossReason.GRANTED_TOO_LATE
+            assert ran == []
+            assert r.get("late:k") is None
+
+    arun(main)

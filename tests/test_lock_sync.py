@@ -404,3 +404,19 @@ def test_close_leaves_no_thread(r: redis.Redis) -> None:
     locks.close()
     locks2.close()
     assert {t.ident for t in threading.enumerate()} == before
+
+
+def test_a_grant_arriving_after_its_lease_runs_no_body(locks: Lock, r: redis.Redis) -> None:
+    ran: list[int] = []
+    # Writes paused for 3 TTLs: the acquire runs (and its PX starts) only after the pause,
+    # so its reply arrives after the lease the client counted from its send time.
+    r.client_pause(300, all=False)
+    with pytest.raises(LockLeaseLostError) as info:
+        locks.run("late", lambda h: ran.append(1), ttl_ms=100)
+    assert info.value.reason is LossReason.GRANTED_TOO_LATE
+    assert ran == []
+    assert r.get("order:late") is None  # released, not left to expire
+    r.client_pause(300, all=False)
+    with pytest.raises(LockLeaseLostError):
+        locks.acquire("late", ttl_ms=100)
+    assert r.get("order:late") is None

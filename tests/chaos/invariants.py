@@ -48,7 +48,10 @@ def check(recorder: Recorder, *, slack_ms: float) -> Verdict:
     origin = recorder.origin
     verdict.sections = len(sections)
     verdict.ok = sum(1 for s in sections if s.outcome == "ok")
-    verdict.surfaced = sum(1 for s in sections if s.surfaced)
+    # A grant that arrived after its own lease is a loss raised before any body started.
+    verdict.surfaced = sum(1 for s in sections if s.surfaced) + sum(
+        1 for s in recorder.sections if not s.entered and s.outcome == "lost"
+    )
 
     for s in sections:
         if s.outcome == "pending":

@@ -22,7 +22,6 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -361,10 +360,20 @@ class CoreMachine(RuleBasedStateMachine):
         assert q.reply is not None
         if q.kind == "acquire":
             step = s.acquire_reply(self.now, q.reply)
-            assert step is NOTHING
+            self._apply(run, step)
             if s.phase is Phase.HELD:
-                run.granted_at = self.now
                 assert s.fence == q.reply
+                if step.loss is None:
+                    run.granted_at = self.now
+                else:
+                    # Granted after its own lease ran out: the driver starts no body and
+                    # releases at once.
+                    assert step.send is None and not step.cancel_body
+                    assert s.release(self.now).send is Op.RELEASE
+                    run.end_at = self.now
+                    self._send(run, "release", s.config.ttl_ms)
+            else:
+                assert step is NOTHING
         elif q.kind == "renew":
             self._apply(run, s.renew_reply(self.now, q.reply == 1))
         elif q.kind == "extend":
@@ -630,12 +639,8 @@ TestCoreMachine = CoreMachine.TestCase
 class CoreMachineExtendTTL(CoreMachine):
     """The same world, with ``handle.extend(ttl_ms)`` given a TTL other than the lock's.
 
-    Known to break SignalSound: ``Section._extend_deadline`` keeps the later of the old
-    and the new deadline, but PEXPIRE replaces the key's TTL, so an extend (or a heartbeat
-    after a longer extend) can shorten the key's life below the deadline the client trusts.
-    Minimal case: ttl 100 granted at 0 (deadline 99), ``extend(ttl_ms=20)`` at 10: Redis
-    drops the key at 30, the handle is ``held`` until 99.  Strict xfail: when the core is
-    fixed this starts passing and the marker must go.
+    PEXPIRE replaces the key's TTL, so an extend (or a heartbeat after a longer extend)
+    can shorten the key's life; SignalSound must still hold.
     """
 
     @precondition(lambda self: any(r.section.phase is Phase.HELD for r in self.runs()))
@@ -645,8 +650,4 @@ class CoreMachineExtendTTL(CoreMachine):
 
 
 CoreMachineExtendTTL.TestCase.settings = profiles.scaled(1)
-TestCoreMachineExtendTTL = pytest.mark.xfail(
-    reason="extend(ttl_ms) other than the lock's TTL can shorten the key below the deadline",
-    raises=AssertionError,
-    strict=True,
-)(CoreMachineExtendTTL.TestCase)
+TestCoreMachineExtendTTL = CoreMachineExtendTTL.TestCase
