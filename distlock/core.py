@@ -93,6 +93,33 @@ class SectionConfig:
 class Section:
     """One client's acquisition of one key, from the first request to the verdict."""
 
+    __slots__ = (
+        "_trace",
+        "attempts",
+        "cancel_requested",
+        "client",
+        "config",
+        "deadline",
+        "extend_in_flight",
+        "extend_sent_at",
+        "extend_ttl_ms",
+        "fence",
+        "finished",
+        "key",
+        "lost",
+        "next_renew_at",
+        "outcome",
+        "phase",
+        "release_confirmed",
+        "renew_failures",
+        "renew_in_flight",
+        "renew_sent_at",
+        "retry_at",
+        "sent_at",
+        "token",
+        "unconfirmed_ttl_ms",
+    )
+
     def __init__(
         self,
         key: str,
@@ -141,8 +168,8 @@ class Section:
             )
 
     def _record(self, action: str, now: float, **extra: Any) -> None:
-        if self._trace is None:
-            return
+        # Callers test ``self._trace`` first, so tracing off costs one attribute check.
+        assert self._trace is not None
         event: dict[str, Any] = {
             "action": action,
             "client": self.client,
@@ -226,17 +253,18 @@ class Section:
         self.phase = Phase.ACQUIRING
         self.attempts += 1
         self.sent_at = now
-        self._record(
-            "Acquire",
-            now,
-            attempt=self.attempts,
-            # what a trace is checked against: the key, TTL, Heartbeat, Retries and mode
-            key=self.key,
-            ttl_ms=self.config.ttl_ms,
-            renew_every_ms=self.config.renew_every_ms,
-            watch=self.config.watch,
-            retries=self.config.retries,
-        )
+        if self._trace is not None:
+            self._record(
+                "Acquire",
+                now,
+                attempt=self.attempts,
+                # what a trace is checked against: the key, TTL, Heartbeat, Retries and mode
+                key=self.key,
+                ttl_ms=self.config.ttl_ms,
+                renew_every_ms=self.config.renew_every_ms,
+                watch=self.config.watch,
+                retries=self.config.retries,
+            )
         return Step(send=Op.ACQUIRE)
 
     def acquire_reply(self, now: float, fence: int) -> Step:
@@ -258,14 +286,16 @@ class Section:
         else:
             self.phase = Phase.DONE
             self.outcome = Outcome.NOT_ACQUIRED
-        self._record("AcquireReply", now, granted=fence > 0)
+        if self._trace is not None:
+            self._record("AcquireReply", now, granted=fence > 0)
         return step
 
     def acquire_fail(self, now: float) -> Step:
         """AcquireFail: the reply never came; the SET may have run, so clean up with our token."""
         self._guard("AcquireFail", self.phase is Phase.ACQUIRING)
         self.phase = Phase.ABANDONED
-        self._record("AcquireFail", now)
+        if self._trace is not None:
+            self._record("AcquireFail", now)
         return NOTHING
 
     # -- renewal while the body runs --------------------------------------------------------
@@ -299,7 +329,8 @@ class Section:
         self.renew_sent_at = now
         self.next_renew_at = now + every
         self._bound(now, self.config.ttl_ms)
-        self._record("RenewSend", now)
+        if self._trace is not None:
+            self._record("RenewSend", now)
         return Step(send=Op.EXTEND)
 
     def renew_reply(self, now: float, ok: bool) -> Step:
@@ -315,7 +346,8 @@ class Section:
                     self._confirm(self.renew_sent_at, self.config.ttl_ms)
             else:
                 step = self._lose(LossReason.RENEW_REJECTED)
-        self._record("RenewReply", now, ok=ok)
+        if self._trace is not None:
+            self._record("RenewReply", now, ok=ok)
         return step
 
     def renew_fail(self, now: float) -> Step:
@@ -324,14 +356,16 @@ class Section:
         self.renew_in_flight = False
         self.renew_failures += 1
         self._unconfirmed(self.config.ttl_ms)
-        self._record("RenewFail", now, failures=self.renew_failures)
+        if self._trace is not None:
+            self._record("RenewFail", now, failures=self.renew_failures)
         return NOTHING
 
     def lease_timeout(self, now: float) -> Step:
         """LeaseTimeout: the deadline passed with no successful renewal (silence is loss)."""
         self._guard("LeaseTimeout", self.holding and now >= self.deadline)
         step = self._lose(LossReason.DEADLINE_PASSED)
-        self._record("LeaseTimeout", now)
+        if self._trace is not None:
+            self._record("LeaseTimeout", now)
         return step
 
     # -- manual extend ---------------------------------------------------------------------
@@ -344,7 +378,8 @@ class Section:
         self.extend_sent_at = now
         self.extend_ttl_ms = ttl_ms
         self._bound(now, ttl_ms)
-        self._record("Extend", now, ttl_ms=ttl_ms)
+        if self._trace is not None:
+            self._record("Extend", now, ttl_ms=ttl_ms)
         return Step(send=Op.EXTEND)
 
     def extend_reply(self, now: float, ok: bool) -> Step:
@@ -357,7 +392,8 @@ class Section:
                 self._confirm(self.extend_sent_at, self.extend_ttl_ms)
         elif self.phase is Phase.HELD:  # after release() the release reply is the authority
             step = self._lose(LossReason.EXTEND_REJECTED)
-        self._record("ExtendReply", now, ok=ok)
+        if self._trace is not None:
+            self._record("ExtendReply", now, ok=ok)
         return step
 
     def extend_fail(self, now: float) -> Step:
@@ -365,7 +401,8 @@ class Section:
         self._guard("ExtendFail", self.extend_in_flight)
         self.extend_in_flight = False
         self._unconfirmed(self.extend_ttl_ms)
-        self._record("ExtendFail", now)
+        if self._trace is not None:
+            self._record("ExtendFail", now)
         return NOTHING
 
     # -- completion and release ------------------------------------------------------------
@@ -381,7 +418,8 @@ class Section:
         step = NOTHING
         if now >= self.deadline:
             step = self._lose(LossReason.DEADLINE_AT_COMPLETION)
-        self._record("BodyDone", now)
+        if self._trace is not None:
+            self._record("BodyDone", now)
         return step
 
     def release(self, now: float) -> Step:
@@ -389,7 +427,8 @@ class Section:
         if self.phase not in _RELEASABLE:
             return NOTHING
         self.phase = Phase.RELEASING
-        self._record("Release", now)
+        if self._trace is not None:
+            self._record("Release", now)
         return Step(send=Op.RELEASE)
 
     def _abandoned(self) -> bool:
@@ -408,7 +447,8 @@ class Section:
         else:
             step = self._lose(LossReason.RELEASE_REJECTED)
             self.outcome = Outcome.LOST
-        self._record("ReleaseReply", now, ok=ok)
+        if self._trace is not None:
+            self._record("ReleaseReply", now, ok=ok)
         return self._signal_on_release(step)
 
     def release_fail(self, now: float) -> Step:
@@ -421,7 +461,8 @@ class Section:
         else:
             step = self._lose(LossReason.RELEASE_UNANSWERED)
             self.outcome = Outcome.LOST
-        self._record("ReleaseFail", now)
+        if self._trace is not None:
+            self._record("ReleaseFail", now)
         return self._signal_on_release(step)
 
     def _signal_on_release(self, step: Step) -> Step:
