@@ -15,15 +15,17 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
-from distlock import scripts
+from distlock import flows
 from distlock.base import HandleBase, LockBase
 from distlock.core import Op, Phase, Section, Step, Trace
+from distlock.flows import Call, Flow, Request, Sleep
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -39,6 +41,7 @@ from distlock.options import (
 from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
+_NO_GUARD = nullcontext()
 ClientFactory = Callable[[], "aredis.Redis | Awaitable[aredis.Redis]"]
 
 
@@ -95,7 +98,7 @@ class _Hold:
         handle._task = task
         self._cancelling = task.cancelling() if task is not None else 0
         self._handle = handle
-        lock._arm(handle)
+        lock.arm(handle)
         return handle
 
     async def __aexit__(
@@ -166,7 +169,7 @@ class Lock(LockBase):
         else:
             self._factory = client
         self._resolving: asyncio.Lock | None = None
-        #: Renewals and shielded releases in flight: kept referenced, awaited by aclose().
+        #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handles: set[LockHandle] = set()
         self._closed = False
@@ -186,7 +189,7 @@ class Lock(LockBase):
             return self._client
 
     async def aclose(self) -> None:
-        """Finish shielded releases, stop renewals and timers; close a client the Lock made."""
+        """Let interrupted releases finish, stop renewals and timers; close a client we made."""
         self._closed = True
         for handle in list(self._handles):
             if handle._timer is not None:
@@ -279,160 +282,95 @@ class Lock(LockBase):
         ) as handle:
             return await fn(handle)
 
-    # -- IO --------------------------------------------------------------------------------
+    # -- IO: the flows of distlock.flows, run with awaits -----------------------------------
 
-    async def _call(self, op: Op, section: Section, ttl_ms: int) -> int:
-        script, keys, args = scripts.command(op, section.key, section.token, ttl_ms)
+    async def _call(self, call: Call) -> int:
         client = self._client if self._client is not None else await self.client()
+        script = call.script
         try:
-            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
+            reply = await client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
         except NoScriptError:
-            reply = await client.eval(script.source, len(keys), *keys, *args)
+            reply = await client.eval(script.source, len(call.keys), *call.keys, *call.args)
         return int(cast(Any, reply))
+
+    async def _run(self, flow: Flow[T], request: Request | None = None) -> T:
+        """Run ``flow``; ``request`` resumes one whose pending request was interrupted."""
+        try:
+            if request is None:
+                request = next(flow)
+            while True:
+                if isinstance(request, Sleep):
+                    await asyncio.sleep(max(0.0, request.until_ms - _now()) / 1000.0)
+                    request = flow.send(0)
+                    continue
+                try:
+                    reply = await self._call(request)
+                except asyncio.CancelledError as exc:
+                    if request.finish_on_cancel:
+                        # It may or may not have reached Redis: send it again, same token,
+                        # and let the flow run to its end in the background.
+                        self._spawn(self._run(flow, request), name="distlock-release")
+                        raise
+                    request = flow.throw(exc)
+                except BaseException as exc:
+                    request = flow.throw(exc)
+                else:
+                    request = flow.send(reply)
+        except StopIteration as stop:
+            return cast(T, stop.value)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a background release's error has no caller
 
     async def _acquire(self, section: Section) -> LockHandle:
-        """Attempt until granted or refused for good; a grant that came too late to use is
-        released and raised as the loss it is."""
         if self._closed:
             raise RuntimeError("this Lock is closed")
         handle = LockHandle(self, section)
-        while True:
-            section.acquire(_now())
-            try:
-                fence = await self._call(Op.ACQUIRE, section, section.config.ttl_ms)
-            except BaseException as exc:
-                section.acquire_fail(_now())
-                await self._cleanup(handle, exc)
-                raise
-            step = section.acquire_reply(_now(), fence)
-            if step.loss is not None:
-                self._apply(handle, step)
-                await self._release(handle)
-                raise step.loss
-            if section.phase is not Phase.BACKOFF:
-                return handle
-            await asyncio.sleep(max(0.0, section.retry_at - _now()) / 1000.0)
-
-    async def _cleanup(self, handle: LockHandle, cause: BaseException) -> None:
-        """The acquire may have run: delete the key if it holds our token, before reporting."""
-        try:
-            await self._release(handle)
-        except Exception as exc:
-            cause.add_note(
-                f"distlock: the cleanup release of {handle.key!r} also failed ({exc!r}); "
-                "if the acquire had run, the key expires after its TTL"
-            )
-        except asyncio.CancelledError:
-            pass  # cancelled again: the release goes on in the background
+        await self._run(flows.acquire(self, handle))
+        return handle
 
     async def _release(self, handle: LockHandle) -> bool:
-        """Release inline: no task in the common case.
-
-        If the caller is cancelled while the round trip is in flight, the request may or may
-        not have reached Redis; the same token-checked release is sent again from a
-        background task, so the token is kept until Redis has answered a release.
-        """
-        if handle.section.release(_now()).send is None:
-            return False
-        try:
-            return await self._release_round_trip(handle)
-        except asyncio.CancelledError:
-            if handle.section.phase is Phase.RELEASING:
-                self._spawn(self._release_round_trip(handle), name="distlock-release")
-            raise
-
-    async def _release_round_trip(self, handle: LockHandle) -> bool:
-        section = handle.section
-        try:
-            ok = await self._call(Op.RELEASE, section, section.config.ttl_ms) == 1
-        except Exception as exc:
-            step = section.release_fail(_now())
-            if step.loss is not None:
-                step.loss.__cause__ = exc
-                self._apply(handle, step)
-            if section.release_error_to_caller:
-                raise
-            return False
-        self._apply(handle, section.release_reply(_now(), ok))
-        return ok
+        return await self._run(flows.release(self, handle))
 
     async def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
-        section = handle.section
-        step = section.extend(_now(), ttl_ms)
-        if step.send is None:
-            return False
-        try:
-            ok = await self._call(Op.EXTEND, section, ttl_ms) == 1
-        except BaseException:
-            section.extend_fail(_now())
-            raise
-        step = section.extend_reply(_now(), ok)
-        self._arm(handle)
-        self._apply(handle, step)
-        return ok
+        return await self._run(flows.extend(self, handle, ttl_ms))
 
     async def _finish(self, handle: LockHandle) -> None:
-        section = handle.section
-        step = section.body_done(_now())
-        self._disarm(handle)
-        self._handles.discard(handle)
-        self._apply(handle, step)
-        await self._release(handle)
+        await self._run(flows.finish(self, handle))
 
-    # -- renewal ---------------------------------------------------------------------------
+    # -- Effects, for the flows --------------------------------------------------------------
 
-    def _apply(self, handle: LockHandle, step: Step) -> None:
+    now = staticmethod(_now)
+
+    def guard(self, handle: LockHandle) -> AbstractContextManager[object]:
+        return _NO_GUARD  # one thread: the event loop's
+
+    def apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
             handle.signal._fire(step.loss)
             if step.cancel_body and handle._task is not None:
                 handle._task.cancel()
         if step.send is Op.EXTEND:
-            self._spawn(self._renew(handle), name=f"distlock-renew {handle.key}")
+            self._spawn(self._run(flows.renew(self, handle)), name=f"distlock-renew {handle.key}")
 
-    def _disarm(self, handle: LockHandle) -> None:
+    def arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
             handle._timer.cancel()
             handle._timer = None
-
-    def _arm(self, handle: LockHandle) -> None:
-        self._disarm(handle)
         wake_at = handle.section.wake_at
         if wake_at is None or self._closed:
             self._handles.discard(handle)
             return
         self._handles.add(handle)
         delay = max(0.0, wake_at - _now()) / 1000.0
-        handle._timer = asyncio.get_running_loop().call_later(delay, self._tick, handle)
-
-    def _tick(self, handle: LockHandle) -> None:
-        handle._timer = None
-        step = handle.section.tick(_now())
-        self._arm(handle)
-        self._apply(handle, step)
-
-    async def _renew(self, handle: LockHandle) -> None:
-        section = handle.section
-        try:
-            ok = await self._call(Op.EXTEND, section, section.config.ttl_ms) == 1
-        except asyncio.CancelledError:
-            section.renew_fail(_now())
-            raise
-        except Exception as exc:
-            step = section.renew_fail(_now())
-            self._arm(handle)
-            self._apply(handle, step)
-            hook = section.config.on_renew_error
-            if hook is not None:
-                hook(exc)
-            return
-        step = section.renew_reply(_now(), ok)
-        self._arm(handle)
-        self._apply(handle, step)
+        handle._timer = asyncio.get_running_loop().call_later(delay, flows.tick, self, handle)
 
 
 __all__ = ["Lock", "LockHandle"]

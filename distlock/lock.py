@@ -16,9 +16,10 @@ from typing import Any, TypeVar, cast
 import redis
 from redis.exceptions import NoScriptError
 
-from distlock import scripts
+from distlock import flows
 from distlock.base import HandleBase, LockBase
 from distlock.core import Op, Phase, Section, Step, Trace
+from distlock.flows import Call, Flow, Sleep
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -87,7 +88,8 @@ class _Hold:
         if handle.section.phase is not Phase.HELD:
             raise handle.section.not_acquired_error()
         self._handle = handle
-        self._lock._arm(handle)
+        with handle._mutex:
+            self._lock.arm(handle)
         return handle
 
     def __exit__(
@@ -251,108 +253,73 @@ class Lock(LockBase):
         ) as handle:
             return fn(handle)
 
-    # -- IO --------------------------------------------------------------------------------
+    # -- IO: the flows of distlock.flows, run with blocking calls ----------------------------
 
-    def _call(self, op: Op, section: Section, ttl_ms: int) -> int:
-        script, keys, args = scripts.command(op, section.key, section.token, ttl_ms)
+    def _call(self, call: Call) -> int:
         client = self.client
+        script = call.script
         try:
-            reply = client.evalsha(script.sha, len(keys), *keys, *args)
+            reply = client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
         except NoScriptError:
-            reply = client.eval(script.source, len(keys), *keys, *args)
+            reply = client.eval(script.source, len(call.keys), *call.keys, *call.args)
         return int(cast(Any, reply))
 
+    def _run(self, flow: Flow[T]) -> T:
+        try:
+            request = next(flow)
+            while True:
+                if isinstance(request, Sleep):
+                    time.sleep(max(0.0, request.until_ms - _now()) / 1000.0)
+                    request = flow.send(0)
+                    continue
+                try:
+                    reply = self._call(request)
+                except BaseException as exc:
+                    request = flow.throw(exc)
+                else:
+                    request = flow.send(reply)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+
     def _acquire(self, section: Section) -> LockHandle:
-        """Attempt until granted or refused for good; a grant that came too late to use is
-        released and raised as the loss it is."""
         if self._closed:
             raise RuntimeError("this Lock is closed")
         handle = LockHandle(self, section)
-        while True:
-            section.acquire(_now())
-            try:
-                fence = self._call(Op.ACQUIRE, section, section.config.ttl_ms)
-            except BaseException as exc:
-                section.acquire_fail(_now())
-                self._cleanup(handle, exc)
-                raise
-            step = section.acquire_reply(_now(), fence)
-            if step.loss is not None:
-                self._apply(handle, step)
-                self._release(handle)
-                raise step.loss
-            if section.phase is not Phase.BACKOFF:
-                return handle
-            time.sleep(max(0.0, section.retry_at - _now()) / 1000.0)
-
-    def _cleanup(self, handle: LockHandle, cause: BaseException) -> None:
-        """The acquire may have run: delete the key if it holds our token, before reporting."""
-        try:
-            self._release(handle)
-        except Exception as exc:
-            cause.add_note(
-                f"distlock: the cleanup release of {handle.key!r} also failed ({exc!r}); "
-                "if the acquire had run, the key expires after its TTL"
-            )
+        self._run(flows.acquire(self, handle))
+        return handle
 
     def _release(self, handle: LockHandle) -> bool:
-        section = handle.section
-        with handle._mutex:
-            step = section.release(_now())
-        if step.send is None:
-            return False
-        try:
-            ok = self._call(Op.RELEASE, section, section.config.ttl_ms) == 1
-        except Exception as exc:
-            with handle._mutex:
-                step = section.release_fail(_now())
-            if step.loss is not None:
-                step.loss.__cause__ = exc
-                self._apply(handle, step)
-            if section.release_error_to_caller:
-                raise
-            return False
-        with handle._mutex:
-            step = section.release_reply(_now(), ok)
-        self._apply(handle, step)
-        return ok
+        return self._run(flows.release(self, handle))
 
     def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
-        section = handle.section
-        with handle._mutex:
-            step = section.extend(_now(), ttl_ms)
-        if step.send is None:
-            return False
-        try:
-            ok = self._call(Op.EXTEND, section, ttl_ms) == 1
-        except BaseException:
-            with handle._mutex:
-                section.extend_fail(_now())
-            raise
-        with handle._mutex:
-            step = section.extend_reply(_now(), ok)
-            self._arm_locked(handle)
-        self._apply(handle, step)
-        return ok
+        return self._run(flows.extend(self, handle, ttl_ms))
 
     def _finish(self, handle: LockHandle, body_error: BaseException | None) -> BaseException | None:
-        section = handle.section
-        with handle._mutex:
-            step = section.body_done(_now())
-            if handle._timer is not None:
-                handle._timer.cancel()
-                handle._timer = None
-        self._apply(handle, step)
-        self._release(handle)
-        return section.verdict(body_error)
+        self._run(flows.finish(self, handle))
+        return handle.section.verdict(body_error)
 
-    # -- renewal ---------------------------------------------------------------------------
+    # -- Effects, for the flows --------------------------------------------------------------
 
-    def _apply(self, handle: LockHandle, step: Step) -> None:
+    now = staticmethod(_now)
+
+    def guard(self, handle: LockHandle) -> threading.Lock:
+        return handle._mutex
+
+    def apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
             handle.signal._fire(step.loss)
         if step.send is Op.EXTEND:
-            self._renew_pool().submit(self._renew, handle)
+            self._renew_pool().submit(self._run, flows.renew(self, handle))
+
+    def arm(self, handle: LockHandle) -> None:
+        if handle._timer is not None:
+            handle._timer.cancel()
+            handle._timer = None
+        wake_at = handle.section.wake_at
+        if wake_at is not None and not self._closed:
+            handle._timer = self._scheduler.call_at(
+                wake_at / 1000.0, lambda: flows.tick(self, handle)
+            )
 
     def _renew_pool(self) -> ThreadPoolExecutor:
         with self._init_lock:
@@ -361,43 +328,6 @@ class Lock(LockBase):
                     RENEW_WORKERS, thread_name_prefix=f"distlock-{self._label}-renew"
                 )
             return self._workers
-
-    def _arm(self, handle: LockHandle) -> None:
-        with handle._mutex:
-            self._arm_locked(handle)
-
-    def _arm_locked(self, handle: LockHandle) -> None:
-        if handle._timer is not None:
-            handle._timer.cancel()
-            handle._timer = None
-        wake_at = handle.section.wake_at
-        if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(wake_at / 1000.0, lambda: self._tick(handle))
-
-    def _tick(self, handle: LockHandle) -> None:
-        with handle._mutex:
-            handle._timer = None
-            step = handle.section.tick(_now())
-            self._arm_locked(handle)
-        self._apply(handle, step)
-
-    def _renew(self, handle: LockHandle) -> None:
-        section = handle.section
-        try:
-            ok = self._call(Op.EXTEND, section, section.config.ttl_ms) == 1
-        except Exception as exc:
-            with handle._mutex:
-                step = section.renew_fail(_now())
-                self._arm_locked(handle)
-            self._apply(handle, step)
-            hook = section.config.on_renew_error
-            if hook is not None:
-                hook(exc)
-            return
-        with handle._mutex:
-            step = section.renew_reply(_now(), ok)
-            self._arm_locked(handle)
-        self._apply(handle, step)
 
 
 __all__ = ["Lock", "LockHandle"]
