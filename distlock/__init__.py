@@ -11,7 +11,7 @@ from distlock.errors import (
     ProtocolError,
     ValidationError,
 )
-from distlock.lock import Lock, LockHandle
+from distlock.lock import Lock, LockGroup, LockHandle
 from distlock.signal import AsyncLeaseSignal, LeaseSignal
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "LeaseSignal",
     "Lock",
     "LockError",
+    "LockGroup",
     "LockHandle",
     "LockLeaseLostError",
     "LockNotAcquiredError",

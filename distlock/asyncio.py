@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -23,9 +23,10 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import flows
-from distlock.base import HandleBase, LockBase
+from distlock.base import GroupBase, HandleBase, LockBase
 from distlock.core import Op, Phase, Section, Step, Trace
 from distlock.flows import Call, Flow, Request, Sleep
+from distlock.group import group_verdict
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -54,10 +55,12 @@ class LockHandle(HandleBase):
 
     __slots__ = ("_lock", "_task", "_timer", "signal")
 
-    def __init__(self, lock: Lock, section: Section) -> None:
+    def __init__(
+        self, lock: Lock, section: Section, signal: AsyncLeaseSignal | None = None
+    ) -> None:
         super().__init__(section)
         self._lock = lock
-        self.signal = AsyncLeaseSignal()
+        self.signal = AsyncLeaseSignal() if signal is None else signal
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[Any] | None = None
 
@@ -119,6 +122,64 @@ class _Hold:
         if outside_cancel:
             return
         verdict = section.verdict(ev)
+        if verdict is ev:
+            return
+        assert verdict is not None
+        raise verdict from ev
+
+
+class LockGroup(GroupBase[LockHandle]):
+    """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
+    handle; ``signal`` aborts with the first loss among them."""
+
+    __slots__ = ("signal",)
+
+    def __init__(
+        self, prefix: str, handles: Sequence[LockHandle], signal: AsyncLeaseSignal
+    ) -> None:
+        super().__init__(prefix, handles)
+        self.signal = signal
+
+
+class _HoldMany:
+    """``async with locks.hold_many(ids) as group``: see :meth:`Lock.hold_many`."""
+
+    __slots__ = ("_cancelling", "_group", "_lock")
+
+    def __init__(self, lock: Lock, sections: list[Section]) -> None:
+        signal = AsyncLeaseSignal()
+        self._lock = lock
+        handles = [LockHandle(lock, section, signal) for section in sections]
+        self._group = LockGroup(lock.prefix, handles, signal)
+        self._cancelling = 0
+
+    async def __aenter__(self) -> LockGroup:
+        lock, group = self._lock, self._group
+        await lock._run(flows.acquire_all(lock, group.handles))
+        task = asyncio.current_task()
+        self._cancelling = task.cancelling() if task is not None else 0
+        for handle in group.handles:
+            handle._task = task
+            lock.arm(handle)
+        return group
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        group = self._group
+        sections = [h.section for h in group]
+        task = group.handles[0]._task
+        # The group's first loss cancelled the body once; consume that cancel only.
+        outside_cancel = (
+            any(s.cancel_requested for s in sections)
+            and task is not None
+            and task.uncancel() > self._cancelling
+            and isinstance(ev, asyncio.CancelledError)
+        )
+        await self._lock._run(flows.finish_all(self._lock, group.handles))
+        if outside_cancel:
+            return
+        verdict = group_verdict(sections, group.signal.reason, ev)
         if verdict is ev:
             return
         assert verdict is not None
@@ -282,6 +343,54 @@ class Lock(LockBase):
         ) as handle:
             return await fn(handle)
 
+    def hold_many(
+        self,
+        ids: Sequence[str],
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+        heartbeat_ms: Heartbeat | Unset = UNSET,
+        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+        cancel_on_loss: bool | Unset = UNSET,
+    ) -> _HoldMany:
+        """``async with locks.hold_many(ids) as group``: several locks, as :meth:`hold` holds
+        one, taken in sorted key order (so callers never deadlock on each other) and
+        released in reverse. The block is cancelled on the first loss among them."""
+        opts = self.defaults.override(
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+        )
+        cancel = self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
+        return _HoldMany(self, self._group_sections(ids, opts, cancel_on_loss=cancel))
+
+    async def run_many(
+        self,
+        ids: Sequence[str],
+        fn: Callable[[LockGroup], Awaitable[T]],
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+        heartbeat_ms: Heartbeat | Unset = UNSET,
+        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+        cancel_on_loss: bool | Unset = UNSET,
+    ) -> T:
+        """``await fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
+        async with self.hold_many(
+            ids,
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+            cancel_on_loss=cancel_on_loss,
+        ) as group:
+            return await fn(group)
+
     # -- IO: the flows of distlock.flows, run with awaits -----------------------------------
 
     async def _call(self, call: Call) -> int:
@@ -354,8 +463,9 @@ class Lock(LockBase):
 
     def apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
-            handle.signal._fire(step.loss)
-            if step.cancel_body and handle._task is not None:
+            first = handle.signal._fire(step.loss)
+            # A group's handles share one signal: its body is cancelled once, by the first.
+            if step.cancel_body and first and handle._task is not None:
                 handle._task.cancel()
         if step.send is Op.EXTEND:
             self._spawn(self._run(flows.renew(self, handle)), name=f"distlock-renew {handle.key}")
@@ -373,4 +483,4 @@ class Lock(LockBase):
         handle._timer = asyncio.get_running_loop().call_later(delay, flows.tick, self, handle)
 
 
-__all__ = ["Lock", "LockHandle"]
+__all__ = ["Lock", "LockGroup", "LockHandle"]

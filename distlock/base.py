@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 from distlock.core import Section, SectionConfig, Trace
+from distlock.errors import ValidationError
+from distlock.group import acquisition_order
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -55,6 +59,19 @@ class LockBase:
     def key(self, id: str) -> str:
         """The Redis key of lock ``id``."""
         return f"{self.prefix}:{check_id(id)}"
+
+    def _group_sections(
+        self, ids: Sequence[str], opts: Options, *, cancel_on_loss: bool
+    ) -> list[Section]:
+        """Watched sections for ``ids``, in the group's acquisition order (sorted keys)."""
+        if isinstance(ids, str):
+            raise ValidationError("ids must be a sequence of lock ids, not one str")
+        by_key = {self.key(id): id for id in ids}
+        order = acquisition_order([self.key(id) for id in ids])
+        return [
+            self._section(by_key[key], opts, watch=True, cancel_on_loss=cancel_on_loss)
+            for key in order
+        ]
 
     def _section(self, id: str, opts: Options, *, watch: bool, cancel_on_loss: bool) -> Section:
         key = self.key(id)
@@ -122,3 +139,49 @@ class HandleBase:
             f"<{type(self).__name__} {section.key!r} fence={section.fence} "
             f"phase={section.phase.value} lost={section.lost is not None}>"
         )
+
+
+HandleT = TypeVar("HandleT", bound=HandleBase)
+
+
+class GroupBase(Generic[HandleT]):
+    """Several locks held together. ``group[id]`` is the handle of one of them.
+
+    ``handles`` lists them in the order they were taken (sorted keys); they share one
+    ``signal``, which aborts with the first loss among them.
+    """
+
+    __slots__ = ("_by_key", "_prefix", "handles")
+
+    def __init__(self, prefix: str, handles: Sequence[HandleT]) -> None:
+        self._prefix = prefix
+        self.handles: tuple[HandleT, ...] = tuple(handles)
+        self._by_key = {h.key: h for h in handles}
+
+    def __getitem__(self, id: str) -> HandleT:
+        try:
+            return self._by_key[f"{self._prefix}:{id}"]
+        except KeyError:
+            raise KeyError(f"{id!r} is not one of this group's ids") from None
+
+    def __iter__(self) -> Iterator[HandleT]:
+        return iter(self.handles)
+
+    def __len__(self) -> int:
+        return len(self.handles)
+
+    @property
+    def keys(self) -> list[str]:
+        return [h.key for h in self.handles]
+
+    @property
+    def fences(self) -> dict[str, int]:
+        """Each key's fencing token."""
+        return {h.key: h.fence for h in self.handles}
+
+    @property
+    def held(self) -> bool:
+        return all(h.held for h in self.handles)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.keys} held={self.held}>"

@@ -16,7 +16,8 @@ around core calls, re-arming a section's timer, firing its signal) come through
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import contextlib
+from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -108,6 +109,24 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
         yield Sleep(section.retry_at)
 
 
+def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
+    """Take every lock of a group, in the order given (the caller sorts: see
+    :mod:`distlock.group`); if one cannot be had, give back those taken, newest first."""
+    taken: list[H] = []
+    try:
+        for handle in handles:
+            yield from acquire(fx, handle)
+            if handle.section.phase is not Phase.HELD:
+                raise handle.section.not_acquired_error()
+            taken.append(handle)
+    except BaseException:
+        for handle in reversed(taken):
+            # The error that stopped the acquisition is the one to report.
+            with contextlib.suppress(Exception):
+                yield from release(fx, handle)
+        raise
+
+
 def release(fx: Effects[H], handle: H) -> Flow[bool]:
     """Compare-and-delete with our token. True only if the key was still ours.
 
@@ -143,6 +162,18 @@ def finish(fx: Effects[H], handle: H) -> Flow[bool]:
         fx.arm(handle)
     fx.apply(handle, step)
     return (yield from release(fx, handle))
+
+
+def finish_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
+    """The body of a group is done: every completion check first, then the releases,
+    newest first."""
+    for handle in handles:
+        with fx.guard(handle):
+            step = handle.section.body_done(fx.now())
+            fx.arm(handle)
+        fx.apply(handle, step)
+    for handle in reversed(handles):
+        yield from release(fx, handle)
 
 
 def extend(fx: Effects[H], handle: H, ttl_ms: int) -> Flow[bool]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -17,9 +17,10 @@ import redis
 from redis.exceptions import NoScriptError
 
 from distlock import flows
-from distlock.base import HandleBase, LockBase
+from distlock.base import GroupBase, HandleBase, LockBase
 from distlock.core import Op, Phase, Section, Step, Trace
 from distlock.flows import Call, Flow, Sleep
+from distlock.group import group_verdict
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -52,10 +53,10 @@ class LockHandle(HandleBase):
 
     __slots__ = ("_lock", "_mutex", "_timer", "signal")
 
-    def __init__(self, lock: Lock, section: Section) -> None:
+    def __init__(self, lock: Lock, section: Section, signal: LeaseSignal | None = None) -> None:
         super().__init__(section)
         self._lock = lock
-        self.signal = LeaseSignal()
+        self.signal = LeaseSignal() if signal is None else signal
         self._mutex = threading.Lock()
         self._timer: Timer | None = None
 
@@ -98,6 +99,47 @@ class _Hold:
         handle = self._handle
         assert handle is not None
         verdict = self._lock._finish(handle, ev)
+        if verdict is not ev:
+            assert verdict is not None
+            raise verdict from ev
+
+
+class LockGroup(GroupBase[LockHandle]):
+    """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
+    handle; ``signal`` aborts with the first loss among them."""
+
+    __slots__ = ("signal",)
+
+    def __init__(self, prefix: str, handles: Sequence[LockHandle], signal: LeaseSignal) -> None:
+        super().__init__(prefix, handles)
+        self.signal = signal
+
+
+class _HoldMany:
+    """``with locks.hold_many(ids) as group``: see :meth:`Lock.hold_many`."""
+
+    __slots__ = ("_group", "_lock")
+
+    def __init__(self, lock: Lock, sections: list[Section]) -> None:
+        signal = LeaseSignal()
+        self._lock = lock
+        handles = [LockHandle(lock, section, signal) for section in sections]
+        self._group = LockGroup(lock.prefix, handles, signal)
+
+    def __enter__(self) -> LockGroup:
+        lock, group = self._lock, self._group
+        lock._run(flows.acquire_all(lock, group.handles))
+        for handle in group.handles:
+            with handle._mutex:
+                lock.arm(handle)
+        return group
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        group = self._group
+        self._lock._run(flows.finish_all(self._lock, group.handles))
+        verdict = group_verdict([h.section for h in group], group.signal.reason, ev)
         if verdict is not ev:
             assert verdict is not None
             raise verdict from ev
@@ -253,6 +295,55 @@ class Lock(LockBase):
         ) as handle:
             return fn(handle)
 
+    def hold_many(
+        self,
+        ids: Sequence[str],
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+        heartbeat_ms: Heartbeat | Unset = UNSET,
+        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+    ) -> _HoldMany:
+        """Hold several locks for a ``with`` block, as :meth:`hold` holds one.
+
+        The locks are taken in sorted key order whatever order ``ids`` names them in, so
+        two callers wanting the same locks can never each hold one and wait for the other.
+        If one cannot be had, those already taken are released and
+        :class:`LockNotAcquiredError` names it. On exit they are released in reverse order,
+        and :class:`LockLeaseLostError` is raised if any of them was lost.
+        """
+        opts = self.defaults.override(
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+        )
+        return _HoldMany(self, self._group_sections(ids, opts, cancel_on_loss=False))
+
+    def run_many(
+        self,
+        ids: Sequence[str],
+        fn: Callable[[LockGroup], T],
+        *,
+        ttl_ms: int | Unset = UNSET,
+        retries: int | Unset = UNSET,
+        retry_delay_ms: float | Unset = UNSET,
+        heartbeat_ms: Heartbeat | Unset = UNSET,
+        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+    ) -> T:
+        """Run ``fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
+        with self.hold_many(
+            ids,
+            ttl_ms=ttl_ms,
+            retries=retries,
+            retry_delay_ms=retry_delay_ms,
+            heartbeat_ms=heartbeat_ms,
+            on_renew_error=on_renew_error,
+        ) as group:
+            return fn(group)
+
     # -- IO: the flows of distlock.flows, run with blocking calls ----------------------------
 
     def _call(self, call: Call) -> int:
@@ -330,4 +421,4 @@ class Lock(LockBase):
             return self._workers
 
 
-__all__ = ["Lock", "LockHandle"]
+__all__ = ["Lock", "LockGroup", "LockHandle"]

@@ -63,14 +63,16 @@ class LeaseSignal(_SignalBase):
             event = self._event
         return event.wait(timeout)
 
-    def _fire(self, reason: LockLeaseLostError) -> None:
+    def _fire(self, reason: LockLeaseLostError) -> bool:
+        """Abort with ``reason`` unless already aborted; True if this call aborted it."""
         with _EVENT_GUARD:
             if self._reason is not None:
-                return
+                return False
             self._reason = reason
             event = self._event
         if event is not None:
             event.set()
+        return True
 
 
 class AsyncLeaseSignal(_SignalBase):
@@ -91,7 +93,10 @@ class AsyncLeaseSignal(_SignalBase):
         await self._event.wait()
         return True
 
-    def _fire(self, reason: LockLeaseLostError) -> None:
-        if self._reason is None:
-            self._reason = reason
-            self._event.set()
+    def _fire(self, reason: LockLeaseLostError) -> bool:
+        """Abort with ``reason`` unless already aborted; True if this call aborted it."""
+        if self._reason is not None:
+            return False
+        self._reason = reason
+        self._event.set()
+        return True
