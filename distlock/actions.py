@@ -35,12 +35,13 @@ CLIENT_ACTIONS: Final[dict[str, str]] = {
 
 #: Environment actions: in the specification only, never in the core.
 ENVIRONMENT_ACTIONS: Final[dict[str, str]] = {
-    "Tick": "global time advances one unit; countdowns (key TTL, client deadlines, message ages) move",
-    "KeyExpire": "Redis expires the key at its expiry instant",
-    "KeyLost": "Redis loses the key without expiry (restart without persistence, failover to a lagging replica)",
-    "RedisStep": "Redis executes the oldest request in flight atomically and queues its reply",
-    "DropReply": "a reply is lost or hangs forever (Toxiproxy timeout, reset connection)",
-    "Starve": "the client's event loop or GIL is held by the body: its timers do not fire",
+    "Tick": "time advances one unit: the key expires at its instant, countdowns and message ages move; a client clock may lag (drift within the bound); a due heartbeat timer fires first unless the loop is starved",
+    "RedisStep": "Redis runs one request in flight atomically (in any order: separate connections) and queues its reply",
+    "DropReply": "the connection fails: the request is lost, or it ran and its reply is lost; the client sees an error",
+    "HangReply": "no reply ever comes and no error either (a hung connection): the request may still run; acquire, extend and release time out, a renewal stays in flight",
+    "KeyLost": "Redis loses the key without expiry: eviction of the volatile key (the fence counter survives) or a restart without persistence (the counter is reset too)",
+    "Starve": "the body blocks the event loop or holds the GIL until it finishes: no heartbeat tick and no reply callback runs",
+    "NewSection": "the caller starts another section on the same client: a fresh Section with a fresh token",
 }
 
 ALL_ACTIONS: Final[frozenset[str]] = frozenset(CLIENT_ACTIONS) | frozenset(ENVIRONMENT_ACTIONS)

