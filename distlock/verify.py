@@ -50,9 +50,22 @@ class Run:
     min_states: int = 0
     #: part of the quick subset (``--quick``)
     quick: bool = False
+    #: the module checked (``spec/<module>.tla``)
+    module: str = MODULE
+    #: TLC's deadlock check (off: ``-deadlock``)
+    deadlock_check: bool = True
 
 
-SAFETY = "TypeOK NoOverlappingSuccess NoForeignWrite FencesIncrease SignalSound OkWithinLease"
+#: The invariants every model of the real lock checks ("safety" in the report).
+SAFETY_INVARIANTS = (
+    "TypeOK",
+    "NoOverlappingSuccess",
+    "NoForeignWrite",
+    "FencesIncrease",
+    "SignalSound",
+    "OkWithinLease",
+)
+SAFETY = "safety"
 
 def _holds(name: str, config: str, checks: str, workers: int = 1, min_states: int = 0) -> Run:
     return Run(name, config, checks, "holds", workers=workers, min_states=min_states)
@@ -70,10 +83,11 @@ RUNS: tuple[Run, ...] = (
     _holds("drift", "Drift.cfg", SAFETY, workers=2),
     _holds("rounds", "Rounds.cfg", SAFETY, workers=2),
     _holds("three-clients", "Three.cfg", SAFETY, workers=2),
-    _holds("restart", "Restart.cfg", SAFETY.replace(" FencesIncrease", ""), workers=2),
-    _holds("timely", "Timely.cfg", SAFETY + " NoSpuriousLoss", workers=2),
+    _holds("restart", "Restart.cfg", "safety but FencesIncrease", workers=2),
+    _holds("timely", "Timely.cfg", "safety, NoSpuriousLoss", workers=2),
     _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss"),
     Run("liveness", "Liveness.cfg", "Terminates", "holds", quick=True),
+    _holds("liveness-manual", "LivenessManual.cfg", "Terminates"),
     # -- the fencing limit: a restart without persistence resets the counter -----------
     _refutes("restart-fences", "RestartFences.cfg", "FencesIncrease"),
     # -- deliberately broken variants: each must be refuted on the property it breaks --
@@ -88,6 +102,15 @@ RUNS: tuple[Run, ...] = (
     _refutes("mutant-drift-above-margin", "MutantDrift.cfg", "SignalSound"),
     _refutes("mutant-retry-off-by-one", "MutantRetryOffByOne.cfg", "TypeOK"),
     _refutes("mutant-no-release-timeout", "MutantNoReleaseTimeout.cfg", "Terminates"),
+    # -- groups of locks (spec/MultiLock.tla): sorted order never deadlocks ---------------
+    Run("multilock", "MultiLock.cfg", "TypeOK Exclusive AllFinish, no deadlock", "holds",
+        module="MultiLock"),
+    Run("multilock-caller-order", "MultiLock_caller_order.cfg", "no deadlock", "violates",
+        refutes="Deadlock", module="MultiLock"),
+    Run("multilock-take-held", "MultiLock_take_held.cfg", "Exclusive", "violates",
+        refutes="Exclusive", module="MultiLock"),
+    Run("multilock-keep-on-finish", "MultiLock_keep_on_finish.cfg", "AllFinish", "violates",
+        refutes="AllFinish", module="MultiLock", deadlock_check=False),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
@@ -256,9 +279,10 @@ def run_tlc(
         str(max(1, workers)),
         "-metadir",
         str(meta),
+        *([] if run.deadlock_check else ["-deadlock"]),
         "-config",
         run.config,
-        MODULE,
+        run.module,
     ]
     start = time.monotonic()
     try:
@@ -445,12 +469,13 @@ def run_cli(args: argparse.Namespace) -> int:
     def progress(row: Row) -> None:
         print(f"  {row.model}: {describe(row)} ({row.seconds:.1f} s)", flush=True)
 
-    print(f"TLC on {len(runs)} run(s) of spec/{MODULE}.tla with {args.workers} worker(s)")
+    print(f"TLC on {len(runs)} run(s) of spec/ with {args.workers} worker(s)")
     start = time.monotonic()
     rows = verify(runs, args.workers, java=args.java, timeout=args.timeout, progress=progress)
     total = time.monotonic() - start
     print()
     print(format_table(rows))
+    print(f"safety = {', '.join(SAFETY_INVARIANTS)}")
     bad = [row for row in rows if not row.ok()]
     print()
     print(

@@ -1,0 +1,114 @@
+"""The verifier: TLC output parsing, and a small model and one broken variant through TLC."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from distlock import verify
+from distlock.verify import Run, parse_tlc_output
+
+
+def _msg(code: int, body: str) -> str:
+    return f"@!@!@STARTMSG {code}:0 @!@!@\n{body}\n@!@!@ENDMSG {code} @!@!@\n"
+
+
+def test_parse_holds() -> None:
+    out = (
+        _msg(2193, "Model checking completed. No error has been found.")
+        + _msg(2199, "4,208,178 states generated, 1,172,058 distinct states found, 0 states left.")
+        + _msg(2194, "The depth of the complete state graph search is 41.")
+    )
+    result = parse_tlc_output(out, 0)
+    assert (result.verdict, result.property) == ("holds", None)
+    assert (result.distinct_states, result.depth) == (1_172_058, 41)
+
+
+def test_parse_invariant_violation_names_the_invariant() -> None:
+    out = (
+        _msg(2110, "Invariant SignalSound is violated.")
+        + _msg(2217, "1: <Initial predicate>")
+        + _msg(2217, "2: <Tick>")
+        + _msg(2199, "10 states generated, 7 distinct states found, 2 states left on queue.")
+    )
+    result = parse_tlc_output(out, 12)
+    assert (result.verdict, result.property) == ("violates", "SignalSound")
+    assert (result.distinct_states, result.depth) == (7, 2)
+
+
+def test_parse_temporal_violation_takes_the_runs_property() -> None:
+    out = _msg(2116, "Temporal properties were violated.") + _msg(2217, "1: <Initial predicate>")
+    result = parse_tlc_output(out, 13, temporal="Terminates")
+    assert (result.verdict, result.property) == ("violates", "Terminates")
+
+
+def test_parse_exit_code_disagreeing_with_the_messages_is_an_error() -> None:
+    assert parse_tlc_output(_msg(1000, "TLC threw an unexpected exception."), 150).verdict == (
+        "error"
+    )
+    assert parse_tlc_output(_msg(2193, "No error has been found."), 12).verdict == "error"
+
+
+def test_every_run_names_an_existing_config_and_a_refuted_property() -> None:
+    names = [run.name for run in verify.RUNS]
+    assert len(names) == len(set(names))
+    for run in verify.RUNS:
+        assert (verify.SPEC_DIR / run.config).is_file(), run.config
+        assert (run.expected == "violates") == (run.refutes is not None), run.name
+        if run.refutes not in (None, "Deadlock"):
+            assert run.refutes in (verify.SPEC_DIR / run.config).read_text(), run.name
+
+
+def test_select_by_prefix() -> None:
+    chosen = verify.select(["mutant"])
+    assert chosen and all(run.name.startswith("mutant") for run in chosen)
+    with pytest.raises(ValueError, match="unknown"):
+        verify.select(["no-such-model"])
+
+
+def test_row_is_ok_only_with_the_expected_verdict_and_property() -> None:
+    row = verify.Row("m", "violates", "violates", "TypeOK", 1, 1, 0.1, refutes_expected="TypeOK")
+    assert row.ok()
+    row.property = "SignalSound"
+    assert not row.ok()
+    assert not verify.Row("m", "holds", "violates", "TypeOK", 1, 1, 0.1).ok()
+
+
+needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
+
+
+@pytest.mark.tlc
+@needs_java
+@pytest.mark.timeout(120)
+def test_tlc_holds_on_a_small_model_and_refutes_a_mutant(tmp_path: Path) -> None:
+    runs = [
+        Run("smoke", "Smoke.cfg", verify.SAFETY, "holds", workers=2),
+        Run(
+            "mutant-release-plain-del",
+            "MutantPlainDel.cfg",
+            "NoForeignWrite",
+            "violates",
+            refutes="NoForeignWrite",
+        ),
+    ]
+    smoke, mutant = verify.verify(runs, cores=2, timeout=100)
+    assert smoke.verdict == "holds", smoke.detail
+    assert smoke.distinct_states > 1000
+    assert smoke.depth > 5
+    assert smoke.ok()
+    assert (mutant.verdict, mutant.property) == ("violates", "NoForeignWrite"), mutant.detail
+    assert mutant.ok()
+    rows = [row.as_json() for row in (smoke, mutant)]
+    assert set(rows[0]) == {
+        "model",
+        "expected",
+        "verdict",
+        "property",
+        "distinct_states",
+        "depth",
+        "seconds",
+    }
+    assert rows[1]["property"] == "NoForeignWrite"
+    assert rows[0]["property"] is None
