@@ -6,7 +6,8 @@ prints one row per run: the model, the properties it checks, the distinct
 states explored, the search depth, the wall time and the verdict.  A model of
 the real lock must hold; a broken variant or a reachability probe must be
 refuted, on the property it names.  Any other verdict makes the exit status
-non-zero.
+non-zero.  A run TLC could not finish (parse error, timeout, too few states)
+has the verdict "error" in the table and in ``--json``.
 """
 
 from __future__ import annotations
