@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from distlock import verify
+from distlock import tracecheck, verify
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 RunCommand = Callable[[argparse.Namespace], int]
@@ -21,6 +21,11 @@ SUBCOMMANDS: dict[str, tuple[str, AddArguments, RunCommand]] = {
         "model-check the TLA+ specification and its broken variants with TLC",
         verify.add_arguments,
         verify.run_cli,
+    ),
+    "validate-trace": (
+        "ask TLC whether a recorded NDJSON trace is a behaviour of the specification",
+        tracecheck.add_arguments,
+        tracecheck.run_cli,
     ),
 }
 

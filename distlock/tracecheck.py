@@ -18,6 +18,7 @@ none did (REJECTED), and the highest ``l`` any behaviour reached, printed by a
 
 from __future__ import annotations
 
+import argparse
 import importlib.resources
 import math
 import os
@@ -326,21 +327,17 @@ def check(
     ]
 
 
-def main(argv: Sequence[str]) -> int:
-    """``validate-trace TRACE.ndjson``: 0 when TLC accepts every key's sections, 1 when it
-    rejects one (naming the first event no behaviour explains), 2 when it cannot check."""
-    import argparse
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", type=Path, help="an NDJSON trace (distlock.trace.NdjsonRecorder)")
+    parser.add_argument("--spec-dir", type=Path, default=None, help="default: the spec/ here")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per key")
 
+
+def run_cli(args: argparse.Namespace) -> int:
+    """0 when TLC accepts every key's sections, 1 when it rejects one (naming the first
+    event no behaviour explains), 2 when the trace cannot be checked."""
     from distlock.trace import read_events
 
-    parser = argparse.ArgumentParser(
-        prog="python -m distlock validate-trace",
-        description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla.",
-    )
-    parser.add_argument("trace", type=Path)
-    parser.add_argument("--spec-dir", type=Path, default=None)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per key")
-    args = parser.parse_args(list(argv))
     try:
         verdicts = check(read_events(args.trace), spec=args.spec_dir, timeout_s=args.timeout)
     except (TraceError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
@@ -351,4 +348,24 @@ def main(argv: Sequence[str]) -> int:
     return 0 if all(v.accepted for v in verdicts) else 1
 
 
-__all__ = ["TraceError", "Verdict", "build_model", "check", "check_key", "main", "split_by_key"]
+def main(argv: Sequence[str]) -> int:
+    """``validate-trace TRACE.ndjson`` with ``argv`` as its arguments."""
+    parser = argparse.ArgumentParser(
+        prog="python -m distlock validate-trace",
+        description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla.",
+    )
+    add_arguments(parser)
+    return run_cli(parser.parse_args(list(argv)))
+
+
+__all__ = [
+    "TraceError",
+    "Verdict",
+    "add_arguments",
+    "build_model",
+    "check",
+    "check_key",
+    "main",
+    "run_cli",
+    "split_by_key",
+]

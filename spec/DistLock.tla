@@ -373,6 +373,9 @@ BodyDone(c) ==
 (* abandoned acquire.                                                     *)
 Release(c) ==
     /\ \/ phase[c] = "held" /\ ~auto_renew[c]
+       \* a run/hold section granted after its own lease: released with no body (the
+       \* drivers do this only then; allowing it after any loss only adds behaviours)
+       \/ phase[c] = "held" /\ auto_renew[c] /\ lost[c]
        \/ phase[c] \in {"body_done", "abandoned"}
     /\ net' = net \cup {Request(c, "release")}
     /\ phase' = [phase EXCEPT ![c] = "releasing"]
