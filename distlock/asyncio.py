@@ -24,9 +24,8 @@ from redis.exceptions import NoScriptError
 
 from distlock import flows
 from distlock.base import GroupBase, HandleBase, LockBase
-from distlock.core import Op, Phase, Section, Step, Trace
+from distlock.core import Op, Phase, Section, Step, Trace, verdict
 from distlock.flows import Call, Flow, Request, Sleep
-from distlock.group import group_verdict
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -81,53 +80,6 @@ class LockHandle(HandleBase):
         return await self._lock._release(self)
 
 
-class _Hold:
-    """``async with locks.hold(id) as handle``: see :meth:`Lock.hold`."""
-
-    __slots__ = ("_cancelling", "_handle", "_lock", "_section")
-
-    def __init__(self, lock: Lock, section: Section) -> None:
-        self._lock = lock
-        self._section = section
-        self._handle: LockHandle | None = None
-        self._cancelling = 0
-
-    async def __aenter__(self) -> LockHandle:
-        lock = self._lock
-        handle = await lock._acquire(self._section)
-        if handle.section.phase is not Phase.HELD:
-            raise handle.section.not_acquired_error()
-        task = asyncio.current_task()
-        handle._task = task
-        self._cancelling = task.cancelling() if task is not None else 0
-        self._handle = handle
-        lock.arm(handle)
-        return handle
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        handle = self._handle
-        assert handle is not None
-        section = handle.section
-        task = handle._task
-        # Consume our own cancel; one from outside on top of it stays and wins.
-        outside_cancel = (
-            section.cancel_requested
-            and task is not None
-            and task.uncancel() > self._cancelling
-            and isinstance(ev, asyncio.CancelledError)
-        )
-        await self._lock._finish(handle)
-        if outside_cancel:
-            return
-        verdict = section.verdict(ev)
-        if verdict is ev:
-            return
-        assert verdict is not None
-        raise verdict from ev
-
-
 class LockGroup(GroupBase[LockHandle]):
     """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
     handle; ``signal`` aborts with the first loss among them."""
@@ -141,8 +93,9 @@ class LockGroup(GroupBase[LockHandle]):
         self.signal = signal
 
 
-class _HoldMany:
-    """``async with locks.hold_many(ids) as group``: see :meth:`Lock.hold_many`."""
+class _Holding:
+    """Holds the locks of ``sections`` for an ``async with`` block: :meth:`Lock.hold` (one,
+    gives its handle) and :meth:`Lock.hold_many` (a group, gives the group) alike."""
 
     __slots__ = ("_cancelling", "_group", "_lock")
 
@@ -153,7 +106,7 @@ class _HoldMany:
         self._group = LockGroup(lock.prefix, handles, signal)
         self._cancelling = 0
 
-    async def __aenter__(self) -> LockGroup:
+    async def _enter(self) -> LockGroup:
         lock, group = self._lock, self._group
         await lock._run(flows.acquire_all(lock, group.handles))
         task = asyncio.current_task()
@@ -169,7 +122,8 @@ class _HoldMany:
         group = self._group
         sections = [h.section for h in group]
         task = group.handles[0]._task
-        # The group's first loss cancelled the body once; consume that cancel only.
+        # The first loss cancelled the body once: consume that cancel only; one from
+        # outside on top of it stays and wins.
         outside_cancel = (
             any(s.cancel_requested for s in sections)
             and task is not None
@@ -179,11 +133,21 @@ class _HoldMany:
         await self._lock._run(flows.finish_all(self._lock, group.handles))
         if outside_cancel:
             return
-        verdict = group_verdict(sections, group.signal.reason, ev)
-        if verdict is ev:
+        outcome = verdict(sections, group.signal.reason, ev)
+        if outcome is ev:
             return
-        assert verdict is not None
-        raise verdict from ev
+        assert outcome is not None
+        raise outcome from ev
+
+
+class _Hold(_Holding):
+    async def __aenter__(self) -> LockHandle:
+        return (await self._enter()).handles[0]
+
+
+class _HoldMany(_Holding):
+    async def __aenter__(self) -> LockGroup:
+        return await self._enter()
 
 
 class Lock(LockBase):
@@ -317,7 +281,8 @@ class Lock(LockBase):
             on_renew_error=on_renew_error,
         )
         cancel = self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
-        return _Hold(self, self._section(id, opts, watch=True, cancel_on_loss=cancel))
+        section = self._section(id, opts, watch=True, cancel_on_loss=cancel)
+        return _Hold(self, [section])
 
     async def run(
         self,
@@ -450,9 +415,6 @@ class Lock(LockBase):
 
     async def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
         return await self._run(flows.extend(self, handle, ttl_ms))
-
-    async def _finish(self, handle: LockHandle) -> None:
-        await self._run(flows.finish(self, handle))
 
     # -- Effects, for the flows --------------------------------------------------------------
 

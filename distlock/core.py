@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from asyncio import CancelledError
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -476,21 +476,36 @@ class Section:
         return LockNotAcquiredError(self.key, self.attempts)
 
     def verdict(self, body_error: BaseException | None) -> BaseException | None:
-        """What a ``run``/``hold`` caller sees once the section is over.
+        """What a ``run``/``hold`` caller sees once the section is over: see :func:`verdict`."""
+        return verdict([self], self.lost, body_error)
 
-        - success: the body's own exception, if any, else nothing;
-        - the body raised the loss itself (the signal's reason): that, unchanged;
-        - the body was cancelled because of the loss: the loss;
-        - any other loss: the loss, chained from the body's exception by the driver, because
-          a loss is never hidden behind another error.
-        """
-        if self.outcome is Outcome.OK:
-            return body_error
-        if self.outcome is not Outcome.LOST or self.lost is None:
-            raise ProtocolError(f"no verdict in phase {self.phase.value}", self.key)
-        if body_error is self.lost:
-            return body_error
-        if isinstance(body_error, CancelledError) and not self.cancel_requested:
-            # Cancelled from outside: the caller asked for it; keep the cancellation.
-            return body_error
-        return self.lost
+
+def verdict(
+    sections: Sequence[Section],
+    first_loss: LockLeaseLostError | None,
+    body_error: BaseException | None,
+) -> BaseException | None:
+    """What a ``run``/``hold`` caller sees once every section it held is over.
+
+    ``first_loss`` is the signal's reason (for a group, the first loss among its sections).
+
+    - success (every section ok): the body's own exception, if any, else nothing;
+    - the body raised the loss itself (the signal's reason): that, unchanged;
+    - the body was cancelled because of the loss: the loss;
+    - the body was cancelled from outside: the cancellation, which the caller asked for;
+    - any other loss: the loss, chained from the body's exception by the driver, because a
+      loss is never hidden behind another error.
+    """
+    if all(s.outcome is Outcome.OK for s in sections):
+        return body_error
+    loss = first_loss
+    if loss is None:
+        loss = next((s.lost for s in sections if s.lost is not None), None)
+    if loss is None:
+        first = sections[0]
+        raise ProtocolError(f"no verdict in phase {first.phase.value}", first.key)
+    if body_error is loss:
+        return body_error
+    if isinstance(body_error, CancelledError) and not any(s.cancel_requested for s in sections):
+        return body_error
+    return loss

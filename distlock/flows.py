@@ -155,15 +155,6 @@ def release(fx: Effects[H], handle: H) -> Flow[bool]:
     return ok
 
 
-def finish(fx: Effects[H], handle: H) -> Flow[bool]:
-    """The body is done: the completion-time check, no more timers, then the release."""
-    with fx.guard(handle):
-        step = handle.section.body_done(fx.now())
-        fx.arm(handle)
-    fx.apply(handle, step)
-    return (yield from release(fx, handle))
-
-
 def finish_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     """The body of a group is done: every completion check first, then the releases,
     newest first."""

@@ -9,11 +9,9 @@ finds the deadlock when callers take keys in their own order, and none in sorted
 
 from __future__ import annotations
 
-from asyncio import CancelledError
 from collections.abc import Sequence
 
-from distlock.core import Outcome, Section
-from distlock.errors import LockLeaseLostError, ValidationError
+from distlock.errors import ValidationError
 
 
 def acquisition_order(keys: Sequence[str]) -> list[str]:
@@ -24,26 +22,3 @@ def acquisition_order(keys: Sequence[str]) -> list[str]:
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         raise ValidationError(f"lock ids in a group must be distinct; repeated: {dupes}")
     return sorted(keys)
-
-
-def group_verdict(
-    sections: Sequence[Section],
-    first_loss: LockLeaseLostError | None,
-    body_error: BaseException | None,
-) -> BaseException | None:
-    """What a caller sees once every section of the group is over.
-
-    The same rules as :meth:`Section.verdict`, with the group's first loss (the reason of
-    the signal its handles share) standing for the loss: success only if every section
-    succeeded.
-    """
-    if all(s.outcome is Outcome.OK for s in sections):
-        return body_error
-    loss = first_loss
-    if loss is None:
-        loss = next(s.lost for s in sections if s.lost is not None)
-    if body_error is loss:
-        return body_error
-    if isinstance(body_error, CancelledError) and not any(s.cancel_requested for s in sections):
-        return body_error
-    return loss

@@ -18,9 +18,8 @@ from redis.exceptions import NoScriptError
 
 from distlock import flows
 from distlock.base import GroupBase, HandleBase, LockBase
-from distlock.core import Op, Phase, Section, Step, Trace
+from distlock.core import Op, Phase, Section, Step, Trace, verdict
 from distlock.flows import Call, Flow, Sleep
-from distlock.group import group_verdict
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -74,36 +73,6 @@ class LockHandle(HandleBase):
         return self._lock._release(self)
 
 
-class _Hold:
-    """``with locks.hold(id) as handle``: see :meth:`Lock.hold`."""
-
-    __slots__ = ("_handle", "_lock", "_section")
-
-    def __init__(self, lock: Lock, section: Section) -> None:
-        self._lock = lock
-        self._section = section
-        self._handle: LockHandle | None = None
-
-    def __enter__(self) -> LockHandle:
-        handle = self._lock._acquire(self._section)
-        if handle.section.phase is not Phase.HELD:
-            raise handle.section.not_acquired_error()
-        self._handle = handle
-        with handle._mutex:
-            self._lock.arm(handle)
-        return handle
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        handle = self._handle
-        assert handle is not None
-        verdict = self._lock._finish(handle, ev)
-        if verdict is not ev:
-            assert verdict is not None
-            raise verdict from ev
-
-
 class LockGroup(GroupBase[LockHandle]):
     """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
     handle; ``signal`` aborts with the first loss among them."""
@@ -115,8 +84,9 @@ class LockGroup(GroupBase[LockHandle]):
         self.signal = signal
 
 
-class _HoldMany:
-    """``with locks.hold_many(ids) as group``: see :meth:`Lock.hold_many`."""
+class _Holding:
+    """Holds the locks of ``sections`` for a ``with`` block: :meth:`Lock.hold` (one, gives
+    its handle) and :meth:`Lock.hold_many` (a group, gives the group) alike."""
 
     __slots__ = ("_group", "_lock")
 
@@ -126,7 +96,7 @@ class _HoldMany:
         handles = [LockHandle(lock, section, signal) for section in sections]
         self._group = LockGroup(lock.prefix, handles, signal)
 
-    def __enter__(self) -> LockGroup:
+    def _enter(self) -> LockGroup:
         lock, group = self._lock, self._group
         lock._run(flows.acquire_all(lock, group.handles))
         for handle in group.handles:
@@ -139,10 +109,20 @@ class _HoldMany:
     ) -> None:
         group = self._group
         self._lock._run(flows.finish_all(self._lock, group.handles))
-        verdict = group_verdict([h.section for h in group], group.signal.reason, ev)
-        if verdict is not ev:
-            assert verdict is not None
-            raise verdict from ev
+        outcome = verdict([h.section for h in group], group.signal.reason, ev)
+        if outcome is not ev:
+            assert outcome is not None
+            raise outcome from ev
+
+
+class _Hold(_Holding):
+    def __enter__(self) -> LockHandle:
+        return self._enter().handles[0]
+
+
+class _HoldMany(_Holding):
+    def __enter__(self) -> LockGroup:
+        return self._enter()
 
 
 class Lock(LockBase):
@@ -268,7 +248,8 @@ class Lock(LockBase):
             heartbeat_ms=heartbeat_ms,
             on_renew_error=on_renew_error,
         )
-        return _Hold(self, self._section(id, opts, watch=True, cancel_on_loss=False))
+        section = self._section(id, opts, watch=True, cancel_on_loss=False)
+        return _Hold(self, [section])
 
     def run(
         self,
@@ -384,10 +365,6 @@ class Lock(LockBase):
 
     def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
         return self._run(flows.extend(self, handle, ttl_ms))
-
-    def _finish(self, handle: LockHandle, body_error: BaseException | None) -> BaseException | None:
-        self._run(flows.finish(self, handle))
-        return handle.section.verdict(body_error)
 
     # -- Effects, for the flows --------------------------------------------------------------
 
