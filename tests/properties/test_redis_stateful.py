@@ -113,10 +113,11 @@ class Client:
         self.record: Record | None = None
         self.finish: Any = None  # threading.Event or asyncio.Event of the running body
         self.handle: Any = None  # the manual handle, if any
-
-    @property
-    def busy(self) -> bool:
-        return self.record is not None and not self.record.done.is_set()
+        #: From the rule that starts a section to the rule that ends it.  Preconditions read
+        #: this, never ``record.done``: a section may end on its own (not acquired, or lost
+        #: and cancelled) at a moment the rule sequence does not decide, and Hypothesis needs
+        #: the same rules enabled each time it replays a sequence.
+        self.active = False
 
 
 class RedisMachine(RuleBasedStateMachine):
@@ -175,12 +176,14 @@ class RedisMachine(RuleBasedStateMachine):
             yield c
 
     def _idle(self) -> list[Client]:
-        return [c for c in self.clients() if not c.busy]
+        return [c for c in self.clients() if not c.active]
 
     def _begin(self, client: Client, id: str, kind: str) -> Record:
         rec = Record(client.name, id, kind)
         client.record = rec
         client.handle = None
+        client.finish = None
+        client.active = True
         self.records.append(rec)
         ALL_RECORDS.append(rec)
         return rec
@@ -293,7 +296,9 @@ class RedisMachine(RuleBasedStateMachine):
 
     def _running(self, kind: str) -> list[Client]:
         return [
-            c for c in self.clients() if c.busy and c.record is not None and c.record.kind == kind
+            c
+            for c in self.clients()
+            if c.active and c.record is not None and c.record.kind == kind
         ]
 
     @precondition(lambda self: bool(self._running("run")))
@@ -304,12 +309,16 @@ class RedisMachine(RuleBasedStateMachine):
         client = running[pick % len(running)]
         rec = client.record
         assert rec is not None
-        if isinstance(client.finish, threading.Event):
-            client.finish.set()
-        else:
-            self.loop.loop.call_soon_threadsafe(client.finish.set)
+        self._finish_run(client)
         # Releases do not pass the gate: the section finishes even with renewals held.
         assert rec.done.wait(LIVENESS_S), f"{rec} did not finish"
+
+    def _finish_run(self, client: Client) -> None:
+        client.active = False
+        if isinstance(client.finish, threading.Event):
+            client.finish.set()
+        elif client.finish is not None:
+            self.loop.loop.call_soon_threadsafe(client.finish.set)
 
     @precondition(lambda self: any(c.gate.is_open for c in self._running("manual")))
     @rule(pick=st.integers(0, 7))
@@ -317,6 +326,8 @@ class RedisMachine(RuleBasedStateMachine):
         """``handle.extend()`` on a manual handle (not while its extends are held)."""
         running = [c for c in self._running("manual") if c.gate.is_open]
         client = running[pick % len(running)]
+        if client.handle is None:
+            return  # its acquire found the key taken
         if self._sync_lock(client) is not None:
             client.handle.extend()
         else:
@@ -330,8 +341,11 @@ class RedisMachine(RuleBasedStateMachine):
         self._release_manual(client)
 
     def _release_manual(self, client: Client) -> None:
+        client.active = False
         rec = client.record
         assert rec is not None
+        if client.handle is None:
+            return  # its acquire found the key taken: nothing to release
         rec.end = _now()
         if self._sync_lock(client) is not None:
             ok = client.handle.release()
@@ -411,14 +425,12 @@ class RedisMachine(RuleBasedStateMachine):
             client.gate.open()
         for client in self.clients():
             rec = client.record
-            if rec is None or rec.done.is_set():
+            if rec is None or not client.active:
                 continue
             if rec.kind == "manual":
                 self._release_manual(client)
-            elif isinstance(client.finish, threading.Event):
-                client.finish.set()
             else:
-                self.loop.loop.call_soon_threadsafe(client.finish.set)
+                self._finish_run(client)
         for rec in self.records:
             assert rec.done.wait(LIVENESS_S), f"{rec} did not finish"
         for _, lock in self.sync:
