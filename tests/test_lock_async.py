@@ -291,8 +291,8 @@ def test_on_renew_error_sees_failed_round_trips(fresh_redis: RedisServer) -> Non
             errors.append(exc)
             first.set()
 
-        client = client_for(fresh_redis, socket_timeout=0.05, retry=Retry(NoBackoff(), 0))
-        async with Lock(client, prefix="p", ttl_ms=2_000, heartbeat_ms=100,
+        client = client_for(fresh_redis, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+        async with Lock(client, prefix="p", ttl_ms=5_000, heartbeat_ms=200,
                         on_renew_error=hook) as locks:
             async def body(h: LockHandle) -> bool:
                 fresh_redis.pause()

@@ -282,7 +282,7 @@ def test_hold_is_run_as_a_context_manager(locks: Lock, r: redis.Redis) -> None:
 
 def test_on_renew_error_sees_failed_round_trips(fresh_redis: RedisServer) -> None:
     # No client-side retries: each timed-out round trip reaches the hook at once.
-    client = redis.Redis(port=fresh_redis.port, socket_timeout=0.05, retry=Retry(NoBackoff(), 0))
+    client = redis.Redis(port=fresh_redis.port, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
     errors: list[BaseException] = []
     first = threading.Event()
 
@@ -298,7 +298,7 @@ def test_on_renew_error_sees_failed_round_trips(fresh_redis: RedisServer) -> Non
         finally:
             fresh_redis.resume()
 
-    with Lock(client, prefix="p", ttl_ms=2_000, heartbeat_ms=100, on_renew_error=hook) as locks:
+    with Lock(client, prefix="p", ttl_ms=5_000, heartbeat_ms=200, on_renew_error=hook) as locks:
         assert locks.run("k", body) is False
     assert isinstance(errors[0], redis.exceptions.TimeoutError)
     client.close()
