@@ -54,7 +54,8 @@ class LockBase:
         self._trace = trace
         self._label = f"L{next(_labels)}"
         self._sections = itertools.count(1)
-        self._configs: dict[tuple[Options, bool, bool], SectionConfig] = {}
+        #: SectionConfigs of the default options, by (watch, cancel_on_loss).
+        self._configs: dict[tuple[bool, bool], SectionConfig] = {}
 
     def key(self, id: str) -> str:
         """The Redis key of lock ``id``."""
@@ -75,7 +76,9 @@ class LockBase:
 
     def _section(self, id: str, opts: Options, *, watch: bool, cancel_on_loss: bool) -> Section:
         key = self.key(id)
-        config = self._configs.get((opts, watch, cancel_on_loss))
+        # Keyed by identity: hashing Options would hash all its fields on every call.
+        cache_key = (watch, cancel_on_loss)
+        config = self._configs.get(cache_key) if opts is self.defaults else None
         if config is None:
             config = SectionConfig(
                 ttl_ms=opts.ttl_ms,
@@ -88,7 +91,7 @@ class LockBase:
                 on_renew_error=opts.on_renew_error,
             )
             if opts is self.defaults:  # per-call options are not worth keeping
-                self._configs[(opts, watch, cancel_on_loss)] = config
+                self._configs[cache_key] = config
         return Section(
             key,
             secrets.token_hex(16),

@@ -30,7 +30,6 @@ T = TypeVar("T")
 H = TypeVar("H", bound=HandleBase, contravariant=True)
 
 
-@dataclass(frozen=True, slots=True)
 class Call:
     """Run ``script`` with ``keys`` and ``args`` against Redis.
 
@@ -39,15 +38,29 @@ class Call:
     releases: the token must be kept until Redis has answered one).
     """
 
-    script: scripts.Script
-    keys: list[str]
-    args: list[str | int]
-    finish_on_cancel: bool = False
+    # A plain slotted class, not a frozen dataclass: two are made per lock cycle, and a
+    # frozen dataclass's __init__ costs several times more.
+    __slots__ = ("args", "finish_on_cancel", "keys", "script")
+
+    def __init__(
+        self,
+        script: scripts.Script,
+        keys: list[str],
+        args: list[str | int],
+        finish_on_cancel: bool = False,
+    ) -> None:
+        self.script = script
+        self.keys = keys
+        self.args = args
+        self.finish_on_cancel = finish_on_cancel
 
     @classmethod
     def of(cls, op: Op, section: Section, ttl_ms: int) -> Call:
         script, keys, args = scripts.command(op, section.key, section.token, ttl_ms)
-        return cls(script, keys, args, finish_on_cancel=op is Op.RELEASE)
+        return cls(script, keys, args, op is Op.RELEASE)
+
+    def __repr__(self) -> str:
+        return f"Call({self.script.sha[:8]}, keys={self.keys}, args={self.args})"
 
 
 @dataclass(frozen=True, slots=True)

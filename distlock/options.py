@@ -18,6 +18,10 @@ DEFAULT_RETRIES: Final = 0
 DEFAULT_RETRY_DELAY_MS: Final = 100
 #: Fraction of the TTL the client assumes its clock may run slow against Redis's.
 DEFAULT_DRIFT_FACTOR: Final = 0.01
+#: The longest TTL or retry delay accepted: 2**31 - 1 ms, about 24.8 days.  A TTL is how
+#: long a crashed holder blocks everyone else, so anything near this is already a mistake;
+#: the bound also keeps every timer the drivers arm within what the platform can wait.
+MAX_MS: Final = 2**31 - 1
 
 RenewErrorHook = Callable[[BaseException], object]
 Heartbeat = int | Literal[False] | None
@@ -59,6 +63,12 @@ def check_ttl(ttl_ms: object, name: str = "ttl_ms") -> int:
     ttl = _positive_int(ttl_ms)
     if ttl is None:
         raise ValidationError(f"{name} must be a positive int of milliseconds, got {ttl_ms!r}")
+    if ttl > MAX_MS:
+        raise ValidationError(
+            f"{name} must be at most {MAX_MS} ms (about 24.8 days), got {ttl}: a lock this "
+            "long blocks everyone for that long if its holder dies; keep the TTL short and "
+            "let the heartbeat renew it"
+        )
     return ttl
 
 
@@ -76,9 +86,11 @@ def check_delay(delay: object) -> float:
         isinstance(delay, bool)
         or not isinstance(delay, int | float)
         or not delay >= 0
-        or delay == float("inf")
+        or delay > MAX_MS
     ):
-        raise ValidationError(f"retry_delay_ms must be a finite number >= 0, got {delay!r}")
+        raise ValidationError(
+            f"retry_delay_ms must be a number from 0 to {MAX_MS} ms, got {delay!r}"
+        )
     return float(delay)
 
 

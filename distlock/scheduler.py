@@ -83,7 +83,9 @@ class Scheduler:
                 now = time.monotonic()
                 if not heap or heap[0][0] > now:
                     self._wake_at = heap[0][0] if heap else math.inf
-                    self._cond.wait(None if not heap else heap[0][0] - now)
+                    self._cond.wait(
+                        None if not heap else min(heap[0][0] - now, threading.TIMEOUT_MAX)
+                    )
                     self._wake_at = -math.inf
                     continue
                 timer = heapq.heappop(heap)[2]

@@ -318,6 +318,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("ok", {"retries": 1.0}),
     ("ok", {"retry_delay_ms": -1}),
     ("ok", {"retry_delay_ms": float("nan")}),
+    ("ok", {"retry_delay_ms": float("inf")}),
+    ("ok", {"retry_delay_ms": 2**31}),
+    ("ok", {"ttl_ms": 2**31}),  # past what a timer of the driver can be trusted to wait
     ("ok", {"heartbeat_ms": 0}),
     ("ok", {"heartbeat_ms": -1}),
     ("ok", {"heartbeat_ms": True}),
@@ -347,6 +350,14 @@ def test_bad_constructor_and_id_types() -> None:
         Lock(client, prefix="")
     with Lock(client) as locks, pytest.raises(ValidationError, match="str"):
         locks.acquire(42)  # type: ignore[arg-type]
+
+
+def test_extend_beyond_the_longest_ttl_is_rejected_before_any_command(locks: Lock) -> None:
+    handle = locks.acquire("long")
+    assert handle is not None
+    with pytest.raises(ValidationError, match="at most"):
+        handle.extend(2**31)
+    assert handle.held and handle.release()
 
 
 def test_heartbeat_at_exactly_half_is_allowed_and_false_disables(locks: Lock) -> None:
