@@ -16,7 +16,7 @@ test: setup lint
 	$(PY) -m pytest
 
 lint:
-	$(PY) -m ruff check distlock tests
+	$(PY) -m ruff check distlock tests benchmarks
 	$(PY) -m mypy --strict
 
 unit: setup

@@ -3,8 +3,10 @@
 The floor is what a careful user writes by hand: ``SET key token NX PX ttl`` then the
 compare-and-delete release by EVALSHA, two round trips.  distlock's cycle is also two
 round trips (acquire script, release script); the difference is the state machine, the
-timer registration and the verdict.  Rounds alternate floor and distlock so drift on a
-shared machine hits both alike; the report is the median ratio.
+timer registration and the verdict.  The sync run also times distlock's two scripts sent by
+hand, which separates the protocol's server-side cost (the fence) from the client's.
+Rounds alternate floor and distlock so drift on a shared machine hits both alike; the
+report is the median ratio.
 
     python benchmarks/cycle.py [--cycles N] [--rounds R] [--url redis://...]
     python benchmarks/cycle.py --latency-ms 1   # through Toxiproxy, 1 ms added per reply
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from distlock import Lock
 from distlock.asyncio import Lock as AsyncLock
-from distlock.scripts import RELEASE
+from distlock.scripts import ACQUIRE, RELEASE, fence_key
 
 
 def sync_floor(r: redis.Redis, n: int) -> float:
@@ -43,6 +45,17 @@ def sync_floor(r: redis.Redis, n: int) -> float:
         token = secrets.token_hex(16)
         if r.set("bench:floor", token, nx=True, px=30_000):
             r.evalsha(sha, 1, "bench:floor", token)
+    return time.perf_counter() - t0
+
+
+def sync_scripts(r: redis.Redis, n: int) -> float:
+    """distlock's own two scripts sent by hand: the wire cost of its protocol, fence included."""
+    acquire, release, fence = ACQUIRE.sha, RELEASE.sha, fence_key("bench:scripts")
+    t0 = time.perf_counter()
+    for _ in range(n):
+        token = secrets.token_hex(16)
+        if r.evalsha(acquire, 2, "bench:scripts", fence, token, 30_000):
+            r.evalsha(release, 1, "bench:scripts", token)
     return time.perf_counter() - t0
 
 
@@ -92,18 +105,28 @@ def report(name: str, floors: list[float], ours: list[float], n: int) -> dict[st
 def run_sync(url: str, cycles: int, rounds: int) -> dict[str, float]:
     r = redis.Redis.from_url(url)
     r.script_load(RELEASE.source)
+    r.script_load(ACQUIRE.source)
     with Lock(r, prefix="bench") as locks:
         sync_floor(r, cycles // 10)
+        sync_scripts(r, cycles // 10)
         sync_distlock(locks, cycles // 10)
-        floors, ours = [], []
+        floors, by_hand, ours = [], [], []
         for i in range(rounds):
             if i % 2:
                 floors.append(sync_floor(r, cycles))
+                by_hand.append(sync_scripts(r, cycles))
                 ours.append(sync_distlock(locks, cycles))
             else:
                 ours.append(sync_distlock(locks, cycles))
+                by_hand.append(sync_scripts(r, cycles))
                 floors.append(sync_floor(r, cycles))
     r.close()
+    wire = [h / f for f, h in zip(floors, by_hand, strict=True)]
+    print(
+        f"{'sync':<8} distlock's two scripts by hand "
+        f"{statistics.median(by_hand) / cycles * 1e6:8.1f} us/cycle   median ratio to the "
+        f"floor {statistics.median(wire):.3f} (the protocol's own cost, fence included)"
+    )
     return report("sync", floors, ours, cycles)
 
 
