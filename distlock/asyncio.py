@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
@@ -23,7 +22,7 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import flows
-from distlock.base import GroupBase, HandleBase, LockBase
+from distlock.base import GroupBase, HandleBase, LockBase, now_ms
 from distlock.core import Op, Phase, Section, Step, Trace, verdict
 from distlock.flows import Call, Flow, Request, Sleep
 from distlock.options import (
@@ -43,10 +42,6 @@ from distlock.signal import AsyncLeaseSignal
 T = TypeVar("T")
 _NO_GUARD = nullcontext()
 ClientFactory = Callable[[], "aredis.Redis | Awaitable[aredis.Redis]"]
-
-
-def _now() -> float:
-    return time.monotonic() * 1000.0
 
 
 class LockHandle(HandleBase):
@@ -280,8 +275,7 @@ class Lock(LockBase):
             heartbeat_ms=heartbeat_ms,
             on_renew_error=on_renew_error,
         )
-        cancel = self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
-        section = self._section(id, opts, watch=True, cancel_on_loss=cancel)
+        section = self._section(id, opts, watch=True, cancel_on_loss=self._cancels(cancel_on_loss))
         return _Hold(self, [section])
 
     async def run(
@@ -329,8 +323,8 @@ class Lock(LockBase):
             heartbeat_ms=heartbeat_ms,
             on_renew_error=on_renew_error,
         )
-        cancel = self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
-        return _HoldMany(self, self._group_sections(ids, opts, cancel_on_loss=cancel))
+        sections = self._group_sections(ids, opts, cancel_on_loss=self._cancels(cancel_on_loss))
+        return _HoldMany(self, sections)
 
     async def run_many(
         self,
@@ -356,6 +350,10 @@ class Lock(LockBase):
         ) as group:
             return await fn(group)
 
+    def _cancels(self, cancel_on_loss: bool | Unset) -> bool:
+        """A call's ``cancel_on_loss``, or the Lock's when the call leaves it unset."""
+        return self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
+
     # -- IO: the flows of distlock.flows, run with awaits -----------------------------------
 
     async def _call(self, call: Call) -> int:
@@ -374,7 +372,7 @@ class Lock(LockBase):
                 request = next(flow)
             while True:
                 if isinstance(request, Sleep):
-                    await asyncio.sleep(max(0.0, request.until_ms - _now()) / 1000.0)
+                    await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                     request = flow.send(0)
                     continue
                 try:
@@ -418,8 +416,6 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    now = staticmethod(_now)
-
     def guard(self, handle: LockHandle) -> AbstractContextManager[object]:
         return _NO_GUARD  # one thread: the event loop's
 
@@ -441,7 +437,7 @@ class Lock(LockBase):
             self._handles.discard(handle)
             return
         self._handles.add(handle)
-        delay = max(0.0, wake_at - _now()) / 1000.0
+        delay = max(0.0, wake_at - now_ms()) / 1000.0
         handle._timer = asyncio.get_running_loop().call_later(delay, flows.tick, self, handle)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import time
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
@@ -25,6 +26,11 @@ from distlock.options import (
 )
 
 _labels = itertools.count(1)
+
+
+def now_ms() -> float:
+    """The client clock both drivers and their flows read: monotonic, in milliseconds."""
+    return time.monotonic() * 1000.0
 
 
 class LockBase:
@@ -56,6 +62,9 @@ class LockBase:
         self._sections = itertools.count(1)
         #: SectionConfigs of the default options, by (watch, cancel_on_loss).
         self._configs: dict[tuple[bool, bool], SectionConfig] = {}
+
+    #: The clock the flows read (see :class:`distlock.flows.Effects`).
+    now = staticmethod(now_ms)
 
     def key(self, id: str) -> str:
         """The Redis key of lock ``id``."""

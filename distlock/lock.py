@@ -17,7 +17,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from distlock import flows
-from distlock.base import GroupBase, HandleBase, LockBase
+from distlock.base import GroupBase, HandleBase, LockBase, now_ms
 from distlock.core import Op, Phase, Section, Step, Trace, verdict
 from distlock.flows import Call, Flow, Sleep
 from distlock.options import (
@@ -39,10 +39,6 @@ T = TypeVar("T")
 
 #: Renewal round trips run here, so a hung connection never stalls the timer thread.
 RENEW_WORKERS = 4
-
-
-def _now() -> float:
-    return time.monotonic() * 1000.0
 
 
 class LockHandle(HandleBase):
@@ -341,7 +337,7 @@ class Lock(LockBase):
             request = next(flow)
             while True:
                 if isinstance(request, Sleep):
-                    time.sleep(max(0.0, request.until_ms - _now()) / 1000.0)
+                    time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                     request = flow.send(0)
                     continue
                 try:
@@ -367,8 +363,6 @@ class Lock(LockBase):
         return self._run(flows.extend(self, handle, ttl_ms))
 
     # -- Effects, for the flows --------------------------------------------------------------
-
-    now = staticmethod(_now)
 
     def guard(self, handle: LockHandle) -> threading.Lock:
         return handle._mutex
