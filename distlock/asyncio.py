@@ -22,7 +22,7 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import flows
-from distlock.base import GroupBase, HandleBase, LockBase, now_ms
+from distlock.base import GroupBase, HandleBase, LockBase, now_ms, split_client
 from distlock.core import Op, Phase, Section, Step, Trace, verdict
 from distlock.flows import Call, Flow, Request, Sleep
 from distlock.options import (
@@ -178,16 +178,9 @@ class Lock(LockBase):
         )
         self.cancel_on_loss = bool(cancel_on_loss)
         self._owns_client = isinstance(client, str)
-        self._client: aredis.Redis | None = None
+        self._client: aredis.Redis | None
         self._factory: ClientFactory
-        if isinstance(client, str):
-            url = client
-            self._factory = lambda: aredis.Redis.from_url(url)
-        elif isinstance(client, aredis.Redis) or not callable(client):
-            self._client = client
-            self._factory = lambda: client
-        else:
-            self._factory = client
+        self._client, self._factory = split_client(client, aredis.Redis, aredis.Redis.from_url)
         self._resolving: asyncio.Lock | None = None
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Iterator, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Generic, TypeVar, cast
 
 from distlock.core import Section, SectionConfig, Trace
 from distlock.errors import ValidationError
@@ -26,6 +26,30 @@ from distlock.options import (
 )
 
 _labels = itertools.count(1)
+
+
+ClientT = TypeVar("ClientT")
+FactoryT = TypeVar("FactoryT", bound=Callable[[], object])
+
+
+def split_client(
+    client: ClientT | str | FactoryT,
+    client_type: type[ClientT],
+    from_url: Callable[[str], ClientT],
+) -> tuple[ClientT | None, Callable[[], ClientT] | FactoryT]:
+    """What a Lock was given: a ready client, a URL or a factory called on first use.
+
+    Returns the client (None until it is made) and how to make it.  Anything that is not
+    callable, or is a ``client_type``, counts as a ready client, so a duck-typed client
+    with a ``__call__`` must subclass ``client_type``.
+    """
+    if isinstance(client, str):
+        url = client
+        return None, lambda: from_url(url)
+    if isinstance(client, client_type) or not callable(client):
+        ready = client
+        return ready, lambda: ready
+    return None, cast(FactoryT, client)
 
 
 def now_ms() -> float:

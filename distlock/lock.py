@@ -17,7 +17,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from distlock import flows
-from distlock.base import GroupBase, HandleBase, LockBase, now_ms
+from distlock.base import GroupBase, HandleBase, LockBase, now_ms, split_client
 from distlock.core import Op, Phase, Section, Step, Trace, verdict
 from distlock.flows import Call, Flow, Sleep
 from distlock.options import (
@@ -155,16 +155,7 @@ class Lock(LockBase):
             trace=trace,
         )
         self._owns_client = isinstance(client, str)
-        self._client: redis.Redis | None = None
-        self._factory: Callable[[], redis.Redis]
-        if isinstance(client, str):
-            url = client
-            self._factory = lambda: redis.Redis.from_url(url)
-        elif isinstance(client, redis.Redis) or not callable(client):
-            self._client = client
-            self._factory = lambda: client
-        else:
-            self._factory = client
+        self._client, self._factory = split_client(client, redis.Redis, redis.Redis.from_url)
         self._init_lock = threading.Lock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers: ThreadPoolExecutor | None = None
