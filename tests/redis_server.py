@@ -25,6 +25,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 10 s; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 class RedisServer:
     """One redis-server child process. ``restart()`` keeps the port and loses the data."""
 
@@ -115,12 +125,7 @@ class RedisServer:
             return
         if self.paused:
             self.resume()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self.proc = None
         shutil.rmtree(self._dir, ignore_errors=True)
 

@@ -24,9 +24,8 @@ from tests.chaos.toxiproxy import (
     ToxiproxyClient,
     ToxiproxyServer,
     find_server_binary,
-    free_port,
 )
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, free_port
 
 REPORT_KEY = pytest.StashKey[ChaosReport]()
 

@@ -429,18 +429,17 @@ class Scenario:
                 )
             )
         stop = threading.Event()
-        intruder_thread: threading.Thread | None = None
-        if intruder:
-            intruder_lock = self.sync_lock(self.sync_client(f"intruder-t{trial}", via_proxy=False))
-            intruder_thread = threading.Thread(
-                target=self._sync_intruder,
-                args=(intruder_lock, stop),
-                name="chaos-intruder",
-                daemon=True,
-            )
+        intruder_thread = self._intruder_thread(trial, stop) if intruder else None
         injector = self._injector_thread(fault)
         self._run_threads(threads, injector, intruder_thread, stop)
         self.close_sync()
+
+    def _intruder_thread(self, trial: int, stop: threading.Event) -> threading.Thread:
+        """The intruder: a sync client straight to Redis, never through the proxy."""
+        lock = self.sync_lock(self.sync_client(f"intruder-t{trial}", via_proxy=False))
+        return threading.Thread(
+            target=self._sync_intruder, args=(lock, stop), name="chaos-intruder", daemon=True
+        )
 
     def _injector_thread(self, fault: Callable[[], None] | None) -> Injector | None:
         return None if fault is None else Injector(fault)
@@ -520,15 +519,7 @@ class Scenario:
         self.recorder.trials += 1
         make_bodies = bodies or self.victim_bodies
         stop = threading.Event()
-        intruder_thread: threading.Thread | None = None
-        if intruder:
-            intruder_lock = self.sync_lock(self.sync_client(f"intruder-t{trial}", via_proxy=False))
-            intruder_thread = threading.Thread(
-                target=self._sync_intruder,
-                args=(intruder_lock, stop),
-                name="chaos-intruder",
-                daemon=True,
-            )
+        intruder_thread = self._intruder_thread(trial, stop) if intruder else None
         injector = self._injector_thread(fault)
         for t in (injector, intruder_thread):
             if t is not None:

@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
+
+from tests.redis_server import free_port, stop_process
 
 Stream = Literal["upstream", "downstream"]
 ToxicType = Literal[
@@ -188,12 +189,6 @@ class ToxiproxyClient:
         )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def find_server_binary() -> str | None:
     """Toxiproxy's server: ``$TOXIPROXY_SERVER``, ``toxiproxy-server`` or ``server`` on PATH,
     or ``$(go env GOPATH)/bin/server`` (where ``go install .../cmd/server@v2.12.0`` puts it).
@@ -285,11 +280,6 @@ class ToxiproxyServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+            stop_process(self.proc)
         self.proc = None
         Path(self._log_path).unlink(missing_ok=True)

@@ -19,6 +19,7 @@ no clock assumption, so no timing is asserted:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 import time
@@ -43,7 +44,7 @@ from hypothesis.stateful import (
 
 import distlock
 import distlock.asyncio
-from distlock.core import Outcome
+from distlock.core import Outcome, Section
 from tests.properties import profiles
 from tests.properties.gates import AsyncGatedRedis, Gate, GatedRedis
 from tests.redis_server import RedisServer
@@ -78,10 +79,30 @@ class Record:
     #: "ok", "lost", "not_acquired" or "error: ..."; None while running.
     outcome: str | None = None
     core_outcome: Outcome | None = None
+    section: Section | None = None
     #: The test deleted this section's token from Redis before the section released it.
     deleted: bool = False
     started: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
+
+
+@contextlib.contextmanager
+def _recording(rec: Record) -> Iterator[None]:
+    """Record how a ``hold`` section ended, whatever it raised; then mark it done."""
+    try:
+        yield
+        rec.outcome = "ok"
+    except distlock.LockNotAcquiredError:
+        rec.outcome = "not_acquired"
+    except distlock.LockLeaseLostError:
+        rec.outcome = "lost"
+    except BaseException as exc:
+        rec.outcome = f"error: {exc!r}"
+    finally:
+        if rec.section is not None:
+            rec.core_outcome = rec.section.outcome
+        rec.started.set()
+        rec.done.set()
 
 
 class LoopThread:
@@ -192,6 +213,7 @@ class RedisMachine(RuleBasedStateMachine):
         rec.start = _now()
         rec.fence = handle.fence
         rec.token = handle.token
+        rec.section = handle.section
         self.tokens[handle.token] = rec
 
     def _sync_lock(self, client: Client) -> distlock.Lock | None:
@@ -227,31 +249,16 @@ class RedisMachine(RuleBasedStateMachine):
         assert rec.started.wait(LIVENESS_S), f"{rec} neither entered its body nor failed"
 
     def _sync_body(self, lock: distlock.Lock, rec: Record, finish: threading.Event) -> None:
-        handle = None
-        try:
-            with lock.hold(rec.id, retries=0) as handle:
-                self._granted(rec, handle)
-                rec.started.set()
-                finish.wait()
-                rec.end = _now()
-            rec.outcome = "ok"
-        except distlock.LockNotAcquiredError:
-            rec.outcome = "not_acquired"
-        except distlock.LockLeaseLostError:
-            rec.outcome = "lost"
-        except BaseException as exc:
-            rec.outcome = f"error: {exc!r}"
-        finally:
-            if handle is not None:
-                rec.core_outcome = handle.section.outcome
+        with _recording(rec), lock.hold(rec.id, retries=0) as handle:
+            self._granted(rec, handle)
             rec.started.set()
-            rec.done.set()
+            finish.wait()
+            rec.end = _now()
 
     async def _aio_body(
         self, lock: distlock.asyncio.Lock, rec: Record, finish: asyncio.Event
     ) -> None:
-        handle = None
-        try:
+        with _recording(rec):
             async with lock.hold(rec.id, retries=0) as handle:
                 self._granted(rec, handle)
                 rec.started.set()
@@ -259,18 +266,6 @@ class RedisMachine(RuleBasedStateMachine):
                     await finish.wait()
                 finally:
                     rec.end = _now()
-            rec.outcome = "ok"
-        except distlock.LockNotAcquiredError:
-            rec.outcome = "not_acquired"
-        except distlock.LockLeaseLostError:
-            rec.outcome = "lost"
-        except BaseException as exc:
-            rec.outcome = f"error: {exc!r}"
-        finally:
-            if handle is not None:
-                rec.core_outcome = handle.section.outcome
-            rec.started.set()
-            rec.done.set()
 
     @precondition(lambda self: bool(self._idle()))
     @rule(pick=st.integers(0, 7), id=st.sampled_from(IDS))
