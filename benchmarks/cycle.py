@@ -34,8 +34,8 @@ import redis.asyncio as aredis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from distlock import Lock
+from distlock._protocol import ACQUIRE, RELEASE, fence_key
 from distlock.asyncio import Lock as AsyncLock
-from distlock.scripts import ACQUIRE, RELEASE, fence_key
 
 
 def sync_floor(r: redis.Redis, n: int) -> float:

@@ -3,6 +3,7 @@
 >>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError
 """
 
+from distlock._sync import Lock, LockGroup, LockHandle
 from distlock.errors import (
     LockError,
     LockLeaseLostError,
@@ -11,7 +12,6 @@ from distlock.errors import (
     ProtocolError,
     ValidationError,
 )
-from distlock.lock import Lock, LockGroup, LockHandle
 from distlock.signal import AsyncLeaseSignal, LeaseSignal
 
 __all__ = [

@@ -1,6 +1,6 @@
-"""The asyncio driver: redis-py asyncio IO around the pure :class:`~distlock.core.Section`.
+"""The asyncio driver: redis-py asyncio IO around the pure :class:`~distlock._core.section.Section`.
 
-It mirrors :mod:`distlock.lock` step for step; the differences are only how IO waits.
+It mirrors :mod:`distlock._sync` step for step; the differences are only how IO waits.
 Timers are the event loop's own (``call_later``), so a section that finishes before its
 first heartbeat starts no task.  On loss the body is cancelled (``cancel_on_loss``) and
 ``run``/``hold`` raise :class:`~distlock.LockLeaseLostError`, the way ``asyncio.timeout``
@@ -21,10 +21,10 @@ from typing import Any, TypeVar, cast
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
-from distlock import flows
-from distlock.base import GroupBase, HandleBase, LockBase, now_ms, split_client
-from distlock.core import Op, Phase, Section, Step, Trace, verdict
-from distlock.flows import Call, Flow, Request, Sleep
+from distlock import _flows as flows
+from distlock._base import GroupBase, HandleBase, LockBase, now_ms, split_client
+from distlock._core.section import Op, Phase, Section, Step, Trace, verdict
+from distlock._flows import Call, Flow, Request, Sleep
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -347,7 +347,7 @@ class Lock(LockBase):
         """A call's ``cancel_on_loss``, or the Lock's when the call leaves it unset."""
         return self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
 
-    # -- IO: the flows of distlock.flows, run with awaits -----------------------------------
+    # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
 
     async def _call(self, call: Call) -> int:
         client = self._client if self._client is not None else await self.client()

@@ -1,6 +1,6 @@
 """Recording the core's transitions as NDJSON, one event per line.
 
-Every :class:`~distlock.core.Section` calls its ``trace`` callable once per transition with
+Every :class:`~distlock._core.section.Section` calls its ``trace`` callable once per transition with
 a flat dict (the action's name, the client, the client-clock time ``t`` in ms, and the
 state variables the specification observes).  :class:`NdjsonRecorder` is such a callable:
 
@@ -10,7 +10,7 @@ state variables the specification observes).  :class:`NdjsonRecorder` is such a 
 >>> locks = Lock("redis://127.0.0.1:6379/0", trace=recorder)  # doctest: +SKIP
 
 ``python -m distlock validate-trace locks.ndjson`` then asks TLC whether the recorded
-events are a behaviour of ``spec/DistLock.tla`` (see :mod:`distlock.tracecheck`).
+events are a behaviour of ``spec/DistLock.tla`` (see :mod:`distlock.tools.tracecheck`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from distlock.actions import CLIENT_ACTIONS, method_name
-from distlock.core import NOTHING, Op, Outcome, Phase, Section, SectionConfig
+from distlock._core.actions import CLIENT_ACTIONS, method_name
+from distlock._core.section import NOTHING, Op, Outcome, Phase, Section, SectionConfig
 from distlock.errors import LockLeaseLostError, LossReason, ProtocolError
 
 TTL = 1000

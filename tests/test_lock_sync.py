@@ -20,7 +20,7 @@ from distlock import (
     LossReason,
     ValidationError,
 )
-from distlock.scripts import fence_key
+from distlock._protocol import fence_key
 from tests.redis_server import RedisServer, free_port
 
 WAIT = 10.0  # generous bound on event waits; never a timing assertion

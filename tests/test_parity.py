@@ -2,7 +2,7 @@
 
 Reads the action names of ``spec/DistLock.tla`` (the disjuncts of ``ClientStep``
 and ``EnvStep``, which ``Next`` is made of) and compares them with
-``distlock.actions`` and with the methods of ``distlock.core.Section``.
+``distlock._core.actions`` and with the methods of ``distlock._core.section.Section``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from distlock import core
-from distlock.actions import CLIENT_ACTIONS, ENVIRONMENT_ACTIONS, method_name
+from distlock._core import section as core
+from distlock._core.actions import CLIENT_ACTIONS, ENVIRONMENT_ACTIONS, method_name
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "DistLock.tla"
 
@@ -58,7 +58,7 @@ def test_spec_client_actions_are_the_vocabulary() -> None:
     assert len(spec) == len(set(spec)), f"an action twice in ClientStep: {spec}"
     assert set(spec) == set(CLIENT_ACTIONS), (
         f"in the spec only: {sorted(set(spec) - set(CLIENT_ACTIONS))}; "
-        f"in distlock.actions only: {sorted(set(CLIENT_ACTIONS) - set(spec))}"
+        f"in distlock._core.actions only: {sorted(set(CLIENT_ACTIONS) - set(spec))}"
     )
 
 
@@ -67,7 +67,7 @@ def test_spec_environment_actions_are_the_vocabulary() -> None:
     assert len(spec) == len(set(spec)), f"an action twice in EnvStep: {spec}"
     assert set(spec) == set(ENVIRONMENT_ACTIONS), (
         f"in the spec only: {sorted(set(spec) - set(ENVIRONMENT_ACTIONS))}; "
-        f"in distlock.actions only: {sorted(set(ENVIRONMENT_ACTIONS) - set(spec))}"
+        f"in distlock._core.actions only: {sorted(set(ENVIRONMENT_ACTIONS) - set(spec))}"
     )
 
 
@@ -85,7 +85,7 @@ def test_client_and_environment_actions_are_disjoint() -> None:
 @pytest.mark.parametrize("action", sorted(CLIENT_ACTIONS))
 def test_core_has_a_method_per_client_action(action: str) -> None:
     method = getattr(core.Section, method_name(action), None)
-    assert callable(method), f"distlock.core.Section has no {method_name(action)}() for {action}"
+    assert callable(method), f"Section has no {method_name(action)}() for {action}"
 
 
 def _public_methods() -> set[str]:
@@ -109,7 +109,7 @@ def test_core_has_no_action_the_spec_lacks() -> None:
     extra = _public_methods() - actions - set(NOT_ACTIONS)
     assert not extra, (
         f"Section methods with no spec action: {sorted(extra)} "
-        "(add the action to the spec and distlock.actions, or list the helper in NOT_ACTIONS)"
+        "(add the action to the spec and distlock._core.actions, or list the helper in NOT_ACTIONS)"
     )
 
 

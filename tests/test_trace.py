@@ -22,7 +22,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 import distlock
 import distlock.asyncio
-from distlock import tracecheck
+from distlock.tools import tracecheck
 from distlock.trace import NdjsonRecorder, read_events, write_events
 from tests.redis_server import RedisServer
 

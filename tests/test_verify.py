@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from distlock import verify
-from distlock.verify import Run, parse_tlc_output
+from distlock.tools import specfiles, verify
+from distlock.tools.verify import Run, parse_tlc_output
 
 
 def _msg(code: int, body: str) -> str:
@@ -55,10 +55,10 @@ def test_every_run_names_an_existing_config_and_a_refuted_property() -> None:
     names = [run.name for run in verify.RUNS]
     assert len(names) == len(set(names))
     for run in verify.RUNS:
-        assert (verify.SPEC_DIR / run.config).is_file(), run.config
+        assert (specfiles.spec_dir() / run.config).is_file(), run.config
         assert (run.expected == "violates") == (run.refutes is not None), run.name
         if run.refutes not in (None, "Deadlock"):
-            assert run.refutes in (verify.SPEC_DIR / run.config).read_text(), run.name
+            assert run.refutes in (specfiles.spec_dir() / run.config).read_text(), run.name
 
 
 def test_select_by_prefix() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
-from distlock import scripts
+from distlock import _protocol as scripts
 
 
 class Gate:

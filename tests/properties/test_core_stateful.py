@@ -1,6 +1,6 @@
 """The pure core against a model of its world: one Redis key, a fake clock, messages in flight.
 
-Several :class:`~distlock.core.Section` objects contend for one modelled key.  Every event
+Several :class:`~distlock._core.section.Section` objects contend for one modelled key.  Every event
 the core accepts is a rule: acquire and its replies and failures, timer ticks (which renew
 or retire the lease), renewal replies 1 and 0, renewal failures, hung requests that are
 never answered, late replies, manual extends, starvation (time jumps with no tick), body
@@ -31,7 +31,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from distlock.core import NOTHING, Op, Outcome, Phase, Section, SectionConfig, Step, Trace
+from distlock._core.section import NOTHING, Op, Outcome, Phase, Section, SectionConfig, Step, Trace
 from distlock.errors import LockLeaseLostError
 from tests.properties import profiles
 

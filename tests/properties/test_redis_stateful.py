@@ -44,7 +44,7 @@ from hypothesis.stateful import (
 
 import distlock
 import distlock.asyncio
-from distlock.core import Outcome, Section
+from distlock._core.section import Outcome, Section
 from tests.properties import profiles
 from tests.properties.gates import AsyncGatedRedis, Gate, GatedRedis
 from tests.redis_server import RedisServer

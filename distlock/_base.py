@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar, cast
 
-from distlock.core import Section, SectionConfig, Trace
+from distlock._core.group import acquisition_order
+from distlock._core.section import Section, SectionConfig, Trace
 from distlock.errors import ValidationError
-from distlock.group import acquisition_order
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -87,7 +87,7 @@ class LockBase:
         #: SectionConfigs of the default options, by (watch, cancel_on_loss).
         self._configs: dict[tuple[bool, bool], SectionConfig] = {}
 
-    #: The clock the flows read (see :class:`distlock.flows.Effects`).
+    #: The clock the flows read (see :class:`distlock._flows.Effects`).
     now = staticmethod(now_ms)
 
     def key(self, id: str) -> str:

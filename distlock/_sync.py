@@ -1,4 +1,4 @@
-"""The sync driver: redis-py IO and threads around the pure :class:`~distlock.core.Section`.
+"""The sync driver: redis-py IO and threads around the pure core (:mod:`distlock._core`).
 
 Every decision is the core's.  This module turns its ``Step`` outputs into script calls,
 fires signals, and keeps one timer per watched section on the Lock's shared scheduler.
@@ -16,10 +16,11 @@ from typing import Any, TypeVar, cast
 import redis
 from redis.exceptions import NoScriptError
 
-from distlock import flows
-from distlock.base import GroupBase, HandleBase, LockBase, now_ms, split_client
-from distlock.core import Op, Phase, Section, Step, Trace, verdict
-from distlock.flows import Call, Flow, Sleep
+from distlock import _flows as flows
+from distlock._base import GroupBase, HandleBase, LockBase, now_ms, split_client
+from distlock._core.section import Op, Phase, Section, Step, Trace, verdict
+from distlock._flows import Call, Flow, Sleep
+from distlock._scheduler import Scheduler, Timer
 from distlock.options import (
     DEFAULT_DRIFT_FACTOR,
     DEFAULT_PREFIX,
@@ -32,7 +33,6 @@ from distlock.options import (
     Unset,
     check_ttl,
 )
-from distlock.scheduler import Scheduler, Timer
 from distlock.signal import LeaseSignal
 
 T = TypeVar("T")
@@ -312,7 +312,7 @@ class Lock(LockBase):
         ) as group:
             return fn(group)
 
-    # -- IO: the flows of distlock.flows, run with blocking calls ----------------------------
+    # -- IO: the flows of distlock._flows, run with blocking calls ----------------------------
 
     def _call(self, call: Call) -> int:
         client = self.client

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
-from distlock.core import Op
+from distlock._core.section import Op
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from distlock import scripts
-from distlock.base import HandleBase
-from distlock.core import Op, Phase, Section, Step
+from distlock import _protocol as scripts
+from distlock._base import HandleBase
+from distlock._core.section import Op, Phase, Section, Step
 
 T = TypeVar("T")
 H = TypeVar("H", bound=HandleBase, contravariant=True)
@@ -124,7 +124,7 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
 
 def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     """Take every lock of a group, in the order given (the caller sorts: see
-    :mod:`distlock.group`); if one cannot be had, give back those taken, newest first."""
+    :mod:`distlock._core.group`); if one cannot be had, give back those taken, newest first."""
     taken: list[H] = []
     try:
         for handle in handles:

@@ -1,7 +1,7 @@
 """The action vocabulary shared by the TLA+ specification and the pure core.
 
 Every client-side action of ``spec/DistLock.tla`` is one method of
-:class:`distlock.core.Section` (``RenewSend`` is ``Section.renew_send``), with
+:class:`distlock._core.section.Section` (``RenewSend`` is ``Section.renew_send``), with
 the same guard and the same effect on the same state variables.  The
 environment actions exist only in the specification: they are what the world
 does to a client (time passing, Redis expiring or losing the key, replies that
