@@ -3,27 +3,38 @@
 >>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError
 """
 
+from distlock import events
 from distlock._sync import Lock, LockGroup, LockHandle
 from distlock.errors import (
+    LockClosedError,
     LockError,
     LockLeaseLostError,
     LockNotAcquiredError,
     LossReason,
     ProtocolError,
+    UsageError,
     ValidationError,
 )
+from distlock.options import AcquireOptions, AsyncHoldOptions, HoldOptions, LockOptions
 from distlock.signal import AsyncLeaseSignal, LeaseSignal
 
 __all__ = [
+    "AcquireOptions",
+    "AsyncHoldOptions",
     "AsyncLeaseSignal",
+    "HoldOptions",
     "LeaseSignal",
     "Lock",
+    "LockClosedError",
     "LockError",
     "LockGroup",
     "LockHandle",
     "LockLeaseLostError",
     "LockNotAcquiredError",
+    "LockOptions",
     "LossReason",
     "ProtocolError",
+    "UsageError",
     "ValidationError",
+    "events",
 ]

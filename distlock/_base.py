@@ -1,32 +1,24 @@
-"""What both drivers share: validated defaults, key naming and the birth of a section."""
+"""What both drivers share: validated defaults, key naming, the birth of sections and
+groups, the closed check, and the delivery of events to observers."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar, cast
 
-from distlock._core.group import acquisition_order
-from distlock._core.section import Section, SectionConfig, Trace
-from distlock.errors import ValidationError
-from distlock.options import (
-    DEFAULT_DRIFT_FACTOR,
-    DEFAULT_PREFIX,
-    DEFAULT_RETRIES,
-    DEFAULT_RETRY_DELAY_MS,
-    DEFAULT_TTL_MS,
-    Heartbeat,
-    Options,
-    RenewErrorHook,
-    check_id,
-    check_prefix,
-    lock_defaults,
-)
+from distlock._core.group import Group, acquisition_order
+from distlock._core.section import Section, SectionConfig
+from distlock.errors import LockClosedError, UsageError, ValidationError
+from distlock.events import Event, Observer, RenewFailed, Transition
+from distlock.options import DEFAULTS, Options, RenewErrorHook, check_id
+
+log = logging.getLogger("distlock")
 
 _labels = itertools.count(1)
-
 
 ClientT = TypeVar("ClientT")
 FactoryT = TypeVar("FactoryT", bound=Callable[[], object])
@@ -57,90 +49,30 @@ def now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class LockBase:
-    """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
+class RenewErrorObserver:
+    """``on_renew_error`` as an observer: called with each failed renewal's exception."""
 
-    def __init__(
-        self,
-        *,
-        prefix: str = DEFAULT_PREFIX,
-        ttl_ms: int = DEFAULT_TTL_MS,
-        retries: int = DEFAULT_RETRIES,
-        retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS,
-        heartbeat_ms: Heartbeat = None,
-        on_renew_error: RenewErrorHook | None = None,
-        drift_factor: float = DEFAULT_DRIFT_FACTOR,
-        trace: Trace | None = None,
-    ) -> None:
-        self.prefix = check_prefix(prefix)
-        self.defaults: Options = lock_defaults(
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-            drift_factor=drift_factor,
-        )
-        self._trace = trace
-        self._label = f"L{next(_labels)}"
-        self._sections = itertools.count(1)
-        #: SectionConfigs of the default options, by (watch, cancel_on_loss).
-        self._configs: dict[tuple[bool, bool], SectionConfig] = {}
+    __slots__ = ("hook",)
 
-    #: The clock the flows read (see :class:`distlock._flows.Effects`).
-    now = staticmethod(now_ms)
+    def __init__(self, hook: RenewErrorHook) -> None:
+        self.hook = hook
 
-    def key(self, id: str) -> str:
-        """The Redis key of lock ``id``."""
-        return f"{self.prefix}:{check_id(id)}"
-
-    def _group_sections(
-        self, ids: Sequence[str], opts: Options, *, cancel_on_loss: bool
-    ) -> list[Section]:
-        """Watched sections for ``ids``, in the group's acquisition order (sorted keys)."""
-        if isinstance(ids, str):
-            raise ValidationError("ids must be a sequence of lock ids, not one str")
-        by_key = {self.key(id): id for id in ids}
-        order = acquisition_order([self.key(id) for id in ids])
-        return [
-            self._section(by_key[key], opts, watch=True, cancel_on_loss=cancel_on_loss)
-            for key in order
-        ]
-
-    def _section(self, id: str, opts: Options, *, watch: bool, cancel_on_loss: bool) -> Section:
-        key = self.key(id)
-        # Keyed by identity: hashing Options would hash all its fields on every call.
-        cache_key = (watch, cancel_on_loss)
-        config = self._configs.get(cache_key) if opts is self.defaults else None
-        if config is None:
-            config = SectionConfig(
-                ttl_ms=opts.ttl_ms,
-                retries=opts.retries,
-                retry_delay_ms=opts.retry_delay_ms,
-                renew_every_ms=opts.renew_every_ms if watch else None,
-                watch=watch,
-                cancel_on_loss=cancel_on_loss,
-                drift_factor=opts.drift_factor,
-                on_renew_error=opts.on_renew_error,
-            )
-            if opts is self.defaults:  # per-call options are not worth keeping
-                self._configs[cache_key] = config
-        return Section(
-            key,
-            secrets.token_hex(16),
-            config,
-            client=f"{self._label}.{next(self._sections)}",
-            trace=self._trace,
-        )
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RenewFailed) and isinstance(event.error, Exception):
+            self.hook(event.error)
 
 
 class HandleBase:
-    """What a sync and an asyncio handle have in common: the section's identity."""
+    """What a sync and an asyncio handle have in common: the section and its group."""
 
-    __slots__ = ("section",)
+    __slots__ = ("_armed_at", "_machine", "_observers", "section")
 
-    def __init__(self, section: Section) -> None:
+    def __init__(self, section: Section, machine: Group, observers: tuple[Observer, ...]) -> None:
         self.section = section
+        self._machine = machine
+        self._observers = observers
+        #: The wake-up instant the handle's timer is armed for (None: not armed).
+        self._armed_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -178,6 +110,128 @@ class HandleBase:
 
 
 HandleT = TypeVar("HandleT", bound=HandleBase)
+
+
+class LockBase:
+    """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
+
+    def __init__(self, allowed: frozenset[str], options: Mapping[str, object]) -> None:
+        self.defaults: Options = DEFAULTS.override(allowed, options)
+        self.prefix = self.defaults.prefix
+        self._trace = self.defaults.trace
+        self._label = f"L{next(_labels)}"
+        self._sections = itertools.count(1)
+        self._closed = False
+        #: (config, observers) of the default options, by (watch, cancel_on_loss).
+        self._made: dict[tuple[bool, bool], tuple[SectionConfig, tuple[Observer, ...]]] = {}
+
+    #: The clock the flows read (see :class:`distlock._flows.Effects`).
+    now = staticmethod(now_ms)
+
+    def key(self, id: str) -> str:
+        """The Redis key of lock ``id``."""
+        return f"{self.prefix}:{check_id(id)}"
+
+    def _check_open(self, key: str | None = None) -> None:
+        """The one place that refuses new work on a closed Lock."""
+        if self._closed:
+            raise LockClosedError(key)
+
+    # -- sections and groups ----------------------------------------------------------------
+
+    def _config(
+        self, opts: Options, *, watch: bool, cancel_on_loss: bool
+    ) -> tuple[SectionConfig, tuple[Observer, ...]]:
+        cache_key = (watch, cancel_on_loss)
+        made = self._made.get(cache_key) if opts is self.defaults else None
+        if made is None:
+            observers = opts.observers
+            if watch and opts.on_renew_error is not None:
+                observers = (*observers, RenewErrorObserver(opts.on_renew_error))
+            config = SectionConfig(
+                ttl_ms=opts.ttl_ms,
+                retries=opts.retries,
+                retry_delay_ms=opts.retry_delay_ms,
+                renew_every_ms=opts.renew_every_ms if watch else None,
+                watch=watch,
+                cancel_on_loss=cancel_on_loss,
+                drift_factor=opts.drift_factor,
+                observed=bool(observers),
+            )
+            made = (config, observers)
+            # Keyed by identity: hashing Options would hash all its fields on every call.
+            if opts is self.defaults:
+                self._made[cache_key] = made
+        return made
+
+    def _sections_for(
+        self, ids: Sequence[str], opts: Options, *, watch: bool, cancel_on_loss: bool
+    ) -> tuple[Group, list[Section], tuple[Observer, ...]]:
+        """Fresh sections for ``ids`` in acquisition order, and the group that holds them."""
+        keys = [self.key(id) for id in ids]
+        self._check_open(keys[0] if len(keys) == 1 else None)
+        if len(keys) > 1:
+            keys = acquisition_order(keys)
+        config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
+        record = self._trace is not None
+        sections = [
+            Section(
+                key,
+                secrets.token_hex(16),
+                config,
+                client=f"{self._label}.{next(self._sections)}",
+                record=record,
+            )
+            for key in keys
+        ]
+        return Group(sections), sections, observers
+
+    @staticmethod
+    def _group_ids(ids: Sequence[str]) -> Sequence[str]:
+        if isinstance(ids, str):
+            raise ValidationError("ids must be a sequence of lock ids, not one str")
+        if not ids:
+            raise ValidationError("a group needs at least one lock id")
+        return ids
+
+    # -- events ----------------------------------------------------------------------------
+
+    def record(self, events: list[Transition | Event]) -> None:
+        """Transitions to ``trace``, in the order they happened (under the section's guard)."""
+        trace = self._trace
+        if trace is not None:
+            for event in events:
+                if isinstance(event, Transition):
+                    trace(event.as_dict())
+
+    def notify(self, handle: HandleBase, events: Iterable[Transition | Event]) -> None:
+        """Lifecycle events to the handle's observers (outside any guard)."""
+        for event in events:
+            if isinstance(event, Transition):
+                continue
+            for observer in handle._observers:
+                try:
+                    observer(event)
+                except Exception:
+                    # An observer's bug must not cost anyone a lease: log it and go on.
+                    log.exception("distlock observer %r failed on %r", observer, event)
+
+
+class HoldingBase:
+    """What a sync and an asyncio ``hold()`` share: one section per ``with``."""
+
+    __slots__ = ("_entered",)
+
+    def __init__(self) -> None:
+        self._entered = False
+
+    def _start(self, lock: LockBase, handles: Sequence[HandleBase]) -> None:
+        if self._entered:
+            raise UsageError(
+                "this hold() was already entered; call hold() again for another section"
+            )
+        self._entered = True
+        lock._check_open(handles[0].key if len(handles) == 1 else None)
 
 
 class GroupBase(Generic[HandleT]):

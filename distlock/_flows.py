@@ -3,74 +3,48 @@
 The core decides; a flow says in what order its actions meet the network.  Each flow is a
 generator that yields IO requests and is sent their results:
 
-- :class:`Call`: run a script; the flow receives its integer reply, or the exception is
-  thrown into it at the ``yield``;
-- :class:`Sleep`: wait until an instant on the client clock (a retry's backoff).
+- a :class:`~distlock._core.commands.Command`: run it against Redis; the flow receives
+  its integer reply, or the exception is thrown into it at the ``yield``;
+- :class:`Sleep`: wait until an instant on the client clock (a retry's backoff); an
+  exception raised while waiting (a cancellation, ``KeyboardInterrupt``) is thrown into
+  the flow there too.
 
-The sync driver runs a flow with blocking calls, the asyncio driver with ``await``; that is
-all either adds.  This is how the two drivers are kept from drifting apart: neither has its
-own sequence of core calls.  The effects a flow needs from its driver (the clock, a guard
-around core calls, re-arming a section's timer, firing its signal) come through
-:class:`Effects`.
+Every suspension point receives the caller's exception, so a flow can give back what it
+took before the exception leaves; no flow catches ``GeneratorExit`` (a flow that is closed
+unfinished yields nothing more).  The sync driver runs a flow with blocking calls, the
+asyncio driver with ``await``; that is all either adds.  Every core call goes through
+:func:`act`, which is where a transition meets the guard, the timer, the observers and
+the signal, the same way for both drivers.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from distlock import _protocol as scripts
 from distlock._base import HandleBase
-from distlock._core.section import Op, Phase, Section, Step
+from distlock._core.commands import NOTHING, Command, Step
+from distlock._core.section import Phase, Section
+from distlock.events import Event, Transition
 
 T = TypeVar("T")
 H = TypeVar("H", bound=HandleBase, contravariant=True)
 
 
-class Call:
-    """Run ``script`` with ``keys`` and ``args`` against Redis.
-
-    ``finish_on_cancel``: if the caller is cancelled while this is in flight, the driver
-    sends it again and finishes the flow in the background instead of abandoning it (only
-    releases: the token must be kept until Redis has answered one).
-    """
-
-    # A plain slotted class, not a frozen dataclass: two are made per lock cycle, and a
-    # frozen dataclass's __init__ costs several times more.
-    __slots__ = ("args", "finish_on_cancel", "keys", "script")
-
-    def __init__(
-        self,
-        script: scripts.Script,
-        keys: list[str],
-        args: list[str | int],
-        finish_on_cancel: bool = False,
-    ) -> None:
-        self.script = script
-        self.keys = keys
-        self.args = args
-        self.finish_on_cancel = finish_on_cancel
-
-    @classmethod
-    def of(cls, op: Op, section: Section, ttl_ms: int) -> Call:
-        script, keys, args = scripts.command(op, section.key, section.token, ttl_ms)
-        return cls(script, keys, args, op is Op.RELEASE)
-
-    def __repr__(self) -> str:
-        return f"Call({self.script.sha[:8]}, keys={self.keys}, args={self.args})"
-
-
-@dataclass(frozen=True, slots=True)
 class Sleep:
     """Wait until ``until_ms`` on the client clock."""
 
-    until_ms: float
+    __slots__ = ("until_ms",)
+
+    def __init__(self, until_ms: float) -> None:
+        self.until_ms = until_ms
+
+    def __repr__(self) -> str:
+        return f"Sleep({self.until_ms})"
 
 
-Request = Call | Sleep
+Request = Command | Sleep
 Flow = Generator[Request, int, T]
 
 
@@ -86,8 +60,32 @@ class Effects(Protocol[H]):
     def arm(self, handle: H) -> None:
         """Re-arm the handle's timer for ``section.wake_at`` (called under the guard)."""
 
+    def record(self, events: list[Transition | Event]) -> None:
+        """Hand transitions to ``trace`` (called under the guard, so in order)."""
+
+    def notify(self, handle: H, events: list[Transition | Event]) -> None:
+        """Hand lifecycle events to observers (called outside the guard)."""
+
     def apply(self, handle: H, step: Step) -> None:
         """Fire the signal, cancel the body, start a renewal (called outside the guard)."""
+
+
+def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> Step:
+    """Take one core action on ``handle``'s section, then do what it asks."""
+    section = handle.section
+    with fx.guard(handle):
+        step = action(section, fx.now(), *args)
+        if section.wake_at != handle._armed_at:
+            fx.arm(handle)
+        events = section.events
+        if events:
+            section.events = []
+            fx.record(events)
+    if events:
+        fx.notify(handle, events)
+    if step is not NOTHING:
+        fx.apply(handle, step)
+    return step
 
 
 def acquire(fx: Effects[H], handle: H) -> Flow[None]:
@@ -95,15 +93,19 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
 
     A failed round trip may still have taken the key: release it with our token before
     the error goes on.  A grant that arrived after its own lease is released and raised as
-    the loss it is; no body may start on it.
+    the loss it is; no body may start on it.  An exception during a backoff leaves nothing
+    to give back: the last attempt was refused.
     """
     section = handle.section
     while True:
-        section.acquire(fx.now())
+        command = act(fx, handle, Section.acquire).send
+        assert command is not None
         try:
-            fence = yield Call.of(Op.ACQUIRE, section, section.config.ttl_ms)
+            fence = yield command
+        except GeneratorExit:
+            raise
         except BaseException as exc:
-            section.acquire_fail(fx.now())
+            act(fx, handle, Section.acquire_fail)
             try:
                 yield from release(fx, handle)
             except Exception as cleanup:
@@ -112,9 +114,8 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
                     f"({cleanup!r}); if the acquire had run, the key expires after its TTL"
                 )
             raise
-        step = section.acquire_reply(fx.now(), fence)
+        step = act(fx, handle, Section.reply, command, fence)
         if step.loss is not None:
-            fx.apply(handle, step)
             yield from release(fx, handle)
             raise step.loss
         if section.phase is not Phase.BACKOFF:
@@ -123,8 +124,9 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
 
 
 def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
-    """Take every lock of a group, in the order given (the caller sorts: see
-    :mod:`distlock._core.group`); if one cannot be had, give back those taken, newest first."""
+    """Take every lock of a group, in the order given (the group's order: sorted keys);
+    if one cannot be had, or the caller is interrupted, give back those taken, newest
+    first, before the exception leaves."""
     taken: list[H] = []
     try:
         for handle in handles:
@@ -132,11 +134,19 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
             if handle.section.phase is not Phase.HELD:
                 raise handle.section.not_acquired_error()
             taken.append(handle)
+        # Earlier keys are renewed while later ones are taken; one may be lost meanwhile.
+        loss = handles[0]._machine.first_loss if handles else None
+        if loss is not None:
+            raise loss
+    except GeneratorExit:
+        raise
     except BaseException:
         for handle in reversed(taken):
             # The error that stopped the acquisition is the one to report.
-            with contextlib.suppress(Exception):
+            try:
                 yield from release(fx, handle)
+            except Exception:
+                continue
         raise
 
 
@@ -146,25 +156,22 @@ def release(fx: Effects[H], handle: H) -> Flow[bool]:
     A failed round trip is the caller's error for a manual handle, and the loss for run/hold.
     """
     section = handle.section
-    with fx.guard(handle):
-        step = section.release(fx.now())
-    if step.send is None:
+    command = act(fx, handle, Section.release).send
+    if command is None:
         return False
     try:
-        reply = yield Call.of(Op.RELEASE, section, section.config.ttl_ms)
+        reply = yield command
+    except GeneratorExit:
+        raise
     except Exception as exc:
-        with fx.guard(handle):
-            step = section.release_fail(fx.now())
+        step = act(fx, handle, Section.release_fail)
         if step.loss is not None:
             step.loss.__cause__ = exc
-        fx.apply(handle, step)
         if section.release_error_to_caller:
             raise
         return False
     ok = reply == 1
-    with fx.guard(handle):
-        step = section.release_reply(fx.now(), ok)
-    fx.apply(handle, step)
+    act(fx, handle, Section.release_reply, ok)
     return ok
 
 
@@ -172,63 +179,46 @@ def finish_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     """The body of a group is done: every completion check first, then the releases,
     newest first."""
     for handle in handles:
-        with fx.guard(handle):
-            step = handle.section.body_done(fx.now())
-            fx.arm(handle)
-        fx.apply(handle, step)
+        act(fx, handle, Section.body_done)
     for handle in reversed(handles):
         yield from release(fx, handle)
 
 
 def extend(fx: Effects[H], handle: H, ttl_ms: int) -> Flow[bool]:
     """A manual, token-checked extend. False (and the signal) if the key is not ours."""
-    section = handle.section
-    with fx.guard(handle):
-        step = section.extend(fx.now(), ttl_ms)
-        fx.arm(handle)  # a shorter TTL moves the deadline earlier as the request leaves
-    if step.send is None:
+    command = act(fx, handle, Section.extend, ttl_ms).send
+    if command is None:
         return False
     try:
-        reply = yield Call.of(Op.EXTEND, section, ttl_ms)
+        reply = yield command
+    except GeneratorExit:
+        raise
     except BaseException:
-        with fx.guard(handle):
-            section.extend_fail(fx.now())
+        act(fx, handle, Section.extend_fail)
         raise
     ok = reply == 1
-    with fx.guard(handle):
-        step = section.extend_reply(fx.now(), ok)
-        fx.arm(handle)
-    fx.apply(handle, step)
+    act(fx, handle, Section.extend_reply, ok)
     return ok
 
 
-def renew(fx: Effects[H], handle: H) -> Flow[None]:
-    """One background renewal round trip (the core's RenewSend already happened)."""
-    section = handle.section
+def renew(fx: Effects[H], handle: H, command: Command) -> Flow[None]:
+    """One background renewal round trip (the core's RenewSend already happened).
+
+    A failed round trip is not a loss: observers (``on_renew_error``) hear of it, and the
+    next tick retries or the deadline decides.
+    """
     try:
-        reply = yield Call.of(Op.EXTEND, section, section.config.ttl_ms)
-    except Exception as exc:
-        with fx.guard(handle):
-            step = section.renew_fail(fx.now())
-            fx.arm(handle)
-        fx.apply(handle, step)
-        hook = section.config.on_renew_error
-        if hook is not None:
-            hook(exc)
-        return
-    except BaseException:
-        with fx.guard(handle):
-            section.renew_fail(fx.now())
+        reply = yield command
+    except GeneratorExit:
         raise
-    with fx.guard(handle):
-        step = section.renew_reply(fx.now(), reply == 1)
-        fx.arm(handle)
-    fx.apply(handle, step)
+    except BaseException as exc:
+        act(fx, handle, Section.renew_fail, exc)
+        if not isinstance(exc, Exception):
+            raise
+        return
+    act(fx, handle, Section.renew_reply, reply == 1)
 
 
 def tick(fx: Effects[H], handle: H) -> None:
     """The section's timer fired: let the core pick LeaseTimeout, RenewSend or nothing."""
-    with fx.guard(handle):
-        step = handle.section.tick(fx.now())
-        fx.arm(handle)
-    fx.apply(handle, step)
+    act(fx, handle, Section.tick)

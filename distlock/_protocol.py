@@ -1,34 +1,38 @@
-"""The three Lua scripts and the keys they touch.
+"""The wire protocol: the Lua scripts, the keys they touch, and how a command becomes a call.
 
-Each script touches only the keys passed in KEYS, and the fence counter shares the lock
-key's hash slot, so every script is Redis Cluster compatible.  Scripts run atomically and
-see time frozen at their start, which is what makes the token checks sound.
+Each script touches only the keys passed in KEYS, all in one Cluster hash slot (the fence
+counter is found through :mod:`distlock._slots`), so every script is Redis Cluster
+compatible.  Scripts run atomically and see time frozen at their start, which is what
+makes the token checks sound.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Final
 
-from distlock._core.section import Op
+from distlock._core.commands import Command, Op
+from distlock._slots import key_slot, slot_tag
 
 
-@dataclass(frozen=True, slots=True)
 class Script:
-    source: str
-    sha: str
+    __slots__ = ("sha", "source")
 
-    @classmethod
-    def of(cls, source: str) -> Script:
-        return cls(source, hashlib.sha1(source.encode()).hexdigest())
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"Script({self.sha[:8]})"
 
 
 #: KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
 #: Returns the new fence, or 0 when another token holds the key.  Idempotent for the same
 #: token: a client-side retry of a request that already ran gets its own fence back
-#: instead of being told the lock is taken by someone else (itself).
-ACQUIRE: Final = Script.of(
+#: instead of being told the lock is taken by someone else (itself).  The counter may have
+#: moved on since (other keys of the slot share it): its current value is still above every
+#: earlier owner's fence and below every later owner's, which is all a fence promises.
+ACQUIRE: Final = Script(
     """local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -41,7 +45,7 @@ return redis.call('INCR', KEYS[2])
 )
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 if extended, 0 if not ours.
-EXTEND: Final = Script.of(
+EXTEND: Final = Script(
     """if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -50,7 +54,7 @@ return 0
 )
 
 #: KEYS[1] lock key; ARGV[1] token. 1 if deleted, 0 if not ours.
-RELEASE: Final = Script.of(
+RELEASE: Final = Script(
     """if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
@@ -58,27 +62,25 @@ return 0
 """
 )
 
-SCRIPTS: Final = {Op.ACQUIRE: ACQUIRE, Op.EXTEND: EXTEND, Op.RELEASE: RELEASE}
+SCRIPTS: Final = {Op.ACQUIRE: ACQUIRE, Op.RENEW: EXTEND, Op.EXTEND: EXTEND, Op.RELEASE: RELEASE}
 
 
 def fence_key(key: str) -> str:
-    """The fence counter's key, in the lock key's Cluster hash slot.
+    """The fence counter that serves ``key``: one per Cluster hash slot, in ``key``'s slot.
 
-    A key with a hash tag (``{...}`` with something inside) already chooses its slot, and
-    appending keeps the tag; otherwise the whole lock key becomes the tag.
+    Fences from one counter strictly increase, so they strictly increase for each key
+    that draws from it; sharing a counter between the keys of a slot only makes the gaps
+    larger, and keeps the number of counters bounded by the number of slots.
     """
-    start = key.find("{")
-    if start != -1:
-        end = key.find("}", start + 1)
-        if end > start + 1:
-            return f"{key}:fence"
-    return f"{{{key}}}:fence"
+    return f"distlock:fence:{{{slot_tag(key_slot(key))}}}"
 
 
-def command(op: Op, key: str, token: str, ttl_ms: int) -> tuple[Script, list[str], list[str | int]]:
-    """The script, KEYS and ARGV for ``op``."""
+def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
+    """The script, KEYS and ARGV that carry out ``command``."""
+    op = command.op
+    key = command.key
     if op is Op.ACQUIRE:
-        return ACQUIRE, [key, fence_key(key)], [token, ttl_ms]
-    if op is Op.EXTEND:
-        return EXTEND, [key], [token, ttl_ms]
-    return RELEASE, [key], [token]
+        return ACQUIRE, [key, fence_key(key)], [command.token, command.ttl_ms]
+    if op is Op.RELEASE:
+        return RELEASE, [key], [command.token]
+    return EXTEND, [key], [command.token, command.ttl_ms]

@@ -1,44 +1,47 @@
 """The sync driver: redis-py IO and threads around the pure core (:mod:`distlock._core`).
 
-Every decision is the core's.  This module turns its ``Step`` outputs into script calls,
-fires signals, and keeps one timer per watched section on the Lock's shared scheduler.
+Every decision is the core's and every sequence is a flow's (:mod:`distlock._flows`).
+This module runs flows with blocking calls, keeps one timer per watched section on the
+Lock's shared scheduler thread, and runs each background round trip (a renewal, a timer's
+tick) on a worker thread of its own, so neither a hung connection nor a slow observer
+holds up another section.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Unpack, cast
 
 import redis
 from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
-from distlock._base import GroupBase, HandleBase, LockBase, now_ms, split_client
-from distlock._core.section import Op, Phase, Section, Step, Trace, verdict
-from distlock._flows import Call, Flow, Sleep
+from distlock._base import GroupBase, HandleBase, HoldingBase, LockBase, now_ms, split_client
+from distlock._core.commands import Command, Op, Step
+from distlock._core.group import Group
+from distlock._core.section import Phase, Section
+from distlock._flows import Flow, Sleep
+from distlock._protocol import encode
 from distlock._scheduler import Scheduler, Timer
+from distlock._workers import Workers
+from distlock.errors import ValidationError
+from distlock.events import Observer
 from distlock.options import (
-    DEFAULT_DRIFT_FACTOR,
-    DEFAULT_PREFIX,
-    DEFAULT_RETRIES,
-    DEFAULT_RETRY_DELAY_MS,
-    DEFAULT_TTL_MS,
-    UNSET,
-    Heartbeat,
-    RenewErrorHook,
-    Unset,
+    ACQUIRE_KEYS,
+    HOLD_KEYS,
+    LOCK_KEYS,
+    AcquireOptions,
+    HoldOptions,
+    LockOptions,
     check_ttl,
 )
 from distlock.signal import LeaseSignal
 
 T = TypeVar("T")
-
-#: Renewal round trips run here, so a hung connection never stalls the timer thread.
-RENEW_WORKERS = 4
 
 
 class LockHandle(HandleBase):
@@ -48,10 +51,17 @@ class LockHandle(HandleBase):
 
     __slots__ = ("_lock", "_mutex", "_timer", "signal")
 
-    def __init__(self, lock: Lock, section: Section, signal: LeaseSignal | None = None) -> None:
-        super().__init__(section)
+    def __init__(
+        self,
+        lock: Lock,
+        section: Section,
+        machine: Group,
+        observers: tuple[Observer, ...],
+        signal: LeaseSignal,
+    ) -> None:
+        super().__init__(section, machine, observers)
         self._lock = lock
-        self.signal = LeaseSignal() if signal is None else signal
+        self.signal = signal
         self._mutex = threading.Lock()
         self._timer: Timer | None = None
 
@@ -60,13 +70,15 @@ class LockHandle(HandleBase):
 
         Returns False, and fires ``signal``, when the key expired or belongs to someone else.
         Connection errors propagate: a failed round trip says nothing about ownership.
+        Only for handles from :meth:`Lock.acquire`: under ``run``/``hold`` the lease is
+        renewed for you.
         """
         ttl = self.section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
-        return self._lock._extend(self, ttl)
+        return self._lock._run(flows.extend(self._lock, self, ttl))
 
     def release(self) -> bool:
         """Delete the key if our token still owns it. True only if it did."""
-        return self._lock._release(self)
+        return self._lock._run(flows.release(self._lock, self))
 
 
 class LockGroup(GroupBase[LockHandle]):
@@ -80,32 +92,28 @@ class LockGroup(GroupBase[LockHandle]):
         self.signal = signal
 
 
-class _Holding:
-    """Holds the locks of ``sections`` for a ``with`` block: :meth:`Lock.hold` (one, gives
-    its handle) and :meth:`Lock.hold_many` (a group, gives the group) alike."""
+class _Holding(HoldingBase):
+    """Holds a group of locks for a ``with`` block: :meth:`Lock.hold` (one, gives its
+    handle) and :meth:`Lock.hold_many` (several, gives the group) alike."""
 
-    __slots__ = ("_group", "_lock")
+    __slots__ = ("_group", "_lock", "_machine")
 
-    def __init__(self, lock: Lock, sections: list[Section]) -> None:
-        signal = LeaseSignal()
+    def __init__(self, lock: Lock, ids: Sequence[str], options: HoldOptions) -> None:
+        super().__init__()
         self._lock = lock
-        handles = [LockHandle(lock, section, signal) for section in sections]
-        self._group = LockGroup(lock.prefix, handles, signal)
+        self._machine, self._group = lock._new_group(ids, options, watch=True)
 
     def _enter(self) -> LockGroup:
         lock, group = self._lock, self._group
+        self._start(lock, group.handles)
         lock._run(flows.acquire_all(lock, group.handles))
-        for handle in group.handles:
-            with handle._mutex:
-                lock.arm(handle)
         return group
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        group = self._group
-        self._lock._run(flows.finish_all(self._lock, group.handles))
-        outcome = verdict([h.section for h in group], group.signal.reason, ev)
+        self._lock._run(flows.finish_all(self._lock, self._group.handles))
+        outcome = self._machine.verdict(ev)
         if outcome is not ev:
             assert outcome is not None
             raise outcome from ev
@@ -125,7 +133,8 @@ class Lock(LockBase):
     """A Redis lock namespace: keys are ``<prefix>:<id>``.
 
     ``client`` is a ``redis.Redis``, a URL (the Lock then owns the client and closes it in
-    :meth:`close`), or a zero-argument factory called on first use.
+    :meth:`close`), or a zero-argument factory called on first use.  Options (see
+    :class:`distlock.options.LockOptions`) are the defaults of every call.
 
     >>> locks = Lock("redis://127.0.0.1:6379/0", prefix="order", ttl_ms=10_000)  # doctest: +SKIP
     >>> locks.run("42", lambda handle: charge(handle.fence))  # doctest: +SKIP
@@ -134,32 +143,14 @@ class Lock(LockBase):
     def __init__(
         self,
         client: redis.Redis | str | Callable[[], redis.Redis],
-        *,
-        prefix: str = DEFAULT_PREFIX,
-        ttl_ms: int = DEFAULT_TTL_MS,
-        retries: int = DEFAULT_RETRIES,
-        retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS,
-        heartbeat_ms: Heartbeat = None,
-        on_renew_error: RenewErrorHook | None = None,
-        drift_factor: float = DEFAULT_DRIFT_FACTOR,
-        trace: Trace | None = None,
+        **options: Unpack[LockOptions],
     ) -> None:
-        super().__init__(
-            prefix=prefix,
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-            drift_factor=drift_factor,
-            trace=trace,
-        )
+        super().__init__(LOCK_KEYS, options)
         self._owns_client = isinstance(client, str)
         self._client, self._factory = split_client(client, redis.Redis, redis.Redis.from_url)
         self._init_lock = threading.Lock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
-        self._workers: ThreadPoolExecutor | None = None
-        self._closed = False
+        self._workers = Workers(f"distlock-{self._label}-worker")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -174,13 +165,11 @@ class Lock(LockBase):
         return client
 
     def close(self) -> None:
-        """Stop the scheduler thread and renewal workers; close the client if the Lock made it."""
+        """Stop the timer thread and background workers; close the client if the Lock made
+        it.  A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
         self._closed = True
         self._scheduler.close()
-        with self._init_lock:
-            workers, self._workers = self._workers, None
-        if workers is not None:
-            workers.shutdown(wait=True, cancel_futures=True)
+        self._workers.close()
         if self._owns_client and self._client is not None:
             self._client.close()
 
@@ -194,33 +183,18 @@ class Lock(LockBase):
 
     # -- public API ------------------------------------------------------------------------
 
-    def acquire(
-        self,
-        id: str,
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-    ) -> LockHandle | None:
+    def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> LockHandle | None:
         """Take the lock, or return None if another owner holds it (after any retries).
 
         The handle is not renewed in the background: call :meth:`LockHandle.extend` if the
         work can outlive the TTL, and :meth:`LockHandle.release` when done.
         """
-        opts = self.defaults.override(ttl_ms=ttl_ms, retries=retries, retry_delay_ms=retry_delay_ms)
-        handle = self._acquire(self._section(id, opts, watch=False, cancel_on_loss=False))
+        _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
+        handle = group.handles[0]
+        self._run(flows.acquire(self, handle))
         return handle if handle.section.phase is Phase.HELD else None
 
-    def hold(
-        self,
-        id: str,
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-    ) -> _Hold:
+    def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold:
         """Hold the lock for a ``with`` block, renewing it every heartbeat while the block runs.
 
         Raises :class:`LockNotAcquiredError` if the lock is held elsewhere, and
@@ -228,51 +202,18 @@ class Lock(LockBase):
         even when the block itself succeeded. Options are validated here, before any
         Redis command.
         """
-        opts = self.defaults.override(
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-        )
-        section = self._section(id, opts, watch=True, cancel_on_loss=False)
-        return _Hold(self, [section])
+        return _Hold(self, [id], options)
 
-    def run(
-        self,
-        id: str,
-        fn: Callable[[LockHandle], T],
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-    ) -> T:
+    def run(self, id: str, fn: Callable[[LockHandle], T], **options: Unpack[HoldOptions]) -> T:
         """Run ``fn(handle)`` under the lock, renewed while it runs, released even if it raises.
 
         Returns what ``fn`` returned only if the lock was held for the whole call.
         """
-        with self.hold(
-            id,
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-        ) as handle:
+        _check_body(fn)
+        with self.hold(id, **options) as handle:
             return fn(handle)
 
-    def hold_many(
-        self,
-        ids: Sequence[str],
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-    ) -> _HoldMany:
+    def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Hold several locks for a ``with`` block, as :meth:`hold` holds one.
 
         The locks are taken in sorted key order whatever order ``ids`` names them in, so
@@ -281,77 +222,62 @@ class Lock(LockBase):
         :class:`LockNotAcquiredError` names it. On exit they are released in reverse order,
         and :class:`LockLeaseLostError` is raised if any of them was lost.
         """
-        opts = self.defaults.override(
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-        )
-        return _HoldMany(self, self._group_sections(ids, opts, cancel_on_loss=False))
+        return _HoldMany(self, self._group_ids(ids), options)
 
     def run_many(
-        self,
-        ids: Sequence[str],
-        fn: Callable[[LockGroup], T],
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
+        self, ids: Sequence[str], fn: Callable[[LockGroup], T], **options: Unpack[HoldOptions]
     ) -> T:
         """Run ``fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
-        with self.hold_many(
-            ids,
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-        ) as group:
+        _check_body(fn)
+        with self.hold_many(ids, **options) as group:
             return fn(group)
 
-    # -- IO: the flows of distlock._flows, run with blocking calls ----------------------------
+    # -- groups ------------------------------------------------------------------------------
 
-    def _call(self, call: Call) -> int:
+    def _new_group(
+        self,
+        ids: Sequence[str],
+        options: AcquireOptions | HoldOptions,
+        *,
+        watch: bool,
+        keys: frozenset[str] = HOLD_KEYS,
+    ) -> tuple[Group, LockGroup]:
+        opts = self.defaults.override(keys, options)
+        machine, sections, observers = self._sections_for(
+            ids, opts, watch=watch, cancel_on_loss=False
+        )
+        signal = LeaseSignal()
+        handles = [LockHandle(self, s, machine, observers, signal) for s in sections]
+        return machine, LockGroup(self.prefix, handles, signal)
+
+    # -- IO: the flows of distlock._flows, run with blocking calls ---------------------------
+
+    def _call(self, command: Command) -> int:
         client = self.client
-        script = call.script
+        script, keys, args = encode(command)
         try:
-            reply = client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+            reply = client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            reply = client.eval(script.source, len(call.keys), *call.keys, *call.args)
+            reply = client.eval(script.source, len(keys), *keys, *args)
         return int(cast(Any, reply))
 
     def _run(self, flow: Flow[T]) -> T:
+        """Run ``flow`` to its end; whatever interrupts a wait is thrown into the flow."""
         try:
             request = next(flow)
             while True:
-                if isinstance(request, Sleep):
-                    time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
-                    request = flow.send(0)
-                    continue
                 try:
-                    reply = self._call(request)
+                    if isinstance(request, Sleep):
+                        time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
+                        reply = 0
+                    else:
+                        reply = self._call(request)
                 except BaseException as exc:
                     request = flow.throw(exc)
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
             return cast(T, stop.value)
-
-    def _acquire(self, section: Section) -> LockHandle:
-        if self._closed:
-            raise RuntimeError("this Lock is closed")
-        handle = LockHandle(self, section)
-        self._run(flows.acquire(self, handle))
-        return handle
-
-    def _release(self, handle: LockHandle) -> bool:
-        return self._run(flows.release(self, handle))
-
-    def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
-        return self._run(flows.extend(self, handle, ttl_ms))
 
     # -- Effects, for the flows --------------------------------------------------------------
 
@@ -360,27 +286,33 @@ class Lock(LockBase):
 
     def apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
-            handle.signal._fire(step.loss)
-        if step.send is Op.EXTEND:
-            self._renew_pool().submit(self._run, flows.renew(self, handle))
+            loss, _cancel = handle._machine.on_loss(step)  # a sync body cannot be cancelled
+            if loss is not None:
+                handle.signal._fire(loss)
+        command = step.send
+        if command is not None and command.op is Op.RENEW:
+            self._workers.submit(lambda: self._run(flows.renew(self, handle, command)))
 
     def arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
             handle._timer.cancel()
             handle._timer = None
-        wake_at = handle.section.wake_at
+        wake_at = handle._armed_at = handle.section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(
-                wake_at / 1000.0, lambda: flows.tick(self, handle)
-            )
+            handle._timer = self._scheduler.call_at(wake_at / 1000.0, lambda: self._tick(handle))
 
-    def _renew_pool(self) -> ThreadPoolExecutor:
-        with self._init_lock:
-            if self._workers is None:
-                self._workers = ThreadPoolExecutor(
-                    RENEW_WORKERS, thread_name_prefix=f"distlock-{self._label}-renew"
-                )
-            return self._workers
+    def _tick(self, handle: LockHandle) -> None:
+        # On a worker, not the timer thread: a tick may reach observers, and a slow one
+        # must not delay another section's deadline.
+        self._workers.submit(lambda: flows.tick(self, handle))
+
+
+def _check_body(fn: Callable[..., object]) -> None:
+    if inspect.iscoroutinefunction(fn):
+        raise ValidationError(
+            f"{getattr(fn, '__name__', fn)!r} is a coroutine function: the sync Lock would "
+            "not await it; use distlock.asyncio.Lock"
+        )
 
 
 __all__ = ["Lock", "LockGroup", "LockHandle"]

@@ -1,12 +1,12 @@
-"""The asyncio driver: redis-py asyncio IO around the pure :class:`~distlock._core.section.Section`.
+"""The asyncio driver: redis-py asyncio IO around the pure core (:mod:`distlock._core`).
 
-It mirrors :mod:`distlock._sync` step for step; the differences are only how IO waits.
-Timers are the event loop's own (``call_later``), so a section that finishes before its
-first heartbeat starts no task.  On loss the body is cancelled (``cancel_on_loss``) and
-``run``/``hold`` raise :class:`~distlock.LockLeaseLostError`, the way ``asyncio.timeout``
-turns its cancellation into ``TimeoutError``.  Releases survive cancellation: a release
-interrupted in flight is sent again from a background task, so cancelling a caller never
-drops the token before Redis has answered a release.
+It runs the same flows (:mod:`distlock._flows`) as the sync driver; the differences are
+only how IO waits.  Timers are the event loop's own (``call_later``), so a section that
+finishes before its first heartbeat starts no task.  On loss the body is cancelled
+(``cancel_on_loss``) and ``run``/``hold`` raise :class:`~distlock.LockLeaseLostError`, the
+way ``asyncio.timeout`` turns its cancellation into ``TimeoutError``.  Releases survive
+cancellation: a release interrupted in flight is sent again from a background task, so
+cancelling a caller never drops the token before Redis has answered a release.
 """
 
 from __future__ import annotations
@@ -16,25 +16,26 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Unpack, cast
 
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
-from distlock._base import GroupBase, HandleBase, LockBase, now_ms, split_client
-from distlock._core.section import Op, Phase, Section, Step, Trace, verdict
-from distlock._flows import Call, Flow, Request, Sleep
+from distlock._base import GroupBase, HandleBase, HoldingBase, LockBase, now_ms, split_client
+from distlock._core.commands import Command, Op, Step
+from distlock._core.group import Group
+from distlock._core.section import Phase, Section
+from distlock._flows import Flow, Request, Sleep
+from distlock._protocol import encode
+from distlock.events import Observer
 from distlock.options import (
-    DEFAULT_DRIFT_FACTOR,
-    DEFAULT_PREFIX,
-    DEFAULT_RETRIES,
-    DEFAULT_RETRY_DELAY_MS,
-    DEFAULT_TTL_MS,
-    UNSET,
-    Heartbeat,
-    RenewErrorHook,
-    Unset,
+    ACQUIRE_KEYS,
+    ASYNC_HOLD_KEYS,
+    ASYNC_LOCK_KEYS,
+    AcquireOptions,
+    AsyncHoldOptions,
+    AsyncLockOptions,
     check_ttl,
 )
 from distlock.signal import AsyncLeaseSignal
@@ -47,24 +48,31 @@ ClientFactory = Callable[[], "aredis.Redis | Awaitable[aredis.Redis]"]
 class LockHandle(HandleBase):
     """An acquired lock (asyncio): ``key``, ``token``, ``fence`` and ``signal``."""
 
-    __slots__ = ("_lock", "_task", "_timer", "signal")
+    __slots__ = ("_holding", "_lock", "_timer", "signal")
 
     def __init__(
-        self, lock: Lock, section: Section, signal: AsyncLeaseSignal | None = None
+        self,
+        lock: Lock,
+        section: Section,
+        machine: Group,
+        observers: tuple[Observer, ...],
+        signal: AsyncLeaseSignal,
     ) -> None:
-        super().__init__(section)
+        super().__init__(section, machine, observers)
         self._lock = lock
-        self.signal = AsyncLeaseSignal() if signal is None else signal
+        self.signal = signal
         self._timer: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[Any] | None = None
+        #: The hold() whose body this handle's loss cancels (None for acquire()).
+        self._holding: _Holding | None = None
 
     async def extend(self, ttl_ms: int | None = None) -> bool:
         """Reset the key's TTL (default: the lock's TTL) if our token still owns it.
 
-        False fires ``signal``. Connection errors propagate.
+        False fires ``signal``. Connection errors propagate.  Only for handles from
+        :meth:`Lock.acquire`: under ``run``/``hold`` the lease is renewed for you.
         """
         ttl = self.section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
-        return await self._lock._extend(self, ttl)
+        return await self._lock._run(flows.extend(self._lock, self, ttl))
 
     async def release(self) -> bool:
         """Delete the key if our token still owns it. True only if it did.
@@ -72,7 +80,7 @@ class LockHandle(HandleBase):
         Cancellation-safe: if the caller is cancelled meanwhile, the release is completed
         in the background (``Lock.aclose()`` waits for it) and the cancellation propagates.
         """
-        return await self._lock._release(self)
+        return await self._lock._run(flows.release(self._lock, self))
 
 
 class LockGroup(GroupBase[LockHandle]):
@@ -88,47 +96,47 @@ class LockGroup(GroupBase[LockHandle]):
         self.signal = signal
 
 
-class _Holding:
-    """Holds the locks of ``sections`` for an ``async with`` block: :meth:`Lock.hold` (one,
-    gives its handle) and :meth:`Lock.hold_many` (a group, gives the group) alike."""
+class _Holding(HoldingBase):
+    """Holds a group of locks for an ``async with`` block: :meth:`Lock.hold` (one, gives
+    its handle) and :meth:`Lock.hold_many` (several, gives the group) alike."""
 
-    __slots__ = ("_cancelling", "_group", "_lock")
+    __slots__ = ("_cancelling", "_group", "_lock", "_machine", "task")
 
-    def __init__(self, lock: Lock, sections: list[Section]) -> None:
-        signal = AsyncLeaseSignal()
+    def __init__(self, lock: Lock, ids: Sequence[str], options: AsyncHoldOptions) -> None:
+        super().__init__()
         self._lock = lock
-        handles = [LockHandle(lock, section, signal) for section in sections]
-        self._group = LockGroup(lock.prefix, handles, signal)
+        self._machine, self._group = lock._new_group(ids, options, watch=True)
+        for handle in self._group.handles:
+            handle._holding = self
         self._cancelling = 0
+        #: The task running the body: what a loss cancels.
+        self.task: asyncio.Task[Any] | None = None
 
     async def _enter(self) -> LockGroup:
         lock, group = self._lock, self._group
+        self._start(lock, group.handles)
         await lock._run(flows.acquire_all(lock, group.handles))
         task = asyncio.current_task()
         self._cancelling = task.cancelling() if task is not None else 0
-        for handle in group.handles:
-            handle._task = task
-            lock.arm(handle)
+        self.task = task
         return group
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        group = self._group
-        sections = [h.section for h in group]
-        task = group.handles[0]._task
+        machine, task = self._machine, self.task
         # The first loss cancelled the body once: consume that cancel only; one from
         # outside on top of it stays and wins.
         outside_cancel = (
-            any(s.cancel_requested for s in sections)
+            machine.body_cancelled
             and task is not None
             and task.uncancel() > self._cancelling
             and isinstance(ev, asyncio.CancelledError)
         )
-        await self._lock._run(flows.finish_all(self._lock, group.handles))
+        await self._lock._run(flows.finish_all(self._lock, self._group.handles))
         if outside_cancel:
             return
-        outcome = verdict(sections, group.signal.reason, ev)
+        outcome = machine.verdict(ev)
         if outcome is ev:
             return
         assert outcome is not None
@@ -150,33 +158,15 @@ class Lock(LockBase):
 
     ``client`` is a ``redis.asyncio.Redis``, a URL (the Lock then owns the client and closes
     it in :meth:`aclose`), or a zero-argument factory, sync or async, called on first use.
+    Options (see :class:`distlock.options.AsyncLockOptions`) are the defaults of every call.
     """
 
     def __init__(
         self,
         client: aredis.Redis | str | ClientFactory,
-        *,
-        prefix: str = DEFAULT_PREFIX,
-        ttl_ms: int = DEFAULT_TTL_MS,
-        retries: int = DEFAULT_RETRIES,
-        retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS,
-        heartbeat_ms: Heartbeat = None,
-        on_renew_error: RenewErrorHook | None = None,
-        cancel_on_loss: bool = True,
-        drift_factor: float = DEFAULT_DRIFT_FACTOR,
-        trace: Trace | None = None,
+        **options: Unpack[AsyncLockOptions],
     ) -> None:
-        super().__init__(
-            prefix=prefix,
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-            drift_factor=drift_factor,
-            trace=trace,
-        )
-        self.cancel_on_loss = bool(cancel_on_loss)
+        super().__init__(ASYNC_LOCK_KEYS, options)
         self._owns_client = isinstance(client, str)
         self._client: aredis.Redis | None
         self._factory: ClientFactory
@@ -185,7 +175,10 @@ class Lock(LockBase):
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handles: set[LockHandle] = set()
-        self._closed = False
+
+    @property
+    def cancel_on_loss(self) -> bool:
+        return self.defaults.cancel_on_loss
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -202,7 +195,8 @@ class Lock(LockBase):
             return self._client
 
     async def aclose(self) -> None:
-        """Let interrupted releases finish, stop renewals and timers; close a client we made."""
+        """Let interrupted releases finish, stop renewals and timers; close a client we made.
+        A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
         self._closed = True
         for handle in list(self._handles):
             if handle._timer is not None:
@@ -227,151 +221,99 @@ class Lock(LockBase):
 
     # -- public API ------------------------------------------------------------------------
 
-    async def acquire(
-        self,
-        id: str,
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-    ) -> LockHandle | None:
+    async def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> LockHandle | None:
         """Take the lock, or return None if another owner holds it (after any retries).
 
         Not renewed in the background: ``await handle.extend()`` if the work can outlive
         the TTL, and ``await handle.release()`` when done.
         """
-        opts = self.defaults.override(ttl_ms=ttl_ms, retries=retries, retry_delay_ms=retry_delay_ms)
-        handle = await self._acquire(self._section(id, opts, watch=False, cancel_on_loss=False))
+        _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
+        handle = group.handles[0]
+        await self._run(flows.acquire(self, handle))
         return handle if handle.section.phase is Phase.HELD else None
 
-    def hold(
-        self,
-        id: str,
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-        cancel_on_loss: bool | Unset = UNSET,
-    ) -> _Hold:
+    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _Hold:
         """``async with locks.hold(id) as handle``: renewed while the block runs.
 
         On loss the block is cancelled (unless ``cancel_on_loss=False``) and
         :class:`LockLeaseLostError` is raised on exit, even when the block succeeded.
         Options are validated here, before any Redis command.
         """
-        opts = self.defaults.override(
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-        )
-        section = self._section(id, opts, watch=True, cancel_on_loss=self._cancels(cancel_on_loss))
-        return _Hold(self, [section])
+        return _Hold(self, [id], options)
 
     async def run(
         self,
         id: str,
         fn: Callable[[LockHandle], Awaitable[T]],
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-        cancel_on_loss: bool | Unset = UNSET,
+        **options: Unpack[AsyncHoldOptions],
     ) -> T:
         """``await fn(handle)`` under the lock; see :meth:`hold`."""
-        async with self.hold(
-            id,
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-            cancel_on_loss=cancel_on_loss,
-        ) as handle:
+        async with self.hold(id, **options) as handle:
             return await fn(handle)
 
-    def hold_many(
-        self,
-        ids: Sequence[str],
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-        cancel_on_loss: bool | Unset = UNSET,
-    ) -> _HoldMany:
+    def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
         """``async with locks.hold_many(ids) as group``: several locks, as :meth:`hold` holds
         one, taken in sorted key order (so callers never deadlock on each other) and
         released in reverse. The block is cancelled on the first loss among them."""
-        opts = self.defaults.override(
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-        )
-        sections = self._group_sections(ids, opts, cancel_on_loss=self._cancels(cancel_on_loss))
-        return _HoldMany(self, sections)
+        return _HoldMany(self, self._group_ids(ids), options)
 
     async def run_many(
         self,
         ids: Sequence[str],
         fn: Callable[[LockGroup], Awaitable[T]],
-        *,
-        ttl_ms: int | Unset = UNSET,
-        retries: int | Unset = UNSET,
-        retry_delay_ms: float | Unset = UNSET,
-        heartbeat_ms: Heartbeat | Unset = UNSET,
-        on_renew_error: RenewErrorHook | Unset | None = UNSET,
-        cancel_on_loss: bool | Unset = UNSET,
+        **options: Unpack[AsyncHoldOptions],
     ) -> T:
         """``await fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
-        async with self.hold_many(
-            ids,
-            ttl_ms=ttl_ms,
-            retries=retries,
-            retry_delay_ms=retry_delay_ms,
-            heartbeat_ms=heartbeat_ms,
-            on_renew_error=on_renew_error,
-            cancel_on_loss=cancel_on_loss,
-        ) as group:
+        async with self.hold_many(ids, **options) as group:
             return await fn(group)
 
-    def _cancels(self, cancel_on_loss: bool | Unset) -> bool:
-        """A call's ``cancel_on_loss``, or the Lock's when the call leaves it unset."""
-        return self.cancel_on_loss if isinstance(cancel_on_loss, Unset) else bool(cancel_on_loss)
+    # -- groups ------------------------------------------------------------------------------
+
+    def _new_group(
+        self,
+        ids: Sequence[str],
+        options: AcquireOptions | AsyncHoldOptions,
+        *,
+        watch: bool,
+        keys: frozenset[str] = ASYNC_HOLD_KEYS,
+    ) -> tuple[Group, LockGroup]:
+        opts = self.defaults.override(keys, options)
+        machine, sections, observers = self._sections_for(
+            ids, opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
+        )
+        signal = AsyncLeaseSignal()
+        handles = [LockHandle(self, s, machine, observers, signal) for s in sections]
+        return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
 
-    async def _call(self, call: Call) -> int:
+    async def _call(self, command: Command) -> int:
         client = self._client if self._client is not None else await self.client()
-        script = call.script
+        script, keys, args = encode(command)
         try:
-            reply = await client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            reply = await client.eval(script.source, len(call.keys), *call.keys, *call.args)
+            reply = await client.eval(script.source, len(keys), *keys, *args)
         return int(cast(Any, reply))
 
     async def _run(self, flow: Flow[T], request: Request | None = None) -> T:
-        """Run ``flow``; ``request`` resumes one whose pending request was interrupted."""
+        """Run ``flow``; ``request`` resumes one whose pending request was interrupted.
+
+        Whatever interrupts a wait (a cancellation, a timeout) is thrown into the flow, so
+        it can give back what it took before the exception leaves.
+        """
         try:
             if request is None:
                 request = next(flow)
             while True:
-                if isinstance(request, Sleep):
-                    await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
-                    request = flow.send(0)
-                    continue
                 try:
-                    reply = await self._call(request)
+                    if isinstance(request, Sleep):
+                        await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
+                        reply = 0
+                    else:
+                        reply = await self._call(request)
                 except asyncio.CancelledError as exc:
-                    if request.finish_on_cancel:
+                    if isinstance(request, Command) and request.op is Op.RELEASE:
                         # It may or may not have reached Redis: send it again, same token,
                         # and let the flow run to its end in the background.
                         self._spawn(self._run(flow, request), name="distlock-release")
@@ -394,19 +336,6 @@ class Lock(LockBase):
         if not task.cancelled():
             task.exception()  # retrieved: a background release's error has no caller
 
-    async def _acquire(self, section: Section) -> LockHandle:
-        if self._closed:
-            raise RuntimeError("this Lock is closed")
-        handle = LockHandle(self, section)
-        await self._run(flows.acquire(self, handle))
-        return handle
-
-    async def _release(self, handle: LockHandle) -> bool:
-        return await self._run(flows.release(self, handle))
-
-    async def _extend(self, handle: LockHandle, ttl_ms: int) -> bool:
-        return await self._run(flows.extend(self, handle, ttl_ms))
-
     # -- Effects, for the flows --------------------------------------------------------------
 
     def guard(self, handle: LockHandle) -> AbstractContextManager[object]:
@@ -414,18 +343,23 @@ class Lock(LockBase):
 
     def apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
-            first = handle.signal._fire(step.loss)
-            # A group's handles share one signal: its body is cancelled once, by the first.
-            if step.cancel_body and first and handle._task is not None:
-                handle._task.cancel()
-        if step.send is Op.EXTEND:
-            self._spawn(self._run(flows.renew(self, handle)), name=f"distlock-renew {handle.key}")
+            loss, cancel = handle._machine.on_loss(step)
+            if loss is not None:
+                handle.signal._fire(loss)
+            holding = handle._holding
+            if cancel and holding is not None and holding.task is not None:
+                holding.task.cancel()
+        command = step.send
+        if command is not None and command.op is Op.RENEW:
+            self._spawn(
+                self._run(flows.renew(self, handle, command)), name=f"distlock-renew {handle.key}"
+            )
 
     def arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
             handle._timer.cancel()
             handle._timer = None
-        wake_at = handle.section.wake_at
+        wake_at = handle._armed_at = handle.section.wake_at
         if wake_at is None or self._closed:
             self._handles.discard(handle)
             return

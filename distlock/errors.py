@@ -62,5 +62,23 @@ class LockLeaseLostError(LockError):
         self.reason = reason
 
 
+class UsageError(LockError, RuntimeError):
+    """The call is not possible in this state: a programming error to fix, not a condition
+    to retry (a closed Lock, a ``hold()`` entered twice, ``extend()`` under ``run``/``hold``)."""
+
+
+class LockClosedError(UsageError):
+    """The ``Lock`` was closed (``close()``, ``aclose()`` or the end of its ``with``): it
+    takes no new locks.  Keep one ``Lock`` open for as long as the service uses it."""
+
+    def __init__(self, key: str | None = None) -> None:
+        target = f"lock {key!r}" if key is not None else "a lock"
+        super().__init__(
+            f"cannot take {target}: this Lock is closed; create the Lock once and close it "
+            "when the service stops, not after each use",
+            key,
+        )
+
+
 class ProtocolError(LockError, RuntimeError):
     """An event arrived that the state machine cannot take in its current phase (a driver bug)."""

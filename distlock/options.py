@@ -6,11 +6,12 @@ loses nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final, Literal, TypedDict
 
 from distlock.errors import ValidationError
+from distlock.events import Observer, TraceObserver
 
 DEFAULT_PREFIX: Final = "lock"
 DEFAULT_TTL_MS: Final = 30_000
@@ -25,18 +26,6 @@ MAX_MS: Final = 2**31 - 1
 
 RenewErrorHook = Callable[[BaseException], object]
 Heartbeat = int | Literal[False] | None
-
-
-class Unset:
-    """The type of :data:`UNSET`: an argument left to the Lock's default."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Final = Unset()
 
 
 def _positive_int(value: object) -> int | None:
@@ -126,6 +115,80 @@ def check_drift(drift: object) -> float:
     return float(drift)
 
 
+def check_cancel(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"cancel_on_loss must be True or False, got {value!r}")
+    return value
+
+
+def check_observers(observers: object) -> tuple[Observer, ...]:
+    if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
+        raise ValidationError(f"observers must be a sequence of callables, got {observers!r}")
+    out = tuple(observers)
+    for observer in out:
+        if not callable(observer):
+            raise ValidationError(f"each observer must be callable, got {observer!r}")
+    return out
+
+
+def check_trace(trace: object) -> TraceObserver | None:
+    if trace is not None and not callable(trace):
+        raise ValidationError(f"trace must be callable or None, got {trace!r}")
+    return trace
+
+
+# -- the options, declared once --------------------------------------------------------------
+# Each option is one key of a TypedDict below (what mypy and IDEs show for ``**options``),
+# one field of Options, and one validator in _CHECKS.  The drivers' signatures are
+# ``**options: Unpack[...]``, so adding an option touches this module only.
+
+
+class AcquireOptions(TypedDict, total=False):
+    """Options of ``acquire`` (and of every call)."""
+
+    #: Lease length in ms: the crash backstop and the renewal window (at most 2**31-1).
+    ttl_ms: int
+    #: Extra attempts when the lock is held; 0 fails fast.
+    retries: int
+    #: Delay between attempts, in ms.
+    retry_delay_ms: float
+
+
+class HoldOptions(AcquireOptions, total=False):
+    """Options of ``hold``/``run``/``hold_many``/``run_many``."""
+
+    #: Renewal interval in ms (at most ttl_ms / 2); None: ttl_ms // 4; False: no renewal.
+    heartbeat_ms: Heartbeat
+    #: Called with the exception of each failed renewal round trip (not a loss).
+    on_renew_error: RenewErrorHook | None
+
+
+class AsyncHoldOptions(HoldOptions, total=False):
+    """Options of the asyncio ``hold``/``run``/``hold_many``/``run_many``."""
+
+    #: Cancel the body when the lease is lost (default True).
+    cancel_on_loss: bool
+
+
+class LockOptions(HoldOptions, total=False):
+    """Options of the ``Lock`` constructor: the defaults of every call, and more."""
+
+    #: Key namespace: keys are ``<prefix>:<id>``.
+    prefix: str
+    #: Fraction of the TTL the client clock may run slow against Redis's.
+    drift_factor: float
+    #: Receive typed lifecycle events (see :mod:`distlock.events`).
+    observers: Sequence[Observer]
+    #: Receive every state-machine transition, in order (see :mod:`distlock.trace`).
+    trace: TraceObserver | None
+
+
+class AsyncLockOptions(LockOptions, total=False):
+    """Options of the asyncio ``Lock`` constructor."""
+
+    cancel_on_loss: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Options:
     """A validated, complete set of options: the ``Lock``'s defaults or one call's."""
@@ -135,7 +198,11 @@ class Options:
     retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS
     heartbeat_ms: Heartbeat = None
     on_renew_error: RenewErrorHook | None = None
+    cancel_on_loss: bool = True
     drift_factor: float = DEFAULT_DRIFT_FACTOR
+    prefix: str = DEFAULT_PREFIX
+    observers: tuple[Observer, ...] = ()
+    trace: TraceObserver | None = None
 
     @property
     def renew_every_ms(self) -> int | None:
@@ -146,59 +213,45 @@ class Options:
             return max(1, self.ttl_ms // 4)
         return self.heartbeat_ms
 
-    def override(
-        self,
-        *,
-        ttl_ms: object = UNSET,
-        retries: object = UNSET,
-        retry_delay_ms: object = UNSET,
-        heartbeat_ms: object = UNSET,
-        on_renew_error: object = UNSET,
-    ) -> Options:
-        """These options with a call's arguments applied and validated together."""
-        if (
-            ttl_ms is UNSET
-            and retries is UNSET
-            and retry_delay_ms is UNSET
-            and heartbeat_ms is UNSET
-            and on_renew_error is UNSET
-        ):
+    def override(self, allowed: frozenset[str], options: Mapping[str, object]) -> Options:
+        """These options with a call's ``options`` applied and validated together.
+
+        ``allowed`` names what the call accepts; anything else is a TypeError, as for an
+        unknown keyword.
+        """
+        if not options:
             return self  # validated when the Lock was made
-        ttl = self.ttl_ms if ttl_ms is UNSET else check_ttl(ttl_ms)
-        if heartbeat_ms is UNSET:
-            # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.
-            heartbeat = check_heartbeat(self.heartbeat_ms, ttl)
-        else:
-            heartbeat = check_heartbeat(heartbeat_ms, ttl)
-        return Options(
-            ttl_ms=ttl,
-            retries=self.retries if retries is UNSET else check_retries(retries),
-            retry_delay_ms=(
-                self.retry_delay_ms if retry_delay_ms is UNSET else check_delay(retry_delay_ms)
-            ),
-            heartbeat_ms=heartbeat,
-            on_renew_error=(
-                self.on_renew_error if on_renew_error is UNSET else check_hook(on_renew_error)
-            ),
-            drift_factor=self.drift_factor,
-        )
+        unknown = [name for name in options if name not in allowed]
+        if unknown:
+            raise TypeError(
+                f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                f"accepted here: {', '.join(sorted(allowed))}"
+            )
+        changes = {name: _CHECKS[name](value) for name, value in options.items()}
+        merged = replace(self, **changes)  # type: ignore[arg-type]
+        # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.
+        check_heartbeat(merged.heartbeat_ms, merged.ttl_ms)
+        return merged
 
 
-def lock_defaults(
-    *,
-    ttl_ms: object,
-    retries: object,
-    retry_delay_ms: object,
-    heartbeat_ms: object,
-    on_renew_error: object,
-    drift_factor: object,
-) -> Options:
-    ttl = check_ttl(ttl_ms)
-    return Options(
-        ttl_ms=ttl,
-        retries=check_retries(retries),
-        retry_delay_ms=check_delay(retry_delay_ms),
-        heartbeat_ms=check_heartbeat(heartbeat_ms, ttl),
-        on_renew_error=check_hook(on_renew_error),
-        drift_factor=check_drift(drift_factor),
-    )
+_CHECKS: Final[dict[str, Callable[[object], object]]] = {
+    "ttl_ms": check_ttl,
+    "retries": check_retries,
+    "retry_delay_ms": check_delay,
+    "heartbeat_ms": lambda value: check_heartbeat(value, MAX_MS),
+    "on_renew_error": check_hook,
+    "cancel_on_loss": check_cancel,
+    "drift_factor": check_drift,
+    "prefix": check_prefix,
+    "observers": check_observers,
+    "trace": check_trace,
+}
+
+#: What each call accepts: the keys of its TypedDict.
+ACQUIRE_KEYS: Final = frozenset(AcquireOptions.__optional_keys__)
+HOLD_KEYS: Final = frozenset(HoldOptions.__optional_keys__)
+ASYNC_HOLD_KEYS: Final = frozenset(AsyncHoldOptions.__optional_keys__)
+LOCK_KEYS: Final = frozenset(LockOptions.__optional_keys__)
+ASYNC_LOCK_KEYS: Final = frozenset(AsyncLockOptions.__optional_keys__)
+
+DEFAULTS: Final = Options()

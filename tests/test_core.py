@@ -7,8 +7,12 @@ import asyncio
 import pytest
 
 from distlock._core.actions import CLIENT_ACTIONS, method_name
-from distlock._core.section import NOTHING, Op, Outcome, Phase, Section, SectionConfig
-from distlock.errors import LockLeaseLostError, LossReason, ProtocolError
+from distlock._core.group import Group
+from distlock._core.lease import LeaseClock
+from distlock._core.section import NOTHING, Op, Outcome, Phase, SectionConfig
+from distlock.errors import LockLeaseLostError, LossReason, ProtocolError, UsageError
+from tests.core_helpers import TracedSection as Section
+from tests.core_helpers import op_of
 
 TTL = 1000
 
@@ -21,7 +25,7 @@ def section(**config: object) -> Section:
 
 def held(now: float = 0.0, **config: object) -> Section:
     s = section(**config)
-    assert s.acquire(now).send is Op.ACQUIRE
+    assert op_of(s.acquire(now)) is Op.ACQUIRE
     s.acquire_reply(now + 5, 7)
     assert s.phase is Phase.HELD
     return s
@@ -50,7 +54,7 @@ def test_tick_renews_when_due_then_waits_for_the_reply() -> None:
     s = held()
     assert s.wake_at == 250.0
     assert s.tick(100.0) is NOTHING
-    assert s.tick(250.0).send is Op.EXTEND
+    assert op_of(s.tick(250.0)) is Op.RENEW
     assert s.renew_in_flight
     # One renewal in flight at a time: the next due tick does not send another.
     assert s.tick(600.0) is NOTHING
@@ -77,7 +81,7 @@ def test_rejected_renewal_is_an_immediate_loss() -> None:
 def test_failed_round_trips_are_not_a_loss_until_the_deadline() -> None:
     s = held(drift_factor=0.0)
     for t in (250.0, 500.0, 750.0):
-        assert s.tick(t).send is Op.EXTEND
+        assert op_of(s.tick(t)) is Op.RENEW
         assert s.renew_fail(t + 1) is NOTHING
     assert s.lost is None and s.renew_failures == 3
     step = s.tick(1000.0)
@@ -101,10 +105,10 @@ def test_completion_check_catches_a_starved_timer() -> None:
     step = s.body_done(1200.0)
     assert step.loss is not None and step.loss.reason is LossReason.DEADLINE_AT_COMPLETION
     assert not step.cancel_body
-    assert s.release(1201.0).send is Op.RELEASE
+    assert op_of(s.release(1201.0)) is Op.RELEASE
     s.release_reply(1202.0, True)  # the key was still there: still not a success
     assert s.outcome is Outcome.LOST
-    assert s.verdict(None) is s.lost
+    assert Group([s]).verdict(None) is s.lost
 
 
 def test_only_a_confirmed_release_is_success() -> None:
@@ -113,7 +117,7 @@ def test_only_a_confirmed_release_is_success() -> None:
     s.release(100.0)
     s.release_reply(101.0, True)
     assert s.outcome is Outcome.OK
-    assert s.verdict(None) is None
+    assert Group([s]).verdict(None) is None
 
     s = held()
     s.body_done(100.0)
@@ -155,7 +159,8 @@ def test_backoff_waits_for_the_retry_delay() -> None:
     s = section(retries=1, retry_delay_ms=50.0)
     s.acquire(0.0)
     s.acquire_reply(1.0, 0)
-    assert s.phase is Phase.BACKOFF and s.wake_at == 51.0
+    assert s.phase is Phase.BACKOFF and s.retry_at == 51.0
+    assert s.wake_at is None  # the flow sleeps; no timer is armed for a backoff
     with pytest.raises(ProtocolError):
         s.acquire(20.0)
     s.acquire(51.0)
@@ -166,7 +171,7 @@ def test_failed_acquire_releases_with_our_token_and_fails() -> None:
     s.acquire(0.0)
     s.acquire_fail(3.0)
     assert s.phase is Phase.ABANDONED
-    assert s.release(4.0).send is Op.RELEASE
+    assert op_of(s.release(4.0)) is Op.RELEASE
     s.release_reply(5.0, True)
     assert s.outcome is Outcome.FAILED
 
@@ -175,7 +180,7 @@ def test_manual_handle_has_no_timer_and_signals_only_from_extend() -> None:
     s = held(watch=False, renew_every_ms=None)
     assert s.wake_at is None
     assert s.tick(5000.0) is NOTHING
-    assert s.extend(10.0, 2000).send is Op.EXTEND
+    assert op_of(s.extend(10.0, 2000)) is Op.EXTEND
     step = s.extend_reply(11.0, False)
     assert step.loss is not None and step.loss.reason is LossReason.EXTEND_REJECTED
     s2 = held(watch=False, renew_every_ms=None)
@@ -188,17 +193,24 @@ def test_manual_extend_uses_its_own_ttl() -> None:
     s.extend(100.0, 5000)
     s.extend_reply(150.0, True)
     assert s.deadline == 5100.0
-    assert s.extend(200.0, 10).send is Op.EXTEND
+    assert op_of(s.extend(200.0, 10)) is Op.EXTEND
     assert s.extend(200.0, 10) is NOTHING  # one extend in flight per handle
 
 
 def test_extend_after_release_sends_nothing() -> None:
-    s = held()
-    s.body_done(1.0)
+    s = held(watch=False, renew_every_ms=None)
     s.release(1.0)
     s.release_reply(2.0, True)
     assert s.extend(3.0, TTL) is NOTHING
     assert s.release(3.0) is NOTHING
+
+
+def test_extend_under_run_or_hold_is_a_usage_error() -> None:
+    # The heartbeat owns the TTL there; the spec has no Extend in that mode either.
+    s = held()
+    with pytest.raises(UsageError, match="renewed for you"):
+        s.extend(3.0, TTL)
+    assert not s.extend_in_flight and s.holding
 
 
 def test_loss_cancels_a_running_body_only_when_asked() -> None:
@@ -218,15 +230,15 @@ def test_verdicts() -> None:
     s.release(300.0)
     s.release_reply(301.0, False)
     body = ValueError("boom")
-    assert s.verdict(body) is s.lost  # the loss is never hidden behind another error
-    assert s.verdict(s.lost) is s.lost  # the body re-raised the abort reason: unchanged
-    assert s.verdict(asyncio.CancelledError()) is s.lost  # our own cancel becomes the loss
+    assert Group([s]).verdict(body) is s.lost  # the loss is never hidden behind another error
+    assert Group([s]).verdict(s.lost) is s.lost  # the body re-raised the abort reason: unchanged
+    assert Group([s]).verdict(asyncio.CancelledError()) is s.lost  # our own cancel becomes the loss
 
     s = held()
     s.body_done(1.0)
     s.release(1.0)
     s.release_reply(2.0, True)
-    assert s.verdict(body) is body
+    assert Group([s]).verdict(body) is body
 
 
 def test_trace_records_actions_in_order() -> None:
@@ -253,7 +265,7 @@ def test_a_grant_that_arrives_after_its_lease_is_a_loss_at_once() -> None:
     assert step.loss is not None
     assert step.loss.reason is LossReason.GRANTED_TOO_LATE
     assert not s.holding
-    assert s.release(TTL + 1.0).send is Op.RELEASE  # the key is cleaned up, no body runs
+    assert op_of(s.release(TTL + 1.0)) is Op.RELEASE  # the key is cleaned up, no body runs
     s.release_reply(TTL + 2.0, True)
     assert s.outcome is Outcome.LOST
 
@@ -267,25 +279,25 @@ def test_a_shorter_extend_shortens_the_trusted_lease() -> None:
     assert s.deadline == 30.0
 
 
-def test_a_renewal_after_a_longer_extend_counts_its_own_ttl() -> None:
-    s = held(drift_factor=0.0)
-    s.extend(10.0, 5000)
-    s.extend_reply(11.0, True)
-    assert s.deadline == 5010.0
-    s.tick(250.0)  # renews with the lock's TTL, which replaces the longer one
-    assert s.deadline == 250.0 + TTL
-    s.renew_reply(260.0, True)
-    assert s.deadline == 250.0 + TTL
+def test_a_later_write_with_a_shorter_ttl_replaces_a_longer_one() -> None:
+    lease = LeaseClock(TTL, 0.0, 250)
+    lease.confirm(lease.send(10.0, 5000))
+    assert lease.deadline == 5010.0
+    renewal = lease.send(250.0, TTL)  # PEXPIRE replaces the longer TTL as it runs
+    assert lease.deadline == 250.0 + TTL
+    lease.confirm(renewal)
+    assert lease.deadline == 250.0 + TTL
 
 
-def test_concurrent_requests_count_the_shorter_ttl() -> None:
-    s = held(drift_factor=0.0)
-    s.tick(250.0)  # renewal (TTL 1000) in flight
-    s.extend(300.0, 2000)  # may run before or after the renewal
-    s.extend_reply(301.0, True)
-    assert s.deadline == 300.0 + TTL  # the renewal may run last, with the shorter TTL
-    s.renew_reply(302.0, True)
-    assert s.deadline == 300.0 + TTL
+def test_concurrent_writes_count_the_shorter_ttl() -> None:
+    lease = LeaseClock(TTL, 0.0, 250)
+    lease.grant(0.0, TTL)
+    short = lease.send(250.0, TTL)
+    long = lease.send(300.0, 2000)  # may run before or after the other
+    lease.confirm(long)
+    assert lease.deadline == 300.0 + TTL  # the shorter one may run last
+    lease.confirm(short)
+    assert lease.deadline == 300.0 + TTL
 
 
 def test_a_failed_shorter_extend_bounds_later_confirmations() -> None:

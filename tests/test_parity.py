@@ -100,7 +100,9 @@ def _public_methods() -> set[str]:
 NOT_ACTIONS = {
     "tick": "the scheduler asking which timer action (RenewSend, LeaseTimeout) is enabled",
     "not_acquired_error": "builds the exception a driver raises",
-    "verdict": "maps the outcome to what the caller sees",
+    "reply": "routes a reply to the action it completes (AcquireReply, RenewReply, ...)",
+    "failed": "routes a failed round trip to its action (AcquireFail, RenewFail, ...)",
+    "take_events": "drains the outbox of transitions and lifecycle events",
 }
 
 

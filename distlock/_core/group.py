@@ -1,17 +1,25 @@
-"""Several locks held together: the decisions that concern a group, not one section.
+"""Sections held together: the decisions that concern a group, not one section.
 
-Locks taken one after another can deadlock when two callers take the same keys in
-different orders (each holds one and waits for the other).  A group is therefore always
-taken in one global order, the sorted Redis keys, whatever order the caller named them
-in, and released in the reverse order.  ``spec/MultiLock.tla`` shows the difference: TLC
-finds the deadlock when callers take keys in their own order, and none in sorted order.
+Every ``hold``/``run`` is a group (of one section, or of several with ``hold_many``), and
+so is a handle from ``acquire``.  The group decides:
+
+- the order its keys are taken in: sorted, whatever order the caller named them in.  Locks
+  taken one after another deadlock when two callers take the same keys in different
+  orders; ``spec/MultiLock.tla`` shows TLC finding that deadlock in caller order and none in
+  sorted order;
+- the first loss: the one the group's signal reports, and the only one that may cancel the
+  body (a body is cancelled once, however many of its locks are lost);
+- the verdict the caller sees once every section is over.
 """
 
 from __future__ import annotations
 
+from asyncio import CancelledError
 from collections.abc import Sequence
 
-from distlock.errors import ValidationError
+from distlock._core.commands import Step
+from distlock._core.section import Outcome, Section
+from distlock.errors import LockLeaseLostError, ProtocolError, ValidationError
 
 
 def acquisition_order(keys: Sequence[str]) -> list[str]:
@@ -22,3 +30,57 @@ def acquisition_order(keys: Sequence[str]) -> list[str]:
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         raise ValidationError(f"lock ids in a group must be distinct; repeated: {dupes}")
     return sorted(keys)
+
+
+class Group:
+    """The sections of one ``hold``/``run``/``hold_many``/``run_many`` or manual handle."""
+
+    __slots__ = ("body_cancelled", "first_loss", "sections")
+
+    def __init__(self, sections: Sequence[Section]) -> None:
+        #: In acquisition order.
+        self.sections = tuple(sections)
+        #: The signal's reason: the first loss among the sections, once known.
+        self.first_loss: LockLeaseLostError | None = None
+        #: The body was cancelled because of a loss (at most once).
+        self.body_cancelled = False
+
+    def on_loss(self, step: Step) -> tuple[LockLeaseLostError | None, bool]:
+        """A section's step reported a loss: (the loss to fire the signal with, or None if
+        the signal already fired; whether to cancel the body now)."""
+        if step.loss is None or self.first_loss is not None:
+            return None, False
+        self.first_loss = step.loss
+        cancel = step.cancel_body and not self.body_cancelled
+        self.body_cancelled = self.body_cancelled or cancel
+        return step.loss, cancel
+
+    @property
+    def cancel_requested(self) -> bool:
+        """A loss asked for the body to be cancelled."""
+        return any(s.cancel_requested for s in self.sections)
+
+    def verdict(self, body_error: BaseException | None) -> BaseException | None:
+        """What a ``run``/``hold`` caller sees once every section is over.
+
+        - success (every section ok): the body's own exception, if any, else nothing;
+        - the body raised the loss itself (the signal's reason): that, unchanged;
+        - the body was cancelled because of the loss: the loss;
+        - the body was cancelled from outside: the cancellation, which the caller asked for;
+        - any other loss: the loss, chained from the body's exception by the driver, because
+          a loss is never hidden behind another error.
+        """
+        sections = self.sections
+        if all(s.outcome is Outcome.OK for s in sections):
+            return body_error
+        loss = self.first_loss
+        if loss is None:
+            loss = next((s.lost for s in sections if s.lost is not None), None)
+        if loss is None:
+            first = sections[0]
+            raise ProtocolError(f"no verdict in phase {first.phase.value}", first.key)
+        if body_error is loss:
+            return body_error
+        if isinstance(body_error, CancelledError) and not self.cancel_requested:
+            return body_error
+        return loss

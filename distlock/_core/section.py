@@ -1,26 +1,44 @@
-"""The pure lock state machine: no sockets, no clocks, no threads.
+"""The lock's pure machine: one :class:`Section` per acquisition of one key.
 
-One :class:`Section` follows one acquisition from the first request to the final verdict.
-Time (``now``, milliseconds on the client's monotonic clock) and Redis replies are inputs;
-the commands to put on the wire and the moment the loss becomes known are outputs.  Each
-public method is one client-side action of ``spec/DistLock.tla`` with the same name in
-snake case (``RenewSend`` is :meth:`Section.renew_send`), the same guard and the same effect.
+A section follows one acquisition from the first request to the final verdict.  Time
+(``now``, milliseconds on the client's monotonic clock) and Redis replies are inputs; the
+commands to put on the wire, the moment the loss becomes known, and lifecycle events are
+outputs.  Each public method named after an action is one client-side action of
+``spec/DistLock.tla`` in snake case (``RenewSend`` is :meth:`Section.renew_send`), with the
+same guard and the same effect.  The lease arithmetic is the shared
+:class:`~distlock._core.lease.LeaseClock`; this class adds what is particular to a lock:
+acquisition with retries, the phases of a section, and completion.
 
-The sync and asyncio drivers only do IO and feed events in; every decision (when to renew,
-when the lease is lost, what the caller finally sees) is made here, once.
+Nothing here calls out: transitions and lifecycle events are appended to an outbox that
+the driver drains (:meth:`Section.take_events`) and hands to observers outside any lock.
 """
 
 from __future__ import annotations
 
 import enum
-from asyncio import CancelledError
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
-from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason, ProtocolError
+from distlock._core.commands import NOTHING, Command, Op, Step
+from distlock._core.lease import LeaseClock, Write
+from distlock.errors import (
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    ProtocolError,
+    UsageError,
+)
+from distlock.events import (
+    Acquired,
+    Event,
+    Lost,
+    NotAcquired,
+    Released,
+    Renewed,
+    RenewFailed,
+    Transition,
+)
 
-Trace = Callable[[dict[str, Any]], None]
+__all__ = ["NOTHING", "Command", "Op", "Outcome", "Phase", "Section", "SectionConfig", "Step"]
 
 
 class Phase(enum.Enum):
@@ -42,48 +60,45 @@ class Outcome(enum.Enum):
     FAILED = "failed"
 
 
-class Op(enum.Enum):
-    """A script to run against the section's key."""
-
-    ACQUIRE = "acquire"
-    EXTEND = "extend"
-    RELEASE = "release"
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What a transition asks of the driver.
-
-    ``send``: run this script now.  ``loss``: the lease just became known lost; fire the
-    signal with it (and, when ``cancel_body``, cancel the body).
-    """
-
-    send: Op | None = None
-    loss: LockLeaseLostError | None = None
-    cancel_body: bool = False
-
-
-NOTHING: Final = Step()
-
-_HOLDING: Final = frozenset({Phase.HELD})
 _RELEASABLE: Final = frozenset({Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED})
 
 
-@dataclass(frozen=True, slots=True)
 class SectionConfig:
     """Everything a section needs to decide, already validated by :mod:`distlock.options`."""
 
-    ttl_ms: int
-    retries: int = 0
-    retry_delay_ms: float = 100.0
-    #: Renewal interval while the body runs; None for a manual handle or heartbeat_ms=False.
-    renew_every_ms: int | None = None
-    #: Watch the deadline in the background and fire the signal when it passes (run/hold).
-    watch: bool = False
-    cancel_on_loss: bool = False
-    drift_factor: float = 0.01
-    #: Told about each failed renewal round trip (telemetry: a failed trip is not a loss).
-    on_renew_error: Callable[[BaseException], object] | None = None
+    __slots__ = (
+        "cancel_on_loss",
+        "drift_factor",
+        "observed",
+        "renew_every_ms",
+        "retries",
+        "retry_delay_ms",
+        "ttl_ms",
+        "watch",
+    )
+
+    def __init__(
+        self,
+        ttl_ms: int,
+        retries: int = 0,
+        retry_delay_ms: float = 100.0,
+        renew_every_ms: int | None = None,
+        watch: bool = False,
+        cancel_on_loss: bool = False,
+        drift_factor: float = 0.01,
+        observed: bool = False,
+    ) -> None:
+        self.ttl_ms = ttl_ms
+        self.retries = retries
+        self.retry_delay_ms = retry_delay_ms
+        #: Renewal interval while the body runs; None for a manual handle or heartbeat_ms=False.
+        self.renew_every_ms = renew_every_ms if watch else None
+        #: run/hold: watch the deadline in the background and fire the signal when it passes.
+        self.watch = watch
+        self.cancel_on_loss = cancel_on_loss
+        self.drift_factor = drift_factor
+        #: Someone observes lifecycle events: make them (they cost nothing when off).
+        self.observed = observed
 
     def lease_ms(self, ttl_ms: int) -> float:
         """How long the client may trust a lease of ``ttl_ms`` granted at the send time."""
@@ -94,30 +109,26 @@ class Section:
     """One client's acquisition of one key, from the first request to the verdict."""
 
     __slots__ = (
-        "_trace",
         "attempts",
         "cancel_requested",
         "client",
         "config",
-        "deadline",
-        "extend_in_flight",
-        "extend_sent_at",
-        "extend_ttl_ms",
+        "events",
+        "extend_write",
         "fence",
         "finished",
+        "first_sent_at",
         "key",
+        "lease",
         "lost",
-        "next_renew_at",
         "outcome",
         "phase",
         "release_confirmed",
         "renew_failures",
-        "renew_in_flight",
-        "renew_sent_at",
+        "renew_write",
         "retry_at",
         "sent_at",
         "token",
-        "unconfirmed_ttl_ms",
     )
 
     def __init__(
@@ -127,98 +138,51 @@ class Section:
         config: SectionConfig,
         *,
         client: str = "c",
-        trace: Trace | None = None,
+        record: bool = False,
     ) -> None:
         self.key = key
         self.token = token
         self.config = config
         self.client = client
-        self._trace = trace
+        #: The outbox: transitions (when recorded) and lifecycle events (when observed).
+        self.events: list[Transition | Event] | None = (
+            [] if record or config.observed else None
+        )
+        self._init_state()
 
+    def _init_state(self) -> None:
+        config = self.config
+        self.lease = LeaseClock(config.ttl_ms, config.drift_factor, config.renew_every_ms)
         self.phase = Phase.IDLE
         self.outcome = Outcome.NONE
         self.attempts = 0
         self.retry_at = 0.0
         self.sent_at = 0.0
+        self.first_sent_at = 0.0
         self.fence: int | None = None
-        #: Client-clock instant after which the lease may have lapsed in Redis.
-        self.deadline = 0.0
-        #: The shortest TTL among requests that failed but may still have run.
-        self.unconfirmed_ttl_ms: int | None = None
-        self.renew_in_flight = False
-        self.renew_sent_at = 0.0
-        self.next_renew_at = 0.0
+        self.renew_write: Write | None = None
+        self.extend_write: Write | None = None
         self.renew_failures = 0
-        self.extend_in_flight = False
-        self.extend_sent_at = 0.0
-        self.extend_ttl_ms = config.ttl_ms
         self.finished = False
         #: The signal: set once, the moment the loss is known; never cleared.
         self.lost: LockLeaseLostError | None = None
         self.cancel_requested = False
         self.release_confirmed: bool | None = None
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- what the spec observes -------------------------------------------------------------
 
-    def _guard(self, action: str, ok: bool) -> None:
-        if not ok:
-            raise ProtocolError(
-                f"{action} is not possible in phase {self.phase.value} for {self.key!r}",
-                self.key,
-            )
+    @property
+    def deadline(self) -> float:
+        """Client-clock instant after which the lease may have lapsed in Redis."""
+        return self.lease.deadline
 
-    def _record(self, action: str, now: float, **extra: Any) -> None:
-        # Callers test ``self._trace`` first, so tracing off costs one attribute check.
-        assert self._trace is not None
-        event: dict[str, Any] = {
-            "action": action,
-            "client": self.client,
-            "t": now,
-            "phase": self.phase.value,
-            "outcome": self.outcome.value,
-            "lost": self.lost is not None,
-            "deadline": self.deadline,
-            "renew_in_flight": self.renew_in_flight,
-            "fence": self.fence,
-        }
-        event.update(extra)
-        self._trace(event)
+    @property
+    def renew_in_flight(self) -> bool:
+        return self.renew_write is not None
 
-    def _lose(self, reason: LossReason, *, body_running: bool = True) -> Step:
-        if self.lost is not None:
-            return NOTHING
-        self.lost = LockLeaseLostError(self.key, reason)
-        cancel = self.config.cancel_on_loss and body_running and not self.finished
-        self.cancel_requested = self.cancel_requested or cancel
-        return Step(loss=self.lost, cancel_body=cancel)
-
-    def _confirm(self, sent_at: float, ttl_ms: int) -> None:
-        """A TTL-setting request sent at ``sent_at`` succeeded: move the deadline.
-
-        Redis ran it no earlier than our send, so the key lives at least until
-        ``sent_at + ttl_ms``, unless a request that may run after it sets a shorter TTL
-        (PEXPIRE replaces, it does not extend): one still in flight, or one whose outcome
-        we never learnt.  Any of those may be the last to run, so the shortest of their
-        TTLs is the one we can count on.
-        """
-        shortest = ttl_ms
-        if self.renew_in_flight:
-            shortest = min(shortest, self.config.ttl_ms)
-        if self.extend_in_flight:
-            shortest = min(shortest, self.extend_ttl_ms)
-        if self.unconfirmed_ttl_ms is not None:
-            shortest = min(shortest, self.unconfirmed_ttl_ms)
-        self.deadline = max(self.deadline, sent_at + self.config.lease_ms(shortest))
-
-    def _bound(self, now: float, ttl_ms: int) -> None:
-        """A TTL-setting request leaves now: if Redis runs it at once, the key ends at
-        ``now + ttl_ms``, which is earlier than the deadline when ``ttl_ms`` is shorter."""
-        self.deadline = min(self.deadline, now + self.config.lease_ms(ttl_ms))
-
-    def _unconfirmed(self, ttl_ms: int) -> None:
-        # A failed round trip may still have run, at any later time.
-        if self.unconfirmed_ttl_ms is None or ttl_ms < self.unconfirmed_ttl_ms:
-            self.unconfirmed_ttl_ms = ttl_ms
+    @property
+    def extend_in_flight(self) -> bool:
+        return self.extend_write is not None
 
     @property
     def holding(self) -> bool:
@@ -232,15 +196,85 @@ class Section:
 
     @property
     def wake_at(self) -> float | None:
-        """When the driver must next call :meth:`tick` (or retry :meth:`acquire`), if ever."""
-        if self.phase is Phase.BACKOFF:
-            return self.retry_at
+        """When the driver must next call :meth:`tick`, if ever (backoff sleeps are the
+        flow's own)."""
         if self.phase is not Phase.HELD or self.lost is not None or not self.config.watch:
             return None
-        every = self.config.renew_every_ms
-        if every is None or self.renew_in_flight:
-            return self.deadline
-        return min(self.next_renew_at, self.deadline)
+        return self.lease.wake_at(self.renew_write is not None)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _guard(self, action: str, ok: bool) -> None:
+        if not ok:
+            raise ProtocolError(
+                f"{action} is not possible in phase {self.phase.value} for {self.key!r}",
+                self.key,
+            )
+
+    def _record(self, action: str, now: float, **extra: Any) -> None:
+        # Callers test ``self.events`` first, so recording off costs one attribute check.
+        assert self.events is not None
+        fields: dict[str, Any] = {
+            "phase": self.phase.value,
+            "outcome": self.outcome.value,
+            "lost": self.lost is not None,
+            "deadline": self.lease.deadline,
+            "renew_in_flight": self.renew_write is not None,
+            "fence": self.fence,
+        }
+        fields.update(extra)
+        self.events.append(Transition(action, self.client, now, fields))
+
+    def _emit(self, event: Event) -> None:
+        if self.events is not None and self.config.observed:
+            self.events.append(event)
+
+    def take_events(self) -> list[Transition | Event]:
+        """Drain the outbox, oldest first."""
+        events = self.events
+        if not events:
+            return []
+        self.events = []
+        return events
+
+    def _lose(self, now: float, reason: LossReason, *, body_running: bool = True) -> Step:
+        if self.lost is not None:
+            return NOTHING
+        self.lost = LockLeaseLostError(self.key, reason)
+        cancel = self.config.cancel_on_loss and body_running and not self.finished
+        self.cancel_requested = self.cancel_requested or cancel
+        if self.events is not None and self.config.observed:
+            self.events.append(
+                Lost(self.key, self.client, now, reason, now - self.lease.confirmed_at)
+            )
+        return Step(loss=self.lost, cancel_body=cancel)
+
+    def _command(self, op: Op, ttl_ms: int, write: Write | None) -> Command:
+        return Command(op, self.key, self.token, ttl_ms, write)
+
+    # -- replies, routed by the command they answer ------------------------------------------
+
+    def reply(self, now: float, command: Command, value: int) -> Step:
+        """The reply to ``command`` arrived: the action it completes."""
+        op = command.op
+        if op is Op.ACQUIRE:
+            return self.acquire_reply(now, value)
+        if op is Op.RENEW:
+            return self.renew_reply(now, value == 1)
+        if op is Op.EXTEND:
+            return self.extend_reply(now, value == 1)
+        return self.release_reply(now, value == 1)
+
+    def failed(self, now: float, command: Command, error: BaseException | None = None) -> Step:
+        """``command``'s round trip failed (or was interrupted): the action that follows."""
+        op = command.op
+        if op is Op.ACQUIRE:
+            return self.acquire_fail(now)
+        if op is Op.RENEW:
+            return self.renew_fail(now, error)
+        if op is Op.EXTEND:
+            return self.extend_fail(now)
+        return self.release_fail(now)
 
     # -- acquisition -----------------------------------------------------------------------
 
@@ -250,43 +284,50 @@ class Section:
             "Acquire",
             self.phase is Phase.IDLE or (self.phase is Phase.BACKOFF and now >= self.retry_at),
         )
+        if self.phase is Phase.IDLE:
+            self.first_sent_at = now
         self.phase = Phase.ACQUIRING
         self.attempts += 1
         self.sent_at = now
-        if self._trace is not None:
+        ttl = self.config.ttl_ms
+        if self.events is not None:
             self._record(
                 "Acquire",
                 now,
                 attempt=self.attempts,
                 # what a trace is checked against: the key, TTL, Heartbeat, Retries and mode
                 key=self.key,
-                ttl_ms=self.config.ttl_ms,
+                ttl_ms=ttl,
                 renew_every_ms=self.config.renew_every_ms,
                 watch=self.config.watch,
                 retries=self.config.retries,
             )
-        return Step(send=Op.ACQUIRE)
+        return Step(send=self._command(Op.ACQUIRE, ttl, None))
 
     def acquire_reply(self, now: float, fence: int) -> Step:
         """AcquireReply: ``fence`` > 0 is granted, 0 is held by another owner."""
         self._guard("AcquireReply", self.phase is Phase.ACQUIRING)
+        lease = self.lease
         step = NOTHING
         if fence > 0:
             self.phase = Phase.HELD
             self.fence = fence
-            self._confirm(self.sent_at, self.config.ttl_ms)
-            if self.config.renew_every_ms is not None:
-                self.next_renew_at = self.sent_at + self.config.renew_every_ms
-            if now >= self.deadline:
+            lease.grant(self.sent_at, self.config.ttl_ms)
+            lease.schedule_renewal(self.sent_at)
+            self._emit(
+                Acquired(self.key, self.client, now, fence, self.attempts, now - self.first_sent_at)
+            )
+            if lease.expired(now):
                 # The reply outlived the lease it grants: no body may start on it.
-                step = self._lose(LossReason.GRANTED_TOO_LATE, body_running=False)
+                step = self._lose(now, LossReason.GRANTED_TOO_LATE, body_running=False)
         elif self.attempts <= self.config.retries:
             self.phase = Phase.BACKOFF
             self.retry_at = now + self.config.retry_delay_ms
         else:
             self.phase = Phase.DONE
             self.outcome = Outcome.NOT_ACQUIRED
-        if self._trace is not None:
+            self._emit(NotAcquired(self.key, self.client, now, self.attempts))
+        if self.events is not None:
             self._record("AcquireReply", now, granted=fence > 0)
         return step
 
@@ -294,7 +335,7 @@ class Section:
         """AcquireFail: the reply never came; the SET may have run, so clean up with our token."""
         self._guard("AcquireFail", self.phase is Phase.ACQUIRING)
         self.phase = Phase.ABANDONED
-        if self._trace is not None:
+        if self.events is not None:
             self._record("AcquireFail", now)
         return NOTHING
 
@@ -307,101 +348,128 @@ class Section:
         """
         if self.phase is not Phase.HELD or self.lost is not None or not self.config.watch:
             return NOTHING
-        if now >= self.deadline:
+        if self.lease.expired(now):
             return self.lease_timeout(now)
-        every = self.config.renew_every_ms
-        if every is not None and not self.renew_in_flight and now >= self.next_renew_at:
+        if self.renew_write is None and self.lease.renew_due(now):
             return self.renew_send(now)
         return NOTHING
 
     def renew_send(self, now: float) -> Step:
         """RenewSend: the lease is valid on our clock and no renewal is in flight."""
+        lease = self.lease
         self._guard(
             "RenewSend",
             self.holding
-            and self.config.renew_every_ms is not None
-            and not self.renew_in_flight
-            and now < self.deadline,
+            and lease.renew_every_ms is not None
+            and self.renew_write is None
+            and not lease.expired(now),
         )
-        every = self.config.renew_every_ms
-        assert every is not None
-        self.renew_in_flight = True
-        self.renew_sent_at = now
-        self.next_renew_at = now + every
-        self._bound(now, self.config.ttl_ms)
-        if self._trace is not None:
+        ttl = self.config.ttl_ms
+        self.renew_write = write = lease.send(now, ttl)
+        lease.schedule_renewal(now)
+        if self.events is not None:
             self._record("RenewSend", now)
-        return Step(send=Op.EXTEND)
+        return Step(send=self._command(Op.RENEW, ttl, write))
 
     def renew_reply(self, now: float, ok: bool) -> Step:
         """RenewReply: 1 moves the deadline from the send time; 0 means the key is not ours."""
-        self._guard("RenewReply", self.renew_in_flight)
-        self.renew_in_flight = False
+        write = self.renew_write
+        self._guard("RenewReply", write is not None)
+        assert write is not None
+        self.renew_write = None
+        lease = self.lease
         step = NOTHING
         # After the body is done the release reply is the authority: ignore the renewal.
         if self.phase is Phase.HELD:
             if ok:
                 self.renew_failures = 0
                 if self.lost is None:
-                    self._confirm(self.renew_sent_at, self.config.ttl_ms)
+                    lease.confirm(write)
+                    self._emit(
+                        Renewed(self.key, self.client, now, now - write.sent_at, lease.left_ms(now))
+                    )
+                else:
+                    lease.settle(write)
             else:
-                step = self._lose(LossReason.RENEW_REJECTED)
-        if self._trace is not None:
+                lease.settle(write)
+                step = self._lose(now, LossReason.RENEW_REJECTED)
+        else:
+            lease.settle(write)
+        if self.events is not None:
             self._record("RenewReply", now, ok=ok)
         return step
 
-    def renew_fail(self, now: float) -> Step:
+    def renew_fail(self, now: float, error: BaseException | None = None) -> Step:
         """RenewFail: a failed round trip is not a loss; the next tick retries."""
-        self._guard("RenewFail", self.renew_in_flight)
-        self.renew_in_flight = False
+        write = self.renew_write
+        self._guard("RenewFail", write is not None)
+        assert write is not None
+        self.renew_write = None
         self.renew_failures += 1
-        self._unconfirmed(self.config.ttl_ms)
-        if self._trace is not None:
+        self.lease.fail(write)
+        self._emit(RenewFailed(self.key, self.client, now, self.renew_failures, error))
+        if self.events is not None:
             self._record("RenewFail", now, failures=self.renew_failures)
         return NOTHING
 
     def lease_timeout(self, now: float) -> Step:
         """LeaseTimeout: the deadline passed with no successful renewal (silence is loss)."""
-        self._guard("LeaseTimeout", self.holding and now >= self.deadline)
-        step = self._lose(LossReason.DEADLINE_PASSED)
-        if self._trace is not None:
+        self._guard("LeaseTimeout", self.holding and self.lease.expired(now))
+        step = self._lose(now, LossReason.DEADLINE_PASSED)
+        if self.events is not None:
             self._record("LeaseTimeout", now)
         return step
 
     # -- manual extend ---------------------------------------------------------------------
 
     def extend(self, now: float, ttl_ms: int) -> Step:
-        """Extend: a manual, token-checked extend. Nothing to send when no longer held."""
-        if self.phase is not Phase.HELD or self.extend_in_flight:
+        """Extend: a manual, token-checked extend. Nothing to send when no longer held.
+
+        Only a manual handle extends: under run/hold the heartbeat owns the TTL (the spec
+        has no Extend there), and a caller's extend would race it.
+        """
+        if self.config.watch:
+            raise UsageError(
+                f"extend() is for handles from acquire(); under run/hold the lease of "
+                f"{self.key!r} is renewed for you every heartbeat",
+                self.key,
+            )
+        if self.phase is not Phase.HELD or self.extend_write is not None:
             return NOTHING
-        self.extend_in_flight = True
-        self.extend_sent_at = now
-        self.extend_ttl_ms = ttl_ms
-        self._bound(now, ttl_ms)
-        if self._trace is not None:
+        self.extend_write = write = self.lease.send(now, ttl_ms)
+        if self.events is not None:
             self._record("Extend", now, ttl_ms=ttl_ms)
-        return Step(send=Op.EXTEND)
+        return Step(send=self._command(Op.EXTEND, ttl_ms, write))
 
     def extend_reply(self, now: float, ok: bool) -> Step:
         """ExtendReply: 1 moves the deadline; 0 fires the signal."""
-        self._guard("ExtendReply", self.extend_in_flight)
-        self.extend_in_flight = False
+        write = self.extend_write
+        self._guard("ExtendReply", write is not None)
+        assert write is not None
+        self.extend_write = None
         step = NOTHING
-        if ok:
-            if self.lost is None:
-                self._confirm(self.extend_sent_at, self.extend_ttl_ms)
-        elif self.phase is Phase.HELD:  # after release() the release reply is the authority
-            step = self._lose(LossReason.EXTEND_REJECTED)
-        if self._trace is not None:
+        if ok and self.lost is None:
+            self.lease.confirm(write)
+            self._emit(
+                Renewed(self.key, self.client, now, now - write.sent_at, self.lease.left_ms(now))
+            )
+        else:
+            self.lease.settle(write)
+            if not ok and self.phase is Phase.HELD:
+                # After release() the release reply is the authority.
+                step = self._lose(now, LossReason.EXTEND_REJECTED)
+        if self.events is not None:
             self._record("ExtendReply", now, ok=ok)
         return step
 
     def extend_fail(self, now: float) -> Step:
         """ExtendFail: the error goes to the caller; the lease is not known lost."""
-        self._guard("ExtendFail", self.extend_in_flight)
-        self.extend_in_flight = False
-        self._unconfirmed(self.extend_ttl_ms)
-        if self._trace is not None:
+        write = self.extend_write
+        self._guard("ExtendFail", write is not None)
+        assert write is not None
+        self.extend_write = None
+        self.lease.fail(write)
+        if self.events is not None:
             self._record("ExtendFail", now)
         return NOTHING
 
@@ -416,9 +484,9 @@ class Section:
         self.phase = Phase.BODY_DONE
         self.finished = True  # before _lose: a finished body is never cancelled
         step = NOTHING
-        if now >= self.deadline:
-            step = self._lose(LossReason.DEADLINE_AT_COMPLETION)
-        if self._trace is not None:
+        if self.lease.expired(now):
+            step = self._lose(now, LossReason.DEADLINE_AT_COMPLETION)
+        if self.events is not None:
             self._record("BodyDone", now)
         return step
 
@@ -427,9 +495,9 @@ class Section:
         if self.phase not in _RELEASABLE:
             return NOTHING
         self.phase = Phase.RELEASING
-        if self._trace is not None:
+        if self.events is not None:
             self._record("Release", now)
-        return Step(send=Op.RELEASE)
+        return Step(send=self._command(Op.RELEASE, self.config.ttl_ms, None))
 
     def _abandoned(self) -> bool:
         return self.fence is None
@@ -445,9 +513,11 @@ class Section:
         elif ok and self.lost is None:
             self.outcome = Outcome.OK
         else:
-            step = self._lose(LossReason.RELEASE_REJECTED)
+            step = self._lose(now, LossReason.RELEASE_REJECTED)
             self.outcome = Outcome.LOST
-        if self._trace is not None:
+        if not self._abandoned():
+            self._emit(Released(self.key, self.client, now, ok))
+        if self.events is not None:
             self._record("ReleaseReply", now, ok=ok)
         return self._signal_on_release(step)
 
@@ -459,9 +529,9 @@ class Section:
         if self._abandoned():
             self.outcome = Outcome.FAILED
         else:
-            step = self._lose(LossReason.RELEASE_UNANSWERED)
+            step = self._lose(now, LossReason.RELEASE_UNANSWERED)
             self.outcome = Outcome.LOST
-        if self._trace is not None:
+        if self.events is not None:
             self._record("ReleaseFail", now)
         return self._signal_on_release(step)
 
@@ -474,38 +544,3 @@ class Section:
 
     def not_acquired_error(self) -> LockNotAcquiredError:
         return LockNotAcquiredError(self.key, self.attempts)
-
-    def verdict(self, body_error: BaseException | None) -> BaseException | None:
-        """What a ``run``/``hold`` caller sees once the section is over: see :func:`verdict`."""
-        return verdict([self], self.lost, body_error)
-
-
-def verdict(
-    sections: Sequence[Section],
-    first_loss: LockLeaseLostError | None,
-    body_error: BaseException | None,
-) -> BaseException | None:
-    """What a ``run``/``hold`` caller sees once every section it held is over.
-
-    ``first_loss`` is the signal's reason (for a group, the first loss among its sections).
-
-    - success (every section ok): the body's own exception, if any, else nothing;
-    - the body raised the loss itself (the signal's reason): that, unchanged;
-    - the body was cancelled because of the loss: the loss;
-    - the body was cancelled from outside: the cancellation, which the caller asked for;
-    - any other loss: the loss, chained from the body's exception by the driver, because a
-      loss is never hidden behind another error.
-    """
-    if all(s.outcome is Outcome.OK for s in sections):
-        return body_error
-    loss = first_loss
-    if loss is None:
-        loss = next((s.lost for s in sections if s.lost is not None), None)
-    if loss is None:
-        first = sections[0]
-        raise ProtocolError(f"no verdict in phase {first.phase.value}", first.key)
-    if body_error is loss:
-        return body_error
-    if isinstance(body_error, CancelledError) and not any(s.cancel_requested for s in sections):
-        return body_error
-    return loss

@@ -22,6 +22,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -31,8 +32,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from distlock._core.section import NOTHING, Op, Outcome, Phase, Section, SectionConfig, Step, Trace
-from distlock.errors import LockLeaseLostError
+from distlock._core.section import NOTHING, Op, Outcome, Phase, SectionConfig, Step
+from distlock.errors import LockLeaseLostError, UsageError
+from tests.core_helpers import Trace, op_of
+from tests.core_helpers import TracedSection as Section
 from tests.properties import profiles
 
 CLIENTS: Final = 3  # at most
@@ -236,9 +239,9 @@ class CoreMachine(RuleBasedStateMachine):
         """What a driver does with a step: put the request on the wire, fire the signal."""
         if step.loss is not None:
             assert run.section.lost is step.loss, "the step's loss is the section's signal"
-        if step.send is Op.EXTEND:
+        if op_of(step) is Op.RENEW:
             self._send(run, kind, run.section.config.ttl_ms)
-        elif step.send is not None:
+        elif op_of(step) is not None:
             raise AssertionError(f"unexpected send {step.send} for {kind}")
 
     def _pending(self, run: SectionRun, kind: str) -> list[Request]:
@@ -314,7 +317,7 @@ class CoreMachine(RuleBasedStateMachine):
         run = SectionRun(section=section, events=events, in_time_ms=in_time, body_ms=body_ms)
         self.clients[i] = run
         step = run.section.acquire(self.now)
-        assert step.send is Op.ACQUIRE
+        assert op_of(step) is Op.ACQUIRE
         self._send(run, "acquire", config.ttl_ms)
 
     @precondition(
@@ -331,7 +334,7 @@ class CoreMachine(RuleBasedStateMachine):
         ]
         run = due[pick % len(due)]
         step = run.section.acquire(self.now)
-        assert step.send is Op.ACQUIRE
+        assert op_of(step) is Op.ACQUIRE
         self._send(run, "acquire", run.section.config.ttl_ms)
 
     # -- Redis ------------------------------------------------------------------------------
@@ -368,8 +371,8 @@ class CoreMachine(RuleBasedStateMachine):
                 else:
                     # Granted after its own lease ran out: the driver starts no body and
                     # releases at once.
-                    assert step.send is None and not step.cancel_body
-                    assert s.release(self.now).send is Op.RELEASE
+                    assert op_of(step) is None and not step.cancel_body
+                    assert op_of(s.release(self.now)) is Op.RELEASE
                     run.end_at = self.now
                     self._send(run, "release", s.config.ttl_ms)
             else:
@@ -505,7 +508,7 @@ class CoreMachine(RuleBasedStateMachine):
         if not releasable:
             assert step is NOTHING
             return
-        assert step.send is Op.RELEASE
+        assert op_of(step) is Op.RELEASE
         if run.end_at is None:
             run.end_at = self.now
         self._send(run, "release", s.config.ttl_ms)
@@ -528,11 +531,17 @@ class CoreMachine(RuleBasedStateMachine):
         s = run.section
         ttl_ms = s.config.ttl_ms if ttl is None else ttl
         was_in_flight = s.extend_in_flight
+        if s.config.watch:
+            # Under run/hold the heartbeat owns the TTL: extend() is refused, and changes nothing.
+            with pytest.raises(UsageError):
+                s.extend(self.now, ttl_ms)
+            assert s.extend_in_flight == was_in_flight
+            return
         step = s.extend(self.now, ttl_ms)
         if was_in_flight:
             assert step is NOTHING
             return
-        assert step.send is Op.EXTEND
+        assert op_of(step) is Op.EXTEND
         if ttl_ms < s.config.ttl_ms:
             run.fault("extended with a shorter TTL")
         self._send(run, "extend", ttl_ms)

@@ -1,0 +1,73 @@
+"""What a machine asks of its driver: commands to send, and the step that carries them.
+
+A :class:`Command` is self-describing: it says which operation, on which key, with which
+token and TTL.  The protocol module turns it into a script call; its reply comes back to
+the machine routed by the same object, so no driver or flow re-interprets an opcode.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from distlock._core.lease import Write
+from distlock.errors import LockLeaseLostError
+
+
+class Op(enum.Enum):
+    """An operation on a section's key."""
+
+    ACQUIRE = "acquire"
+    #: A background renewal (the heartbeat).
+    RENEW = "renew"
+    #: A manual extend from a handle.
+    EXTEND = "extend"
+    RELEASE = "release"
+
+
+class Command:
+    """One request for Redis: ``op`` on ``key`` with ``token``, setting ``ttl_ms``.
+
+    ``write`` is the lease clock's record of a TTL-setting request (None for a release).
+    """
+
+    __slots__ = ("key", "op", "token", "ttl_ms", "write")
+
+    def __init__(
+        self, op: Op, key: str, token: str, ttl_ms: int, write: Write | None = None
+    ) -> None:
+        self.op = op
+        self.key = key
+        self.token = token
+        self.ttl_ms = ttl_ms
+        self.write = write
+
+    def __repr__(self) -> str:
+        return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"
+
+
+class Step:
+    """What a transition asks of the driver.
+
+    ``send``: run this command now.  ``loss``: the lease just became known lost; fire the
+    signal with it (and, when ``cancel_body``, cancel the body).
+    """
+
+    # Slotted and immutable by convention: most transitions return the shared NOTHING.
+    __slots__ = ("cancel_body", "loss", "send")
+
+    def __init__(
+        self,
+        send: Command | None = None,
+        loss: LockLeaseLostError | None = None,
+        cancel_body: bool = False,
+    ) -> None:
+        self.send = send
+        self.loss = loss
+        self.cancel_body = cancel_body
+
+    def __repr__(self) -> str:
+        return f"Step(send={self.send}, loss={self.loss!r}, cancel_body={self.cancel_body})"
+
+
+NOTHING: Final = Step()

@@ -1,0 +1,131 @@
+"""The lease clock: how long a client may trust a lease it cannot see.
+
+Every primitive that holds something in Redis under a TTL (a lock key, a reentrant
+count, a semaphore permit) keeps one.  It knows the TTL-setting requests on the wire and
+turns their outcomes into a deadline on the client's clock:
+
+- a confirmed request moves the deadline to its **send time** plus its TTL, because
+  Redis ran it no earlier than it was sent (the reply's arrival proves nothing sooner);
+- minus a drift allowance, because the client clock may run slow against Redis's;
+- counting the **shortest TTL** among the requests that may run last (one in flight, or
+  one that failed but may still run), because ``PEXPIRE`` replaces a TTL rather than
+  adding to it;
+- a request that leaves with a shorter TTL pulls the deadline in at once.
+
+It also keeps the renewal schedule.  It decides nothing about phases or signals: a
+machine asks it whether the deadline passed and whether a renewal is due.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class Write:
+    """A TTL-setting request on the wire: when it left, and the TTL it sets."""
+
+    __slots__ = ("sent_at", "ttl_ms")
+
+    def __init__(self, sent_at: float, ttl_ms: int) -> None:
+        self.sent_at = sent_at
+        self.ttl_ms = ttl_ms
+
+    def __repr__(self) -> str:
+        return f"Write(sent_at={self.sent_at}, ttl_ms={self.ttl_ms})"
+
+
+class LeaseClock:
+    """Deadline and renewal schedule of one lease, on the client's monotonic clock (ms)."""
+
+    __slots__ = (
+        "_in_flight",
+        "confirmed_at",
+        "deadline",
+        "drift_factor",
+        "next_renew_at",
+        "renew_every_ms",
+        "ttl_ms",
+        "unconfirmed_ttl_ms",
+    )
+
+    def __init__(self, ttl_ms: int, drift_factor: float, renew_every_ms: int | None) -> None:
+        self.ttl_ms = ttl_ms
+        self.drift_factor = drift_factor
+        #: None: never renewed in the background (a manual handle, or heartbeat_ms=False).
+        self.renew_every_ms = renew_every_ms
+        #: The instant after which the lease may have lapsed in Redis; 0 until granted.
+        self.deadline = 0.0
+        #: Send time of the latest confirmed request: the last instant the key was ours.
+        self.confirmed_at = -math.inf
+        self.next_renew_at = math.inf
+        #: The shortest TTL among requests that failed but may still run, at any time.
+        self.unconfirmed_ttl_ms: int | None = None
+        self._in_flight: list[Write] = []
+
+    def lease_ms(self, ttl_ms: int) -> float:
+        """How long a TTL of ``ttl_ms`` set at the send time may be trusted on our clock."""
+        return ttl_ms * (1.0 - self.drift_factor)
+
+    # -- requests on the wire ---------------------------------------------------------------
+
+    def send(self, now: float, ttl_ms: int) -> Write:
+        """A TTL-setting request leaves now. If Redis runs it at once, the key ends at
+        ``now + ttl_ms``: earlier than the deadline when ``ttl_ms`` is shorter."""
+        write = Write(now, ttl_ms)
+        self._in_flight.append(write)
+        self.deadline = min(self.deadline, now + self.lease_ms(ttl_ms))
+        return write
+
+    def grant(self, sent_at: float, ttl_ms: int) -> None:
+        """The request sent at ``sent_at`` created the lease (nothing else was on the wire)."""
+        self.confirm(Write(sent_at, ttl_ms))
+
+    def confirm(self, write: Write) -> None:
+        """``write`` succeeded: the key lives at least until its send time plus the
+        shortest TTL among it and the requests that may still run after it."""
+        self._settle(write)
+        shortest = write.ttl_ms
+        for other in self._in_flight:
+            shortest = min(shortest, other.ttl_ms)
+        if self.unconfirmed_ttl_ms is not None:
+            shortest = min(shortest, self.unconfirmed_ttl_ms)
+        self.deadline = max(self.deadline, write.sent_at + self.lease_ms(shortest))
+        self.confirmed_at = max(self.confirmed_at, write.sent_at)
+
+    def fail(self, write: Write) -> None:
+        """``write``'s round trip failed: it may still run, at any later time."""
+        self._settle(write)
+        if self.unconfirmed_ttl_ms is None or write.ttl_ms < self.unconfirmed_ttl_ms:
+            self.unconfirmed_ttl_ms = write.ttl_ms
+
+    def settle(self, write: Write) -> None:
+        """``write`` was answered without extending anything (refused, or moot)."""
+        self._settle(write)
+
+    def _settle(self, write: Write) -> None:
+        # At most a renewal and an extend are ever in flight: a list scan is cheapest.
+        if write in self._in_flight:
+            self._in_flight.remove(write)
+
+    # -- questions a machine asks -----------------------------------------------------------
+
+    def expired(self, now: float) -> bool:
+        """True once the lease may have lapsed in Redis (silence is loss)."""
+        return now >= self.deadline
+
+    def renew_due(self, now: float) -> bool:
+        return self.renew_every_ms is not None and now >= self.next_renew_at
+
+    def schedule_renewal(self, now: float) -> None:
+        """Start (or restart) the heartbeat: the next renewal is due one interval from ``now``."""
+        if self.renew_every_ms is not None:
+            self.next_renew_at = now + self.renew_every_ms
+
+    def wake_at(self, renewing: bool) -> float:
+        """When the next tick is needed: the deadline, or the renewal if one is due first."""
+        if renewing or self.renew_every_ms is None:
+            return self.deadline
+        return min(self.next_renew_at, self.deadline)
+
+    def left_ms(self, now: float) -> float:
+        return self.deadline - now
