@@ -65,10 +65,10 @@ class RenewErrorObserver:
 class HandleBase:
     """What a sync and an asyncio handle have in common: the section and its group."""
 
-    __slots__ = ("_armed_at", "_machine", "_observers", "section")
+    __slots__ = ("_armed_at", "_machine", "_observers", "_section")
 
     def __init__(self, section: Section, machine: Group, observers: tuple[Observer, ...]) -> None:
-        self.section = section
+        self._section = section
         self._machine = machine
         self._observers = observers
         #: The wake-up instant the handle's timer is armed for (None: not armed).
@@ -77,12 +77,12 @@ class HandleBase:
     @property
     def key(self) -> str:
         """The Redis key, ``<prefix>:<id>``."""
-        return self.section.key
+        return self._section.key
 
     @property
     def token(self) -> str:
         """128 random bits as 32 hex digits: the value stored under the key while we hold it."""
-        return self.section.token
+        return self._section.token
 
     @property
     def fence(self) -> int:
@@ -91,7 +91,7 @@ class HandleBase:
         Pass it to the resource you protect and have the resource reject writes carrying a
         smaller fence than one it has already seen.
         """
-        fence = self.section.fence
+        fence = self._section.fence
         if fence is None:
             raise AttributeError("this handle was never granted the lock, so it has no fence")
         return fence
@@ -99,10 +99,10 @@ class HandleBase:
     @property
     def held(self) -> bool:
         """Acquired, not yet released, and not known lost (as far as this client knows)."""
-        return self.section.holding
+        return self._section.holding
 
     def __repr__(self) -> str:
-        section = self.section
+        section = self._section
         return (
             f"<{type(self).__name__} {section.key!r} fence={section.fence} "
             f"phase={section.phase.value} lost={section.lost is not None}>"
@@ -126,7 +126,7 @@ class LockBase:
         self._made: dict[tuple[bool, bool], tuple[SectionConfig, tuple[Observer, ...]]] = {}
 
     #: The clock the flows read (see :class:`distlock._flows.Effects`).
-    now = staticmethod(now_ms)
+    _now = staticmethod(now_ms)
 
     def key(self, id: str) -> str:
         """The Redis key of lock ``id``."""
@@ -196,7 +196,7 @@ class LockBase:
 
     # -- events ----------------------------------------------------------------------------
 
-    def record(self, events: list[Transition | Event]) -> None:
+    def _record(self, events: list[Transition | Event]) -> None:
         """Transitions to ``trace``, in the order they happened (under the section's guard)."""
         trace = self._trace
         if trace is not None:
@@ -204,7 +204,7 @@ class LockBase:
                 if isinstance(event, Transition):
                     trace(event.as_dict())
 
-    def notify(self, handle: HandleBase, events: Iterable[Transition | Event]) -> None:
+    def _notify(self, handle: HandleBase, events: Iterable[Transition | Event]) -> None:
         """Lifecycle events to the handle's observers (outside any guard)."""
         for event in events:
             if isinstance(event, Transition):

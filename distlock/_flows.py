@@ -51,40 +51,40 @@ Flow = Generator[Request, int, T]
 class Effects(Protocol[H]):
     """What a flow asks of its driver besides IO."""
 
-    def now(self) -> float:
+    def _now(self) -> float:
         """The client's monotonic clock, in milliseconds."""
 
-    def guard(self, handle: H) -> AbstractContextManager[object]:
+    def _guard(self, handle: H) -> AbstractContextManager[object]:
         """Held around core calls: timers and renewals may run on other threads."""
 
-    def arm(self, handle: H) -> None:
+    def _arm(self, handle: H) -> None:
         """Re-arm the handle's timer for ``section.wake_at`` (called under the guard)."""
 
-    def record(self, events: list[Transition | Event]) -> None:
+    def _record(self, events: list[Transition | Event]) -> None:
         """Hand transitions to ``trace`` (called under the guard, so in order)."""
 
-    def notify(self, handle: H, events: list[Transition | Event]) -> None:
+    def _notify(self, handle: H, events: list[Transition | Event]) -> None:
         """Hand lifecycle events to observers (called outside the guard)."""
 
-    def apply(self, handle: H, step: Step) -> None:
+    def _apply(self, handle: H, step: Step) -> None:
         """Fire the signal, cancel the body, start a renewal (called outside the guard)."""
 
 
 def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> Step:
     """Take one core action on ``handle``'s section, then do what it asks."""
-    section = handle.section
-    with fx.guard(handle):
-        step = action(section, fx.now(), *args)
+    section = handle._section
+    with fx._guard(handle):
+        step = action(section, fx._now(), *args)
         if section.wake_at != handle._armed_at:
-            fx.arm(handle)
+            fx._arm(handle)
         events = section.events
         if events:
             section.events = []
-            fx.record(events)
+            fx._record(events)
     if events:
-        fx.notify(handle, events)
+        fx._notify(handle, events)
     if step is not NOTHING:
-        fx.apply(handle, step)
+        fx._apply(handle, step)
     return step
 
 
@@ -96,7 +96,7 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
     the loss it is; no body may start on it.  An exception during a backoff leaves nothing
     to give back: the last attempt was refused.
     """
-    section = handle.section
+    section = handle._section
     while True:
         command = act(fx, handle, Section.acquire).send
         assert command is not None
@@ -131,8 +131,8 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     try:
         for handle in handles:
             yield from acquire(fx, handle)
-            if handle.section.phase is not Phase.HELD:
-                raise handle.section.not_acquired_error()
+            if handle._section.phase is not Phase.HELD:
+                raise handle._section.not_acquired_error()
             taken.append(handle)
         # Earlier keys are renewed while later ones are taken; one may be lost meanwhile.
         loss = handles[0]._machine.first_loss if handles else None
@@ -141,12 +141,20 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     except GeneratorExit:
         raise
     except BaseException:
+        # Give every key back even if one release fails or is itself interrupted; the error
+        # that stopped the acquisition is the one to report, unless a second interrupt came.
+        interrupted: BaseException | None = None
         for handle in reversed(taken):
-            # The error that stopped the acquisition is the one to report.
             try:
                 yield from release(fx, handle)
+            except GeneratorExit:
+                raise
             except Exception:
                 continue
+            except BaseException as again:
+                interrupted = interrupted or again
+        if interrupted is not None:
+            raise interrupted
         raise
 
 
@@ -155,7 +163,7 @@ def release(fx: Effects[H], handle: H) -> Flow[bool]:
 
     A failed round trip is the caller's error for a manual handle, and the loss for run/hold.
     """
-    section = handle.section
+    section = handle._section
     command = act(fx, handle, Section.release).send
     if command is None:
         return False

@@ -73,7 +73,7 @@ class LockHandle(HandleBase):
         Only for handles from :meth:`Lock.acquire`: under ``run``/``hold`` the lease is
         renewed for you.
         """
-        ttl = self.section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
+        ttl = self._section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
         return self._lock._run(flows.extend(self._lock, self, ttl))
 
     def release(self) -> bool:
@@ -192,7 +192,7 @@ class Lock(LockBase):
         _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
         handle = group.handles[0]
         self._run(flows.acquire(self, handle))
-        return handle if handle.section.phase is Phase.HELD else None
+        return handle if handle._section.phase is Phase.HELD else None
 
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold:
         """Hold the lock for a ``with`` block, renewing it every heartbeat while the block runs.
@@ -281,10 +281,10 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def guard(self, handle: LockHandle) -> threading.Lock:
+    def _guard(self, handle: LockHandle) -> threading.Lock:
         return handle._mutex
 
-    def apply(self, handle: LockHandle, step: Step) -> None:
+    def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
             loss, _cancel = handle._machine.on_loss(step)  # a sync body cannot be cancelled
             if loss is not None:
@@ -293,11 +293,11 @@ class Lock(LockBase):
         if command is not None and command.op is Op.RENEW:
             self._workers.submit(lambda: self._run(flows.renew(self, handle, command)))
 
-    def arm(self, handle: LockHandle) -> None:
+    def _arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
             handle._timer.cancel()
             handle._timer = None
-        wake_at = handle._armed_at = handle.section.wake_at
+        wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
             handle._timer = self._scheduler.call_at(wake_at / 1000.0, lambda: self._tick(handle))
 

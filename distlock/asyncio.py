@@ -71,7 +71,7 @@ class LockHandle(HandleBase):
         False fires ``signal``. Connection errors propagate.  Only for handles from
         :meth:`Lock.acquire`: under ``run``/``hold`` the lease is renewed for you.
         """
-        ttl = self.section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
+        ttl = self._section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
         return await self._lock._run(flows.extend(self._lock, self, ttl))
 
     async def release(self) -> bool:
@@ -230,7 +230,7 @@ class Lock(LockBase):
         _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
         handle = group.handles[0]
         await self._run(flows.acquire(self, handle))
-        return handle if handle.section.phase is Phase.HELD else None
+        return handle if handle._section.phase is Phase.HELD else None
 
     def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _Hold:
         """``async with locks.hold(id) as handle``: renewed while the block runs.
@@ -338,10 +338,10 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def guard(self, handle: LockHandle) -> AbstractContextManager[object]:
+    def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
         return _NO_GUARD  # one thread: the event loop's
 
-    def apply(self, handle: LockHandle, step: Step) -> None:
+    def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
             loss, cancel = handle._machine.on_loss(step)
             if loss is not None:
@@ -355,11 +355,11 @@ class Lock(LockBase):
                 self._run(flows.renew(self, handle, command)), name=f"distlock-renew {handle.key}"
             )
 
-    def arm(self, handle: LockHandle) -> None:
+    def _arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
             handle._timer.cancel()
             handle._timer = None
-        wake_at = handle._armed_at = handle.section.wake_at
+        wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is None or self._closed:
             self._handles.discard(handle)
             return

@@ -213,7 +213,7 @@ class RedisMachine(RuleBasedStateMachine):
         rec.start = _now()
         rec.fence = handle.fence
         rec.token = handle.token
-        rec.section = handle.section
+        rec.section = handle._section
         self.tokens[handle.token] = rec
 
     def _sync_lock(self, client: Client) -> distlock.Lock | None:
@@ -347,7 +347,7 @@ class RedisMachine(RuleBasedStateMachine):
         else:
             ok = self.loop.run(client.handle.release())
         rec.outcome = "ok" if ok else "lost"
-        rec.core_outcome = client.handle.section.outcome
+        rec.core_outcome = client.handle._section.outcome
         rec.done.set()
 
     # -- faults and time ----------------------------------------------------------------------
