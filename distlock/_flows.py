@@ -140,7 +140,7 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
             raise loss
     except GeneratorExit:
         raise
-    except BaseException:
+    except BaseException as first:
         # Give every key back even if one release fails or is itself interrupted; the error
         # that stopped the acquisition is the one to report, unless a second interrupt came.
         interrupted: BaseException | None = None
@@ -154,7 +154,7 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
             except BaseException as again:
                 interrupted = interrupted or again
         if interrupted is not None:
-            raise interrupted
+            raise interrupted from first
         raise
 
 
