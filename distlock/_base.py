@@ -7,7 +7,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar, cast
 
 from distlock._core.group import Group, acquisition_order
@@ -204,7 +204,7 @@ class LockBase:
                 if isinstance(event, Transition):
                     trace(event.as_dict())
 
-    def _notify(self, handle: HandleBase, events: Iterable[Transition | Event]) -> None:
+    def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
         """Lifecycle events to the handle's observers (outside any guard)."""
         for event in events:
             if isinstance(event, Transition):

@@ -228,5 +228,10 @@ def renew(fx: Effects[H], handle: H, command: Command) -> Flow[None]:
 
 
 def tick(fx: Effects[H], handle: H) -> None:
-    """The section's timer fired: let the core pick LeaseTimeout, RenewSend or nothing."""
+    """The section's timer fired: let the core pick LeaseTimeout, RenewSend or nothing.
+
+    The timer is spent, so the next one is armed even if the wake-up time did not move
+    (a timer may fire a little early on another clock's rounding).
+    """
+    handle._armed_at = None
     act(fx, handle, Section.tick)

@@ -101,6 +101,9 @@ class Scheduler:
                 finally:
                     self._cond.acquire()
 
+    def on_timer_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

