@@ -8,7 +8,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Generic, TypeVar, cast
+from typing import Any, Final, Generic, TypeVar
 
 from distlock._core.group import Group, acquisition_order
 from distlock._core.section import Section, SectionConfig
@@ -21,27 +21,48 @@ log = logging.getLogger("distlock")
 _labels = itertools.count(1)
 
 ClientT = TypeVar("ClientT")
-FactoryT = TypeVar("FactoryT", bound=Callable[[], object])
+
+
+_URL_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
 
 def split_client(
-    client: ClientT | str | FactoryT,
-    client_type: type[ClientT],
+    client: object,
+    accepted: tuple[type[ClientT], ...],
     from_url: Callable[[str], ClientT],
-) -> tuple[ClientT | None, Callable[[], ClientT] | FactoryT]:
+    *,
+    driver: str,
+    other: tuple[type, ...],
+    other_driver: str,
+) -> tuple[ClientT | None, Callable[[], Any]]:
     """What a Lock was given: a ready client, a URL or a factory called on first use.
 
-    Returns the client (None until it is made) and how to make it.  Anything that is not
-    callable, or is a ``client_type``, counts as a ready client, so a duck-typed client
-    with a ``__call__`` must subclass ``client_type``.
+    Returns the client (None until it is made) and how to make it.  Anything else is a
+    ValidationError now, naming what was expected, rather than a TypeError at first use.
     """
+    names = " or ".join(f"{t.__module__}.{t.__name__}" for t in accepted)
     if isinstance(client, str):
+        if not client.startswith(_URL_SCHEMES):
+            raise ValidationError(
+                f"a client URL must start with {', '.join(_URL_SCHEMES)}; got {client!r}"
+            )
         url = client
         return None, lambda: from_url(url)
-    if isinstance(client, client_type) or not callable(client):
+    if isinstance(client, accepted):
         ready = client
         return ready, lambda: ready
-    return None, cast(FactoryT, client)
+    if isinstance(client, other):
+        raise ValidationError(
+            f"{type(client).__module__}.{type(client).__name__} is a client for "
+            f"{other_driver}: use it with {other_driver}'s Lock, or give {driver}'s Lock a "
+            f"{names}"
+        )
+    if callable(client) and not isinstance(client, type):
+        return None, client
+    raise ValidationError(
+        f"client must be a {names}, a redis:// URL, or a zero-argument function returning "
+        f"one; got {type(client).__name__}: {client!r:.80}"
+    )
 
 
 def now_ms() -> float:
@@ -232,6 +253,18 @@ class HoldingBase:
             )
         self._entered = True
         lock._check_open(handles[0].key if len(handles) == 1 else None)
+
+    @staticmethod
+    def _conclude(machine: Group, body_error: BaseException | None) -> None:
+        """Raise what the caller must see once every section is over, if not the body's
+        own exception (which then simply propagates)."""
+        outcome = machine.verdict(body_error)
+        if outcome is body_error:
+            return
+        assert outcome is not None
+        if body_error is None:
+            raise outcome  # keeps the cause the flow set (a release's network error)
+        raise outcome from body_error
 
 
 class GroupBase(Generic[HandleT]):

@@ -185,9 +185,11 @@ def release(fx: Effects[H], handle: H) -> Flow[bool]:
 
 def finish_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     """The body of a group is done: every completion check first, then the releases,
-    newest first."""
+    newest first.  A section the body already released itself keeps the outcome its
+    release gave it."""
     for handle in handles:
-        act(fx, handle, Section.body_done)
+        if handle._section.phase is Phase.HELD:
+            act(fx, handle, Section.body_done)
     for handle in reversed(handles):
         yield from release(fx, handle)
 

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, TypeVar, Unpack, cast
 
 import redis
+import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
@@ -42,6 +43,8 @@ from distlock.options import (
 from distlock.signal import LeaseSignal
 
 T = TypeVar("T")
+#: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
+Client = redis.Redis | redis.RedisCluster
 
 
 class LockHandle(HandleBase):
@@ -113,10 +116,7 @@ class _Holding(HoldingBase):
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._lock._run(flows.finish_all(self._lock, self._group.handles))
-        outcome = self._machine.verdict(ev)
-        if outcome is not ev:
-            assert outcome is not None
-            raise outcome from ev
+        self._conclude(self._machine, ev)
 
 
 class _Hold(_Holding):
@@ -142,12 +142,21 @@ class Lock(LockBase):
 
     def __init__(
         self,
-        client: redis.Redis | str | Callable[[], redis.Redis],
+        client: Client | str | Callable[[], Client],
         **options: Unpack[LockOptions],
     ) -> None:
         super().__init__(LOCK_KEYS, options)
         self._owns_client = isinstance(client, str)
-        self._client, self._factory = split_client(client, redis.Redis, redis.Redis.from_url)
+        self._client: Client | None
+        self._factory: Callable[[], Client]
+        self._client, self._factory = split_client(
+            client,
+            (redis.Redis, redis.RedisCluster),
+            redis.Redis.from_url,
+            driver="distlock",
+            other=(aredis.Redis, aredis.RedisCluster),
+            other_driver="distlock.asyncio",
+        )
         self._init_lock = threading.Lock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers = Workers(f"distlock-{self._label}-worker")
@@ -155,7 +164,7 @@ class Lock(LockBase):
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> Client:
         client = self._client
         if client is None:
             with self._init_lock:

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any, TypeVar, Unpack, cast
 
+import redis
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
@@ -42,7 +43,9 @@ from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
 _NO_GUARD = nullcontext()
-ClientFactory = Callable[[], "aredis.Redis | Awaitable[aredis.Redis]"]
+#: What an asyncio Lock talks through (a Sentinel's ``master_for`` gives a redis.asyncio.Redis).
+Client = aredis.Redis | aredis.RedisCluster
+ClientFactory = Callable[[], "Client | Awaitable[Client]"]
 
 
 class LockHandle(HandleBase):
@@ -136,11 +139,7 @@ class _Holding(HoldingBase):
         await self._lock._run(flows.finish_all(self._lock, self._group.handles))
         if outside_cancel:
             return
-        outcome = machine.verdict(ev)
-        if outcome is ev:
-            return
-        assert outcome is not None
-        raise outcome from ev
+        self._conclude(machine, ev)
 
 
 class _Hold(_Holding):
@@ -163,14 +162,21 @@ class Lock(LockBase):
 
     def __init__(
         self,
-        client: aredis.Redis | str | ClientFactory,
+        client: Client | str | ClientFactory,
         **options: Unpack[AsyncLockOptions],
     ) -> None:
         super().__init__(ASYNC_LOCK_KEYS, options)
         self._owns_client = isinstance(client, str)
-        self._client: aredis.Redis | None
+        self._client: Client | None
         self._factory: ClientFactory
-        self._client, self._factory = split_client(client, aredis.Redis, aredis.Redis.from_url)
+        self._client, self._factory = split_client(
+            client,
+            (aredis.Redis, aredis.RedisCluster),
+            aredis.Redis.from_url,
+            driver="distlock.asyncio",
+            other=(redis.Redis, redis.RedisCluster),
+            other_driver="distlock",
+        )
         self._resolving: asyncio.Lock | None = None
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -182,7 +188,7 @@ class Lock(LockBase):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def client(self) -> aredis.Redis:
+    async def client(self) -> Client:
         """The Redis client, created on first use when a URL or factory was given."""
         if self._client is not None:
             return self._client

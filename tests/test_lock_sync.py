@@ -376,7 +376,9 @@ def test_connection_failure_is_not_contention() -> None:
 def test_url_client_is_owned_and_closed(redis_server: RedisServer) -> None:
     locks = Lock(redis_server.url, prefix="url")
     assert locks.run("k", lambda h: h.fence) >= 1
-    pool = locks.client.connection_pool
+    client = locks.client
+    assert isinstance(client, redis.Redis)
+    pool = client.connection_pool
     locks.close()
     conns = pool._available_connections
     assert conns and all(c._sock is None for c in conns)  # disconnected
