@@ -238,6 +238,18 @@ class LockBase:
                     log.exception("distlock observer %r failed on %r", observer, event)
 
 
+def conclude(machine: Group, body_error: BaseException | None) -> None:
+    """Raise what the caller of a ``with`` block must see once every section is over, if
+    not the body's own exception (which then simply propagates)."""
+    outcome = machine.verdict(body_error)
+    if outcome is body_error:
+        return
+    assert outcome is not None
+    if body_error is None:
+        raise outcome  # keeps the cause the flow set (a release's network error)
+    raise outcome from body_error
+
+
 class HoldingBase:
     """What a sync and an asyncio ``hold()`` share: one section per ``with``."""
 
@@ -254,17 +266,7 @@ class HoldingBase:
         self._entered = True
         lock._check_open(handles[0].key if len(handles) == 1 else None)
 
-    @staticmethod
-    def _conclude(machine: Group, body_error: BaseException | None) -> None:
-        """Raise what the caller must see once every section is over, if not the body's
-        own exception (which then simply propagates)."""
-        outcome = machine.verdict(body_error)
-        if outcome is body_error:
-            return
-        assert outcome is not None
-        if body_error is None:
-            raise outcome  # keeps the cause the flow set (a release's network error)
-        raise outcome from body_error
+    _conclude = staticmethod(conclude)
 
 
 class GroupBase(Generic[HandleT]):

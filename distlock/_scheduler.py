@@ -1,8 +1,9 @@
 """One timer thread per sync ``Lock``: every renewal and deadline watch of that Lock shares it.
 
 A body that finishes before its first heartbeat only pushes and cancels one heap entry; the
-thread itself is started once, on the Lock's first watched section, and stopped by
-``Lock.close()``.  Callbacks must not block: renewal round trips go to a worker pool so a
+thread is started on the Lock's first watched section, ends after a while with nothing to
+do (so a Lock that is dropped without ``close()`` leaves no thread behind for long), and is
+stopped by ``Lock.close()``.  Callbacks must not block: renewal round trips go to a worker pool so a
 hung connection cannot delay another section's deadline.
 """
 
@@ -17,6 +18,9 @@ import time
 from collections.abc import Callable
 
 log = logging.getLogger("distlock")
+
+#: How long the timer thread waits with nothing to do before it ends.
+IDLE_SECONDS = 10.0
 
 
 class Timer:
@@ -70,8 +74,12 @@ class Scheduler:
     def _note_cancel(self) -> None:
         with self._cond:
             self._cancelled += 1
-            # Lazy deletion keeps cancel O(1); compact when dead entries dominate.
-            if self._cancelled > 64 and self._cancelled * 2 > len(self._heap):
+            # Lazy deletion keeps cancel O(1); compact when dead entries dominate, or when
+            # none is left alive (so an idle thread can end sooner).
+            if self._cancelled >= len(self._heap):
+                self._heap.clear()
+                self._cancelled = 0
+            elif self._cancelled > 64 and self._cancelled * 2 > len(self._heap):
                 self._heap = [e for e in self._heap if not e[2].cancelled]
                 heapq.heapify(self._heap)
                 self._cancelled = 0
@@ -81,11 +89,19 @@ class Scheduler:
             while not self._closed:
                 heap = self._heap
                 now = time.monotonic()
-                if not heap or heap[0][0] > now:
-                    self._wake_at = heap[0][0] if heap else math.inf
-                    self._cond.wait(
-                        None if not heap else min(heap[0][0] - now, threading.TIMEOUT_MAX)
-                    )
+                if not heap:
+                    # Idle: end the thread after a while; the next call_at starts another.
+                    # A Lock that is never closed then costs no thread while unused.
+                    self._wake_at = math.inf
+                    self._cond.wait(IDLE_SECONDS)
+                    self._wake_at = -math.inf
+                    if not self._heap and not self._closed:
+                        self._thread = None
+                        return
+                    continue
+                if heap[0][0] > now:
+                    self._wake_at = heap[0][0]
+                    self._cond.wait(min(heap[0][0] - now, threading.TIMEOUT_MAX))
                     self._wake_at = -math.inf
                     continue
                 timer = heapq.heappop(heap)[2]

@@ -21,7 +21,15 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
-from distlock._base import GroupBase, HandleBase, HoldingBase, LockBase, now_ms, split_client
+from distlock._base import (
+    GroupBase,
+    HandleBase,
+    HoldingBase,
+    LockBase,
+    conclude,
+    now_ms,
+    split_client,
+)
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.section import Phase, Section
@@ -82,6 +90,17 @@ class LockHandle(HandleBase):
     def release(self) -> bool:
         """Delete the key if our token still owns it. True only if it did."""
         return self._lock._run(flows.release(self._lock, self))
+
+    def __enter__(self) -> LockHandle:
+        """``with handle:`` releases on exit, and raises :class:`LockLeaseLostError` if
+        the key was no longer ours by then (the handle is not renewed: see ``hold``)."""
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+        conclude(self._machine, ev)
 
 
 class LockGroup(GroupBase[LockHandle]):

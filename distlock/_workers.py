@@ -20,7 +20,7 @@ log = logging.getLogger("distlock")
 class Workers:
     """Run callables in the background: on an idle thread, or on a new one."""
 
-    def __init__(self, name: str, idle_seconds: float = 30.0) -> None:
+    def __init__(self, name: str, idle_seconds: float = 10.0) -> None:
         self._name = name
         self._idle_seconds = idle_seconds
         self._cond = threading.Condition(threading.Lock())

@@ -23,7 +23,15 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
-from distlock._base import GroupBase, HandleBase, HoldingBase, LockBase, now_ms, split_client
+from distlock._base import (
+    GroupBase,
+    HandleBase,
+    HoldingBase,
+    LockBase,
+    conclude,
+    now_ms,
+    split_client,
+)
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.section import Phase, Section
@@ -84,6 +92,17 @@ class LockHandle(HandleBase):
         in the background (``Lock.aclose()`` waits for it) and the cancellation propagates.
         """
         return await self._lock._run(flows.release(self._lock, self))
+
+    async def __aenter__(self) -> LockHandle:
+        """``async with handle:`` releases on exit, and raises :class:`LockLeaseLostError`
+        if the key was no longer ours by then (the handle is not renewed: see ``hold``)."""
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.release()
+        conclude(self._machine, ev)
 
 
 class LockGroup(GroupBase[LockHandle]):

@@ -1,0 +1,144 @@
+"""Handles used the ways a new user reaches for: as context managers, released by hand
+inside ``hold``, a ``hold()`` entered twice, a release that gets no answer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+import redis.asyncio as aredis
+
+import distlock
+import distlock.asyncio
+from distlock import LockLeaseLostError, LossReason, UsageError
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def locks(redis_server: RedisServer) -> Iterator[distlock.Lock]:
+    with distlock.Lock(redis.Redis.from_url(redis_server.url), prefix="h", ttl_ms=60_000) as lk:
+        yield lk
+
+
+def test_a_manual_handle_is_a_context_manager(locks: distlock.Lock, r: redis.Redis) -> None:
+    handle = locks.acquire("k")
+    assert handle is not None
+    with handle as h:
+        assert r.get("h:k") == h.token.encode()
+    assert r.get("h:k") is None
+
+
+def test_a_manual_handle_whose_key_was_taken_raises_on_exit(
+    locks: distlock.Lock, r: redis.Redis
+) -> None:
+    handle = locks.acquire("k")
+    assert handle is not None
+    with pytest.raises(LockLeaseLostError) as lost, handle:
+        r.set("h:k", "someone else")
+    assert lost.value.reason is LossReason.RELEASE_REJECTED
+    assert r.get("h:k") == b"someone else"
+
+
+def test_releasing_inside_hold_is_allowed_and_the_exit_reports_it(
+    locks: distlock.Lock, r: redis.Redis
+) -> None:
+    with locks.hold("k") as h:
+        assert h.release() is True
+        assert r.get("h:k") is None
+    # The exit saw a section already released: its release said the key was ours.
+    released: list[bool] = []
+
+    def body(h: distlock.LockHandle) -> None:
+        r.set("h:j", "someone else")
+        released.append(h.release())
+
+    with pytest.raises(LockLeaseLostError) as lost:
+        locks.run("j", body)
+    assert released == [False]
+    assert lost.value.reason is LossReason.RELEASE_REJECTED
+
+
+def test_entering_one_hold_twice_is_a_usage_error(locks: distlock.Lock, r: redis.Redis) -> None:
+    holding = locks.hold("k")
+    with holding:
+        with pytest.raises(UsageError, match="already entered"), holding:
+            pass
+        assert r.get("h:k") is not None  # the first entry still holds it
+    assert r.get("h:k") is None
+
+
+def test_extend_under_hold_is_a_usage_error(locks: distlock.Lock, r: redis.Redis) -> None:
+    with locks.hold("k") as h:
+        with pytest.raises(UsageError, match="renewed for you"):
+            h.extend(1_000)
+        assert h.held
+    assert r.get("h:k") is None
+
+
+def test_an_unanswered_release_keeps_its_network_error_as_the_cause(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    client = redis.Redis.from_url(redis_server.url, socket_timeout=0.3)
+    with distlock.Lock(client, prefix="h", ttl_ms=60_000, heartbeat_ms=False) as locks:
+        try:
+            with pytest.raises(LockLeaseLostError) as lost, locks.hold("k"):
+                r.client_pause(60_000, all=False)  # the release will get no answer
+        finally:
+            r.client_unpause()
+    assert lost.value.reason is LossReason.RELEASE_UNANSWERED
+    assert isinstance(lost.value.__cause__, redis.RedisError), lost.value.__cause__
+
+
+def test_asyncio_handles_too(redis_server: RedisServer, r: redis.Redis) -> None:
+    async def main() -> None:
+        async with distlock.asyncio.Lock(
+            aredis.Redis.from_url(redis_server.url), prefix="h", ttl_ms=60_000
+        ) as locks:
+            handle = await locks.acquire("k")
+            assert handle is not None
+            async with handle as h:
+                assert r.get("h:k") == h.token.encode()
+            assert r.get("h:k") is None
+            async with locks.hold("j") as h:
+                assert await h.release() is True
+            holding = locks.hold("i")
+            async with holding:
+                with pytest.raises(UsageError):
+                    async with holding:
+                        pass
+            async with locks.hold("e") as h:
+                with pytest.raises(UsageError):
+                    await h.extend()
+
+    asyncio.run(main())
+
+
+def test_threads_of_a_lock_never_closed_end_when_idle(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The redis-py habit: a Lock made per use and dropped, never closed.
+    from distlock import _scheduler, _workers
+
+    monkeypatch.setattr(_scheduler, "IDLE_SECONDS", 0.1)
+    monkeypatch.setattr(_workers.Workers.__init__, "__defaults__", (0.1,))
+    client = redis.Redis.from_url(redis_server.url)
+    before = threading.active_count()
+    for i in range(20):
+        distlock.Lock(client, prefix="drop", ttl_ms=2_000).run(str(i), lambda h: None)
+    assert threading.active_count() > before  # the renewal timers did start threads...
+    ended = threading.Event()
+
+    def poll() -> None:
+        while threading.active_count() > before + 1:  # + this poller
+            if ended.wait(0.05):
+                return
+        ended.set()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    assert ended.wait(30), f"{threading.active_count() - before - 1} threads still alive"
+    poller.join()
+    client.close()
