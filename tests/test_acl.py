@@ -1,0 +1,65 @@
+"""The least a restricted Redis user needs: the ACL the README documents, on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+import redis.asyncio as aredis
+
+import distlock
+import distlock.asyncio
+from tests.redis_server import RedisServer
+
+#: The README's ACL, for locks under the prefix "orders".
+ACL = [
+    "on", ">s3cret", "resetkeys", "~orders:*", "~distlock:fence:*",
+    "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "+incr",
+]
+
+
+@pytest.fixture
+def restricted(fresh_redis: RedisServer) -> redis.Redis:
+    admin = redis.Redis(port=fresh_redis.port)
+    admin.acl_setuser("locker", reset=True)
+    admin.execute_command("ACL", "SETUSER", "locker", *ACL)  # type: ignore[no-untyped-call]
+    admin.close()
+    return redis.Redis(port=fresh_redis.port, username="locker", password="s3cret")
+
+
+def test_the_documented_acl_is_enough(fresh_redis: RedisServer, restricted: redis.Redis) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    with distlock.Lock(restricted, prefix="orders", ttl_ms=10_000) as locks:
+        assert locks.run("1", lambda h: h.fence) >= 1
+        handle = locks.acquire("2")
+        assert handle is not None
+        assert handle.extend(20_000) is True
+        # Scripts flushed (a restart, a SCRIPT FLUSH): EVALSHA fails, EVAL takes over.
+        admin.script_flush()
+        assert handle.release() is True
+        assert locks.run("3", lambda h: h.fence) >= 1
+
+    async def main() -> None:
+        client = aredis.Redis(port=fresh_redis.port, username="locker", password="s3cret")
+        async with distlock.asyncio.Lock(client, prefix="orders") as locks:
+            admin.script_flush()
+            async with locks.hold("4") as h:
+                assert h.fence >= 1
+        await client.aclose()
+
+    asyncio.run(main())
+    assert admin.keys("orders:*") == []
+    admin.close()
+
+
+def test_the_documented_acl_is_restrictive(restricted: redis.Redis) -> None:
+    # Not vacuous: the user can touch nothing but its locks and the fence counters.
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        restricted.get("elsewhere:1")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        restricted.keys("*")
+    with distlock.Lock(restricted, prefix="elsewhere") as locks, pytest.raises(
+        redis.exceptions.NoPermissionError
+    ):
+        locks.acquire("1")
