@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import secrets
 import statistics
 import sys
@@ -34,12 +35,21 @@ import redis.asyncio as aredis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from distlock import Lock
-from distlock._protocol import ACQUIRE, RELEASE, fence_key
+from distlock._core.commands import Command, Op
+from distlock._protocol import ACQUIRE, RELEASE, encode
 from distlock.asyncio import Lock as AsyncLock
+
+#: The careful user's compare-and-delete, sent by EVALSHA (loaded by main()).
+FLOOR_RELEASE = """if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+FLOOR_SHA = hashlib.sha1(FLOOR_RELEASE.encode()).hexdigest()
 
 
 def sync_floor(r: redis.Redis, n: int) -> float:
-    sha = RELEASE.sha
+    sha = FLOOR_SHA
     t0 = time.perf_counter()
     for _ in range(n):
         token = secrets.token_hex(16)
@@ -50,12 +60,14 @@ def sync_floor(r: redis.Redis, n: int) -> float:
 
 def sync_scripts(r: redis.Redis, n: int) -> float:
     """distlock's own two scripts sent by hand: the wire cost of its protocol, fence included."""
-    acquire, release, fence = ACQUIRE.sha, RELEASE.sha, fence_key("bench:scripts")
+    key = "bench:scripts"
+    _, acquire_keys, _ = encode(Command(Op.ACQUIRE, key, "", 30_000))
+    _, release_keys, (_, memory) = encode(Command(Op.RELEASE, key, "", 30_000))
     t0 = time.perf_counter()
     for _ in range(n):
         token = secrets.token_hex(16)
-        if r.evalsha(acquire, 2, "bench:scripts", fence, token, 30_000):
-            r.evalsha(release, 1, "bench:scripts", token)
+        if r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, 30_000):
+            r.evalsha(RELEASE.sha, 2, *release_keys, token, memory)
     return time.perf_counter() - t0
 
 
@@ -68,7 +80,7 @@ def sync_distlock(locks: Lock, n: int) -> float:
 
 
 async def async_floor(r: aredis.Redis, n: int) -> float:
-    sha = RELEASE.sha
+    sha = FLOOR_SHA
     t0 = time.perf_counter()
     for _ in range(n):
         token = secrets.token_hex(16)
@@ -104,6 +116,7 @@ def report(name: str, floors: list[float], ours: list[float], n: int) -> dict[st
 
 def run_sync(url: str, cycles: int, rounds: int) -> dict[str, float]:
     r = redis.Redis.from_url(url)
+    r.script_load(FLOOR_RELEASE)
     r.script_load(RELEASE.source)
     r.script_load(ACQUIRE.source)
     with Lock(r, prefix="bench") as locks:
@@ -132,7 +145,7 @@ def run_sync(url: str, cycles: int, rounds: int) -> dict[str, float]:
 
 async def run_async(url: str, cycles: int, rounds: int) -> dict[str, float]:
     r = aredis.Redis.from_url(url)
-    await r.script_load(RELEASE.source)
+    await r.script_load(FLOOR_RELEASE)
     async with AsyncLock(r, prefix="bench") as locks:
         await async_floor(r, cycles // 10)
         await async_distlock(locks, cycles // 10)

@@ -8,6 +8,7 @@ makes the token checks sound.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Final
 
@@ -53,11 +54,22 @@ return 0
 """
 )
 
-#: KEYS[1] lock key; ARGV[1] token. 1 if deleted, 0 if not ours.
+#: How long a release is remembered, so that a resend of it (a client library retrying a
+#: release whose reply was lost) is answered as released instead of "not ours".  It must
+#: outlast the client's retries; redis-py 8's default policy gives up within seconds.
+RELEASE_MEMORY_MS: Final = 30_000
+
+#: KEYS[1] lock key, KEYS[2] its release record; ARGV[1] token, ARGV[2] memory ms.
+#: 1 if deleted now, or if this token's release already deleted it (a resend); 0 if the
+#: key is not ours and we did not release it.  The record is a short-lived key of its own,
+#: so the lock key is gone the moment it is released.
 RELEASE: Final = Script(
     """if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
+if redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
 return 0
 """
 )
@@ -65,6 +77,7 @@ return 0
 SCRIPTS: Final = {Op.ACQUIRE: ACQUIRE, Op.RENEW: EXTEND, Op.EXTEND: EXTEND, Op.RELEASE: RELEASE}
 
 
+@functools.lru_cache(maxsize=4096)
 def fence_key(key: str) -> str:
     """The fence counter that serves ``key``: one per Cluster hash slot, in ``key``'s slot.
 
@@ -75,6 +88,12 @@ def fence_key(key: str) -> str:
     return f"distlock:fence:{{{slot_tag(key_slot(key))}}}"
 
 
+@functools.lru_cache(maxsize=4096)
+def released_key(key: str) -> str:
+    """The short-lived record of ``key``'s last release, in ``key``'s Cluster slot."""
+    return f"distlock:released:{{{slot_tag(key_slot(key))}}}:{key}"
+
+
 def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     """The script, KEYS and ARGV that carry out ``command``."""
     op = command.op
@@ -82,5 +101,5 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     if op is Op.ACQUIRE:
         return ACQUIRE, [key, fence_key(key)], [command.token, command.ttl_ms]
     if op is Op.RELEASE:
-        return RELEASE, [key], [command.token]
+        return RELEASE, [key, released_key(key)], [command.token, RELEASE_MEMORY_MS]
     return EXTEND, [key], [command.token, command.ttl_ms]

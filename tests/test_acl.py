@@ -15,7 +15,8 @@ from tests.redis_server import RedisServer
 #: The README's ACL, for locks under the prefix "orders".
 ACL = [
     "on", ">s3cret", "resetkeys", "~orders:*", "~distlock:fence:*",
-    "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "+incr",
+    "~distlock:released:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del",
+    "+incr",
 ]
 
 

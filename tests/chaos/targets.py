@@ -16,7 +16,8 @@ A team points the suite at its own infrastructure with environment variables:
 With ``CHAOS_REDIS_URL`` the suite cannot SIGSTOP or SIGKILL that Redis: a pause becomes
 ``CLIENT PAUSE <ms> ALL`` (Redis >= 6.2; it also holds key expiry, like SIGSTOP) and a
 restart that loses the data becomes the deletion of every key under the scenario's own
-unique prefix (the lock keys and their fence counters).  Nothing else is touched.
+unique prefix (the lock keys and their release records; the fence counters are shared by
+every key of a hash slot, so they are left alone).  Nothing else is touched.
 """
 
 from __future__ import annotations
