@@ -127,6 +127,8 @@ def cluster_node() -> Iterator[redis.Redis]:
             [
                 REDIS_SERVER,
                 "--port", str(port),
+                # The bus port defaults to port + 10000, past 65535 for a high free port.
+                "--cluster-port", str(free_port()),
                 "--bind", "127.0.0.1",
                 "--save", "",
                 "--appendonly", "no",
