@@ -146,12 +146,12 @@ def test_short_body_costs_two_commands_and_no_thread(locks: Lock, r: redis.Redis
 
 
 def test_renews_while_the_body_outlives_the_ttl(r: redis.Redis) -> None:
-    ttl_ms = 1_200
+    ttl_ms, heartbeat_ms = 2_000, 200
     # Each renewal is sent at least one heartbeat after the one before, so this many
     # successful renewals mean the body has outlived 1.5 TTLs, and it is still held.  The
-    # heartbeat is short so that a stall of the machine must last nearly a whole TTL to
-    # cost the lease.
-    enough = (ttl_ms * 3 // 2) // QUICK_HEARTBEAT_MS
+    # heartbeat is a tenth of the TTL, so only a stall of the machine of nearly a whole
+    # TTL between two renewals can cost the lease.
+    enough = (ttl_ms * 3 // 2) // heartbeat_ms
     renewed = threading.Event()
     replies: list[dict[str, Any]] = []
 
@@ -161,8 +161,7 @@ def test_renews_while_the_body_outlives_the_ttl(r: redis.Redis) -> None:
             if len(replies) >= enough:
                 renewed.set()
 
-    with Lock(r, prefix="renew", ttl_ms=ttl_ms, heartbeat_ms=QUICK_HEARTBEAT_MS,
-              trace=trace) as locks:
+    with Lock(r, prefix="renew", ttl_ms=ttl_ms, heartbeat_ms=heartbeat_ms, trace=trace) as locks:
         assert locks.run("k", lambda h: renewed.wait(WAIT) and h.held) is True
     assert len(replies) >= enough
     assert r.get("renew:k") is None
