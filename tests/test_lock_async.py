@@ -22,6 +22,10 @@ from tests.redis_server import RedisServer, free_port
 T = TypeVar("T")
 WAIT = 10.0
 PACKAGE_DIR = str(Path(distlock.__file__).resolve().parent)
+#: A renewal interval far below the TTL: a test that waits for a renewal's verdict gets it
+#: within one heartbeat, and no stall of the machine short of the whole TTL can turn it
+#: into a deadline loss instead.
+QUICK_HEARTBEAT_MS = 100
 
 
 def arun(fn: Callable[[], Awaitable[T]]) -> T:
@@ -88,8 +92,9 @@ def test_six_callers_fail_fast_and_with_retries_all_run(redis_server: RedisServe
                 await asyncio.sleep(0.02)
                 inside -= 1
 
+            # Retries are a spin, not a queue: leave a slow machine room for an unlucky caller.
             await asyncio.gather(
-                *(locks.run("job", serial, retries=100, retry_delay_ms=50) for _ in range(6))
+                *(locks.run("job", serial, retries=1_000, retry_delay_ms=50) for _ in range(6))
             )
             assert most == 1
 
@@ -127,7 +132,10 @@ def test_short_body_starts_no_task(redis_server: RedisServer, r: redis.Redis) ->
 
 def test_loss_cancels_the_body_and_raises(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        async with Lock(client_for(redis_server), prefix="c", ttl_ms=400) as locks:
+        # The deadline is ten seconds away: the next renewal, one short heartbeat later, is
+        # what must find the key gone.
+        async with Lock(client_for(redis_server), prefix="c", ttl_ms=10_000,
+                        heartbeat_ms=QUICK_HEARTBEAT_MS) as locks:
             reached: list[str] = []
 
             async def body(h: LockHandle) -> None:
@@ -153,28 +161,51 @@ def test_cancel_on_loss_false_keeps_only_the_signal(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
     async def main() -> None:
-        async with Lock(client_for(redis_server), prefix="c", ttl_ms=400) as locks:
+        async with Lock(client_for(redis_server), prefix="c", ttl_ms=10_000,
+                        heartbeat_ms=QUICK_HEARTBEAT_MS) as locks:
+            finished: list[str] = []
+
             async def body(h: LockHandle) -> str:
                 r.delete(h.key)
                 await asyncio.wait_for(h.signal.wait(), WAIT)
                 assert h.signal.reason is not None
+                finished.append("finished")  # not cancelled, though the loss was known
                 return "finished"
 
-            with pytest.raises(LockLeaseLostError):
+            with pytest.raises(LockLeaseLostError) as info:
                 await locks.run("k", body, cancel_on_loss=False)
+            assert finished == ["finished"]
+            assert info.value.reason is LossReason.RENEW_REJECTED
 
     arun(main)
 
 
 def test_blocked_event_loop_is_caught_at_completion(redis_server: RedisServer) -> None:
+    ttl_ms = 500
+    sent_at: list[float] = []
+
+    def trace(event: dict[str, Any]) -> None:
+        if event["action"] == "Acquire":
+            sent_at.append(event["t"])
+
     async def main() -> None:
-        async with Lock(client_for(redis_server), prefix="b", ttl_ms=100) as locks:
+        async with Lock(client_for(redis_server), prefix="b", ttl_ms=ttl_ms,
+                        trace=trace) as locks:
+            ran: list[int] = []
+
             async def body(h: LockHandle) -> str:
-                time.sleep(0.3)  # noqa: ASYNC251 -- the fault: it blocks the loop, no timer runs
+                ran.append(1)
+                # The fault: the loop is blocked until the lease, counted from the acquire's
+                # send, is over on the client's clock (the trace's t); no timer runs, and
+                # the body ends past its deadline.  The grant and the start of the body are
+                # one step of the task, so no renewal tick can run before the block either.
+                left_ms = sent_at[0] + ttl_ms - time.monotonic() * 1000
+                time.sleep(max(0.0, left_ms) / 1000 + 0.001)  # noqa: ASYNC251
                 return "done"
 
             with pytest.raises(LockLeaseLostError) as info:
                 await locks.run("k", body)
+            assert ran == [1]
             assert info.value.reason is LossReason.DEADLINE_AT_COMPLETION
 
     arun(main)
@@ -182,7 +213,9 @@ def test_blocked_event_loop_is_caught_at_completion(redis_server: RedisServer) -
 
 def test_silent_redis_is_a_loss_by_the_deadline(fresh_redis: RedisServer) -> None:
     async def main() -> None:
-        async with Lock(client_for(fresh_redis), prefix="p", ttl_ms=300) as locks:
+        # A paused Redis answers nothing, so the deadline is the only way out; the TTL only
+        # has to be long enough that the grant itself is never late.
+        async with Lock(client_for(fresh_redis), prefix="p", ttl_ms=1_000) as locks:
             async def body(h: LockHandle) -> None:
                 fresh_redis.pause()
                 try:
@@ -199,7 +232,8 @@ def test_silent_redis_is_a_loss_by_the_deadline(fresh_redis: RedisServer) -> Non
 
 def test_body_error_and_abort_reason(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        async with Lock(client_for(redis_server), prefix="e", ttl_ms=400) as locks:
+        async with Lock(client_for(redis_server), prefix="e", ttl_ms=10_000,
+                        heartbeat_ms=QUICK_HEARTBEAT_MS) as locks:
             async def plain_error(h: LockHandle) -> None:
                 raise KeyError("boom")
 
@@ -314,6 +348,15 @@ def test_on_renew_error_sees_failed_round_trips(fresh_redis: RedisServer) -> Non
 # Each test parks a task at one await point (writes paused with CLIENT PAUSE WRITE, which
 # holds scripts unexecuted, or an event never set), cancels it there, lets Redis go on, and
 # checks that the key is free again and no task is left behind.
+#
+# The clients have no socket timeout.  With one, redis-py sends each command under
+# asyncio.wait_for, which on Python 3.11 returns the send's result and drops a cancel that
+# arrives after the send completed but before the task resumed: exactly when a script is
+# first seen parked in Redis.  The cancel would then be lost before distlock ever saw it.
+
+
+def cancellable_client(server: RedisServer) -> aredis.Redis:
+    return client_for(server, socket_timeout=None)
 
 
 async def settle(locks: Lock) -> None:
@@ -324,7 +367,9 @@ async def settle(locks: Lock) -> None:
 async def parked_scripts(r: redis.Redis, count: int) -> None:
     """Until ``count`` clients are held by the pause with a script call."""
     while True:
-        blocked = [c for c in r.client_list() if c.get("cmd") == "evalsha" and "b" in c["flags"]]
+        blocked = [
+            c for c in r.client_list() if c.get("cmd") in ("evalsha", "eval") and "b" in c["flags"]
+        ]
         if len(blocked) >= count:
             return
         await asyncio.sleep(0.005)  # polling the server: it has no event to wait on
@@ -340,7 +385,7 @@ def unpause(r: redis.Redis) -> None:
 
 def test_cancel_during_acquire_round_trip(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        locks = Lock(client_for(redis_server), prefix="x", ttl_ms=60_000)
+        locks = Lock(cancellable_client(redis_server), prefix="x", ttl_ms=60_000)
         pause_writes(r)
         try:
             task = asyncio.create_task(locks.run("k", lambda h: asyncio.sleep(0)))
@@ -359,15 +404,21 @@ def test_cancel_during_acquire_round_trip(redis_server: RedisServer, r: redis.Re
 
 def test_cancel_during_retry_backoff(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        locks = Lock(client_for(redis_server), prefix="y", ttl_ms=60_000)
+        refused = asyncio.Event()
+
+        def trace(event: dict[str, Any]) -> None:
+            if event["action"] == "AcquireReply" and not event["granted"]:
+                refused.set()
+
+        locks = Lock(cancellable_client(redis_server), prefix="y", ttl_ms=60_000, trace=trace)
         holder = await locks.acquire("k")
         assert holder is not None
-        r.config_resetstat()
         task = asyncio.create_task(
             locks.run("k", lambda h: asyncio.sleep(0), retries=1000, retry_delay_ms=20)
         )
-        while int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)) < 3:  # noqa: ASYNC110
-            await asyncio.sleep(0.005)  # polling the server: it has no event to wait on
+        # The refusal is traced inside the task, which then awaits its backoff: by the time
+        # this wakes up, the task is parked in that sleep.
+        await asyncio.wait_for(refused.wait(), WAIT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -380,7 +431,7 @@ def test_cancel_during_retry_backoff(redis_server: RedisServer, r: redis.Redis) 
 
 def test_cancel_during_body_releases(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        locks = Lock(client_for(redis_server), prefix="z", ttl_ms=60_000)
+        locks = Lock(cancellable_client(redis_server), prefix="z", ttl_ms=60_000)
         entered = asyncio.Event()
 
         async def body(h: LockHandle) -> None:
@@ -401,7 +452,7 @@ def test_cancel_during_body_releases(redis_server: RedisServer, r: redis.Redis) 
 
 def test_cancel_during_release_still_releases(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        locks = Lock(client_for(redis_server), prefix="w", ttl_ms=60_000)
+        locks = Lock(cancellable_client(redis_server), prefix="w", ttl_ms=60_000)
 
         async def body(h: LockHandle) -> None:
             pause_writes(r)  # the release will be held until unpaused
@@ -423,7 +474,7 @@ def test_cancel_during_release_still_releases(redis_server: RedisServer, r: redi
 
 def test_cancel_during_manual_extend_and_release(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        locks = Lock(client_for(redis_server), prefix="v", ttl_ms=60_000)
+        locks = Lock(cancellable_client(redis_server), prefix="v", ttl_ms=60_000)
         h = await locks.acquire("k")
         assert h is not None
         pause_writes(r)
@@ -455,7 +506,9 @@ def test_cancel_during_manual_extend_and_release(redis_server: RedisServer, r: r
 def test_aclose_leaves_no_task(redis_server: RedisServer) -> None:
     async def main() -> None:
         renewed = asyncio.Event()
-        locks = Lock(client_for(redis_server), prefix="t", ttl_ms=200,
+        # A renewal task must have run; the long TTL keeps the lease whatever the load.
+        locks = Lock(client_for(redis_server), prefix="t", ttl_ms=2_000,
+                     heartbeat_ms=QUICK_HEARTBEAT_MS,
                      trace=lambda e: renewed.set() if e["action"] == "RenewReply" else None)
 
         async def body(h: LockHandle) -> None:
@@ -468,21 +521,48 @@ def test_aclose_leaves_no_task(redis_server: RedisServer) -> None:
     arun(main)
 
 
+@pytest.mark.parametrize("how", ["run", "acquire"])
 def test_a_grant_arriving_after_its_lease_runs_no_body(
-    redis_server: RedisServer, r: redis.Redis
+    redis_server: RedisServer, r: redis.Redis, how: str
 ) -> None:
+    ttl_ms = 100
+
     async def main() -> None:
-        async with Lock(client_for(redis_server), prefix="late", ttl_ms=100) as locks:
+        sent = asyncio.Event()
+        sent_at: list[float] = []
+        released: list[bool] = []
+
+        def trace(event: dict[str, Any]) -> None:
+            if event["action"] == "Acquire":
+                sent_at.append(event["t"])
+                sent.set()
+            elif event["action"] == "ReleaseReply":
+                released.append(event["ok"])
+
+        async with Lock(client_for(redis_server), prefix="late", ttl_ms=ttl_ms,
+                        trace=trace) as locks:
             ran: list[int] = []
 
             async def body(h: LockHandle) -> None:
                 ran.append(1)
 
-            r.client_pause(300, all=False)  # the acquire runs only after three TTLs
+            # Redis holds the acquire unexecuted until its whole TTL has passed on the
+            # client's clock since it was sent (the trace's t): the grant then arrives after
+            # the lease it grants, whatever the machine's load.
+            pause_writes(r)
+            try:
+                call = locks.run("k", body) if how == "run" else locks.acquire("k")
+                task = asyncio.ensure_future(call)
+                await asyncio.wait_for(sent.wait(), WAIT)
+                while (left := sent_at[0] + ttl_ms - time.monotonic() * 1000) >= 0:  # noqa: ASYNC110 -- the clock is what we wait for
+                    await asyncio.sleep(left / 1000 + 0.001)
+            finally:
+                unpause(r)
             with pytest.raises(LockLeaseLostError) as info:
-                await locks.run("k", body)
+                await task
             assert info.value.reason is LossReason.GRANTED_TOO_LATE
             assert ran == []
+            assert released == [True]  # released with our token, not left to expire
             assert r.get("late:k") is None
 
     arun(main)

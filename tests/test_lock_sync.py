@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +25,10 @@ from distlock._protocol import fence_key
 from tests.redis_server import RedisServer, free_port
 
 WAIT = 10.0  # generous bound on event waits; never a timing assertion
+#: A renewal interval far below the TTL: a test that waits for a renewal's verdict gets it
+#: within one heartbeat, and no stall of the machine short of the whole TTL can turn it
+#: into a deadline loss instead.
+QUICK_HEARTBEAT_MS = 100
 
 
 @pytest.fixture
@@ -116,13 +121,14 @@ def test_with_retries_all_six_run_one_at_a_time(locks: Lock) -> None:
 
     def caller() -> None:
         start.wait()
-        locks.run("job", body, retries=100, retry_delay_ms=50)
+        # Retries are a spin, not a queue: leave a slow machine room for an unlucky caller.
+        locks.run("job", body, retries=1_000, retry_delay_ms=50)
 
     threads = [threading.Thread(target=caller) for _ in range(6)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(WAIT * 3)
+        t.join(WAIT * 6)
     assert runs == 6
     assert most == 1
 
@@ -140,17 +146,24 @@ def test_short_body_costs_two_commands_and_no_thread(locks: Lock, r: redis.Redis
 
 
 def test_renews_while_the_body_outlives_the_ttl(r: redis.Redis) -> None:
+    ttl_ms, heartbeat_ms = 2_000, 200
+    # Each renewal is sent at least one heartbeat after the one before, so this many
+    # successful renewals mean the body has outlived 1.5 TTLs, and it is still held.  The
+    # heartbeat is a tenth of the TTL, so only a stall of the machine of nearly a whole
+    # TTL between two renewals can cost the lease.
+    enough = (ttl_ms * 3 // 2) // heartbeat_ms
     renewed = threading.Event()
     replies: list[dict[str, Any]] = []
 
     def trace(event: dict[str, Any]) -> None:
         if event["action"] == "RenewReply" and event["ok"]:
             replies.append(event)
-            if len(replies) >= 6:  # 6 renewals at ttl/4: 1.5 TTLs survived
+            if len(replies) >= enough:
                 renewed.set()
 
-    with Lock(r, prefix="renew", ttl_ms=200, trace=trace) as locks:
+    with Lock(r, prefix="renew", ttl_ms=ttl_ms, heartbeat_ms=heartbeat_ms, trace=trace) as locks:
         assert locks.run("k", lambda h: renewed.wait(WAIT) and h.held) is True
+    assert len(replies) >= enough
     assert r.get("renew:k") is None
 
 
@@ -163,8 +176,10 @@ def test_deleted_key_is_a_loss_even_when_the_body_returns(locks: Lock, r: redis.
         seen["signal"] = h.signal
         return "finished anyway"
 
+    # The deadline is ten seconds away: the next renewal, one short heartbeat later, is
+    # what must find the key gone.
     with pytest.raises(LockLeaseLostError) as info:
-        locks.run("42", body, ttl_ms=400)
+        locks.run("42", body, heartbeat_ms=QUICK_HEARTBEAT_MS)
     assert seen["fired"] is True
     assert info.value.key == "order:42"
     assert info.value.reason is LossReason.RENEW_REJECTED
@@ -181,7 +196,9 @@ def test_silent_redis_is_a_loss_by_the_deadline(fresh_redis: RedisServer) -> Non
         finally:
             fresh_redis.resume()
 
-    with Lock(client, prefix="p", ttl_ms=300) as locks, pytest.raises(LockLeaseLostError) as info:
+    # A paused Redis answers nothing, so the deadline is the only way out; the TTL only has
+    # to be long enough that the grant itself is never late.
+    with Lock(client, prefix="p", ttl_ms=1_000) as locks, pytest.raises(LockLeaseLostError) as info:
         locks.run("k", body)
     assert info.value.reason is LossReason.DEADLINE_PASSED
     client.close()
@@ -213,11 +230,37 @@ def test_old_owner_cannot_release_or_extend_a_retaken_key(locks: Lock, r: redis.
 
 
 def test_gil_held_past_the_ttl_is_caught(r: redis.Redis) -> None:
+    ttl_ms = 500
     # PyDLL calls keep the GIL, so the timer thread cannot run while usleep blocks.
     libc = ctypes.PyDLL(None)
-    with Lock(r, prefix="gil", ttl_ms=100) as locks, pytest.raises(LockLeaseLostError) as info:
-        locks.run("k", lambda h: libc.usleep(300_000))
-    assert info.value.reason in (LossReason.DEADLINE_AT_COMPLETION, LossReason.DEADLINE_PASSED)
+    sent_at: list[float] = []
+    ran: list[int] = []
+
+    def trace(event: dict[str, Any]) -> None:
+        if event["action"] == "Acquire":
+            sent_at.append(event["t"])
+
+    def body(h: LockHandle) -> None:
+        ran.append(1)
+        # Hold the GIL until the lease, counted from the acquire's send, is over on the
+        # client's own clock: the section is certainly past its deadline when it ends.
+        left_ms = sent_at[0] + ttl_ms - time.monotonic() * 1000
+        libc.usleep(int(max(0.0, left_ms) * 1000) + 1_000)
+
+    with (
+        Lock(r, prefix="gil", ttl_ms=ttl_ms, heartbeat_ms=ttl_ms // 2, trace=trace) as locks,
+        pytest.raises(LockLeaseLostError) as info,
+    ):
+        locks.run("k", body)
+    assert ran == [1]
+    # Whichever of the starved timer or the completion check sees the deadline first; a
+    # renewal the timer sent just before the GIL was taken finds the key expired.  Not a
+    # release rejection: the loss must be known before the release reply says so.
+    assert info.value.reason in (
+        LossReason.DEADLINE_AT_COMPLETION,
+        LossReason.DEADLINE_PASSED,
+        LossReason.RENEW_REJECTED,
+    )
 
 
 def test_manual_handle_is_never_renewed(r: redis.Redis) -> None:
@@ -265,7 +308,7 @@ def test_body_raising_the_abort_reason_propagates_it_unchanged(locks: Lock, r: r
         h.signal.raise_if_aborted()
 
     with pytest.raises(LockLeaseLostError) as info:
-        locks.run("42", body, ttl_ms=400)
+        locks.run("42", body, heartbeat_ms=QUICK_HEARTBEAT_MS)
     assert info.value is reasons[0]
 
 
@@ -410,26 +453,73 @@ def test_close_leaves_no_thread(r: redis.Redis) -> None:
     before = {t.ident for t in threading.enumerate()}
     locks = Lock(r, prefix="leak", ttl_ms=200)
     renewed = threading.Event()
-    locks2 = Lock(r, prefix="leak2", ttl_ms=200,
+    # A renewal, so the worker pool exists too; the long TTL keeps the lease whatever the
+    # machine's load.
+    locks2 = Lock(r, prefix="leak2", ttl_ms=2_000, heartbeat_ms=QUICK_HEARTBEAT_MS,
                   trace=lambda e: renewed.set() if e["action"] == "RenewReply" else None)
     locks.run("k", lambda h: None)
-    locks2.run("k", lambda h: renewed.wait(WAIT))
+    assert locks2.run("k", lambda h: renewed.wait(WAIT)) is True
     locks.close()
     locks2.close()
     assert {t.ident for t in threading.enumerate()} == before
 
 
-def test_a_grant_arriving_after_its_lease_runs_no_body(locks: Lock, r: redis.Redis) -> None:
+class LateGrant:
+    """A ``trace=`` callable, and a way to run one acquisition whose grant arrives after
+    the lease it grants, whatever the machine's load: Redis holds writes, and the acquire
+    is let through only once its whole TTL has passed on the client's clock since it was
+    sent (the trace's ``t``, the client's monotonic clock in milliseconds)."""
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+        self.sent_at: list[float] = []
+        self.released: list[bool] = []
+        self._sent = threading.Event()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event["action"] == "Acquire":
+            self.sent_at.append(event["t"])
+            self._sent.set()
+        elif event["action"] == "ReleaseReply":
+            self.released.append(event["ok"])
+
+    def run(self, r: redis.Redis, call: Callable[[], object]) -> BaseException | None:
+        """Run ``call`` on another thread; return what it raised."""
+        outcome: list[BaseException | None] = []
+
+        def caller() -> None:
+            try:
+                call()
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        r.client_pause(60_000, all=False)  # scripts wait unexecuted until the unpause
+        thread = threading.Thread(target=caller)
+        try:
+            thread.start()
+            assert self._sent.wait(WAIT), "the acquire was never sent"
+            # The one thing to wait for here is the clock itself.
+            while (left := self.sent_at[0] + self.ttl_ms - time.monotonic() * 1000) >= 0:
+                time.sleep(left / 1000 + 0.001)
+        finally:
+            r.client_unpause()
+        thread.join(WAIT)
+        assert not thread.is_alive() and outcome
+        return outcome[0]
+
+
+@pytest.mark.parametrize("how", ["run", "acquire"])
+def test_a_grant_arriving_after_its_lease_runs_no_body(r: redis.Redis, how: str) -> None:
+    late = LateGrant(ttl_ms=100)
     ran: list[int] = []
-    # Writes paused for 3 TTLs: the acquire runs (and its PX starts) only after the pause,
-    # so its reply arrives after the lease the client counted from its send time.
-    r.client_pause(300, all=False)
-    with pytest.raises(LockLeaseLostError) as info:
-        locks.run("late", lambda h: ran.append(1), ttl_ms=100)
-    assert info.value.reason is LossReason.GRANTED_TOO_LATE
+    with Lock(r, prefix="order", ttl_ms=late.ttl_ms, trace=late) as locks:
+        if how == "run":
+            error = late.run(r, lambda: locks.run("late", lambda h: ran.append(1)))
+        else:
+            error = late.run(r, lambda: locks.acquire("late"))
+    assert isinstance(error, LockLeaseLostError), error
+    assert error.reason is LossReason.GRANTED_TOO_LATE
     assert ran == []
-    assert r.get("order:late") is None  # released, not left to expire
-    r.client_pause(300, all=False)
-    with pytest.raises(LockLeaseLostError):
-        locks.acquire("late", ttl_ms=100)
+    assert late.released == [True]  # released with our token, not left to expire
     assert r.get("order:late") is None

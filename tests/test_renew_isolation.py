@@ -1,0 +1,122 @@
+"""One hung renewal must not hold up the renewals of other locks on the same ``Lock``.
+
+Renewal round trips leave the timer thread so that a connection that never answers cannot
+delay anything else; but if they then queue for a small, fixed set of workers, a handful
+of hung renewals occupy every worker and a healthy lock's renewal waits behind them until
+its lease runs out.  Five renewals are held at a gate here and a sixth lock's renewal must
+still be sent and answered.
+
+Nothing depends on timing: the TTL is a minute, so no lease can run out during the test,
+and the healthy renewal is awaited as an event (its ``RenewReply``), with a bound only so
+that a failure is a failure and not a hang.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from distlock import Lock
+from distlock import _protocol as scripts
+from tests.properties.gates import Gate
+from tests.redis_server import RedisServer
+
+WAIT = 10.0  # the healthy renewal is due 100 ms after its acquire; this only bounds a failure
+TTL_MS = 60_000
+HEARTBEAT_MS = 100
+PREFIX = "iso"
+HUNG = [f"hung{i}" for i in range(5)]
+
+
+class KeyGatedRedis(redis.Redis):
+    """A client whose EXTEND calls (renewals) on a key with a gate in ``gates`` wait there."""
+
+    def __init__(self, gates: dict[str, Gate], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gates = gates
+
+    def _gate(self, args: tuple[Any, ...]) -> None:
+        # EVALSHA / EVAL arguments: script, numkeys, KEYS..., ARGV...
+        if len(args) >= 3 and args[0] in (scripts.EXTEND.sha, scripts.EXTEND.source):
+            gate = self.gates.get(str(args[2]))
+            if gate is not None:
+                gate.passage()
+
+    def evalsha(self, *args: Any) -> Any:
+        self._gate(args)
+        return super().evalsha(*args)
+
+    def eval(self, *args: Any) -> Any:
+        self._gate(args)
+        return super().eval(*args)
+
+
+class Renewals:
+    """A ``trace=`` callable: which key each section is, and the renewals sent and answered."""
+
+    def __init__(self, watched: str) -> None:
+        self.watched = watched
+        self._clients: dict[str, str] = {}
+        self._cond = threading.Condition()
+        self.sent: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        with self._cond:
+            if event["action"] == "Acquire":
+                self._clients[event["client"]] = event["key"]
+                return
+            key = self._clients.get(event["client"], "?")
+            if event["action"] == "RenewSend":
+                self.sent[key] = self.sent.get(key, 0) + 1
+            elif event["action"] == "RenewReply" and event["ok"]:
+                self.answered[key] = self.answered.get(key, 0) + 1
+                self._cond.notify_all()
+
+    def wait_answered(self, key: str, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.answered.get(key, 0) > 0, timeout)
+
+
+@pytest.fixture
+def gates() -> Iterator[dict[str, Gate]]:
+    gates = {f"{PREFIX}:{id}": Gate() for id in HUNG}
+    for gate in gates.values():
+        gate.close()
+    yield gates
+    for gate in gates.values():  # whatever happened, nothing stays parked
+        gate.open()
+
+
+def test_hung_renewals_do_not_block_another_locks_renewal(
+    redis_server: RedisServer, r: redis.Redis, gates: dict[str, Gate]
+) -> None:
+    healthy = f"{PREFIX}:healthy"
+    renewals = Renewals(healthy)
+    client = KeyGatedRedis(gates, port=redis_server.port)
+    try:
+        with Lock(client, prefix=PREFIX, ttl_ms=TTL_MS, heartbeat_ms=HEARTBEAT_MS,
+                  trace=renewals) as locks, locks.hold_many(HUNG):
+            # Every hung renewal that could get a worker is parked at its gate before the
+            # healthy lock exists, so its renewal can only come after them.
+            parked = sum(gate.wait_blocked(1, WAIT / len(gates)) for gate in gates.values())
+            assert parked >= 4, f"only {parked} renewals reached their gates"
+            try:
+                with locks.hold("healthy") as handle:
+                    answered = renewals.wait_answered(healthy, WAIT)
+                    assert answered, (
+                        f"the healthy lock's renewal was never answered while "
+                        f"{parked} renewals hung (renewals it sent: "
+                        f"{renewals.sent.get(healthy, 0)}, answered: 0)"
+                    )
+                    assert handle.held
+                    assert r.pttl(healthy) > 0 and r.get(healthy) == handle.token.encode()
+            finally:
+                for gate in gates.values():
+                    gate.open()
+    finally:
+        client.close()
