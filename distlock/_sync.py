@@ -18,7 +18,9 @@ from typing import Any, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
+from redis.retry import Retry
 
 from distlock import _flows as flows
 from distlock._base import (
@@ -51,6 +53,7 @@ from distlock.options import (
 from distlock.signal import LeaseSignal
 
 T = TypeVar("T")
+_ONE_ATTEMPT = Retry(NoBackoff(), 0)
 #: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
 Client = redis.Redis | redis.RedisCluster
 
@@ -283,10 +286,33 @@ class Lock(LockBase):
     def _call(self, command: Command) -> int:
         client = self.client
         script, keys, args = encode(command)
+        if command.best_effort and isinstance(client, redis.Redis):
+            return self._call_once(client, script.sha, script.source, keys, args)
         try:
             reply = client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
             reply = client.eval(script.source, len(keys), *keys, *args)
+        return int(cast(Any, reply))
+
+    @staticmethod
+    def _call_once(
+        client: redis.Redis, sha: str, source: str, keys: list[str], args: list[str | int]
+    ) -> int:
+        """One attempt on a connection of its own, with no retry (of the command or of
+        the connect): the pool's connections retry as the client was configured."""
+        # Typed Any: parts of redis-py's connection API carry no annotations.
+        api: Any = client
+        pool: Any = client.connection_pool
+        conn: Any = pool.connection_class(**{**pool.connection_kwargs, "retry": _ONE_ATTEMPT})
+        try:
+            try:
+                conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
+                reply = api.parse_response(conn, "EVALSHA")
+            except NoScriptError:
+                conn.send_command("EVAL", source, len(keys), *keys, *args)
+                reply = api.parse_response(conn, "EVAL")
+        finally:
+            conn.disconnect()
         return int(cast(Any, reply))
 
     def _run(self, flow: Flow[T]) -> T:

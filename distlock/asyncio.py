@@ -20,7 +20,9 @@ from typing import Any, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
+from redis.retry import Retry
 
 from distlock import _flows as flows
 from distlock._base import (
@@ -50,6 +52,7 @@ from distlock.options import (
 from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
+_ONE_ATTEMPT = Retry(NoBackoff(), 0)
 _NO_GUARD = nullcontext()
 #: What an asyncio Lock talks through (a Sentinel's ``master_for`` gives a redis.asyncio.Redis).
 Client = aredis.Redis | aredis.RedisCluster
@@ -315,10 +318,33 @@ class Lock(LockBase):
     async def _call(self, command: Command) -> int:
         client = self._client if self._client is not None else await self.client()
         script, keys, args = encode(command)
+        if command.best_effort and isinstance(client, aredis.Redis):
+            return await self._call_once(client, script.sha, script.source, keys, args)
         try:
             reply = await client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
             reply = await client.eval(script.source, len(keys), *keys, *args)
+        return int(cast(Any, reply))
+
+    @staticmethod
+    async def _call_once(
+        client: aredis.Redis, sha: str, source: str, keys: list[str], args: list[str | int]
+    ) -> int:
+        """One attempt on a connection of its own, with no retry (of the command or of
+        the connect): the pool's connections retry as the client was configured."""
+        # Typed Any: parts of redis-py's connection API carry no annotations.
+        api: Any = client
+        pool: Any = client.connection_pool
+        conn: Any = pool.connection_class(**{**pool.connection_kwargs, "retry": _ONE_ATTEMPT})
+        try:
+            try:
+                await conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
+                reply = await api.parse_response(conn, "EVALSHA")
+            except NoScriptError:
+                await conn.send_command("EVAL", source, len(keys), *keys, *args)
+                reply = await api.parse_response(conn, "EVAL")
+        finally:
+            await conn.disconnect()
         return int(cast(Any, reply))
 
     async def _run(self, flow: Flow[T], request: Request | None = None) -> T:

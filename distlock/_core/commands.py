@@ -29,18 +29,28 @@ class Command:
     """One request for Redis: ``op`` on ``key`` with ``token``, setting ``ttl_ms``.
 
     ``write`` is the lease clock's record of a TTL-setting request (None for a release).
+    ``best_effort``: a cleanup whose failure changes nothing for the caller (the release
+    after an acquire whose reply never came): one attempt, without the client library's
+    retries, so a Redis that is down is not waited for twice.
     """
 
-    __slots__ = ("key", "op", "token", "ttl_ms", "write")
+    __slots__ = ("best_effort", "key", "op", "token", "ttl_ms", "write")
 
     def __init__(
-        self, op: Op, key: str, token: str, ttl_ms: int, write: Write | None = None
+        self,
+        op: Op,
+        key: str,
+        token: str,
+        ttl_ms: int,
+        write: Write | None = None,
+        best_effort: bool = False,
     ) -> None:
         self.op = op
         self.key = key
         self.token = token
         self.ttl_ms = ttl_ms
         self.write = write
+        self.best_effort = best_effort
 
     def __repr__(self) -> str:
         return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"

@@ -494,10 +494,13 @@ class Section:
         """Release: compare-and-delete with our token. Nothing to send if already released."""
         if self.phase not in _RELEASABLE:
             return NOTHING
+        cleanup = self.phase is Phase.ABANDONED
         self.phase = Phase.RELEASING
         if self.events is not None:
             self._record("Release", now)
-        return Step(send=self._command(Op.RELEASE, self.config.ttl_ms, None))
+        return Step(
+            send=Command(Op.RELEASE, self.key, self.token, self.config.ttl_ms, None, cleanup)
+        )
 
     def _abandoned(self) -> bool:
         return self.fence is None
