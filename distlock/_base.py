@@ -13,7 +13,7 @@ from typing import Any, Final, Generic, TypeVar
 from distlock._core.group import Group, acquisition_order
 from distlock._core.section import Section, SectionConfig
 from distlock.errors import LockClosedError, UsageError, ValidationError
-from distlock.events import Event, Observer, RenewFailed, Transition
+from distlock.events import Event, Lost, Observer, RenewFailed, Transition
 from distlock.options import DEFAULTS, Options, RenewErrorHook, check_id
 
 log = logging.getLogger("distlock")
@@ -68,6 +68,21 @@ def split_client(
 def now_ms() -> float:
     """The client clock both drivers and their flows read: monotonic, in milliseconds."""
     return time.monotonic() * 1000.0
+
+
+def _log_failure(handle: HandleBase, event: Lost | RenewFailed) -> None:
+    """The happy path logs nothing; a failed renewal is a warning, a loss an error."""
+    extra = {"distlock_key": event.key, "distlock_token": handle.token[:8]}
+    if isinstance(event, RenewFailed):
+        log.warning(
+            "distlock: renewal of %r failed (%d in a row): %r; the next heartbeat retries",
+            event.key, event.failures, event.error, extra=extra,
+        )
+    else:
+        log.error(
+            "distlock: lock %r lost (%s), %.0f ms after the last confirmed send",
+            event.key, event.reason.name, event.detection_delay_ms, extra=extra,
+        )
 
 
 class RenewErrorObserver:
@@ -226,10 +241,12 @@ class LockBase:
                     trace(event.as_dict())
 
     def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
-        """Lifecycle events to the handle's observers (outside any guard)."""
+        """Lifecycle events to the log and the handle's observers (outside any guard)."""
         for event in events:
             if isinstance(event, Transition):
                 continue
+            if isinstance(event, Lost | RenewFailed):
+                _log_failure(handle, event)
             for observer in handle._observers:
                 try:
                     observer(event)

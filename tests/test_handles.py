@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -142,3 +143,54 @@ def test_threads_of_a_lock_never_closed_end_when_idle(
     assert ended.wait(30), f"{threading.active_count() - before - 1} threads still alive"
     poller.join()
     client.close()
+
+
+def test_losses_and_failed_renewals_are_logged_and_the_happy_path_is_not(
+    locks: distlock.Lock, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG", logger="distlock")
+    locks.run("quiet", lambda h: None)
+    assert caplog.records == []
+
+    def body(h: distlock.LockHandle) -> None:
+        r.delete(h.key)
+
+    with pytest.raises(LockLeaseLostError):
+        locks.run("lost", body)
+    (record,) = caplog.records
+    assert record.levelname == "ERROR"
+    assert "h:lost" in record.getMessage() and "RELEASE_REJECTED" in record.getMessage()
+    assert record.distlock_key == "h:lost"  # type: ignore[attr-defined]
+    assert len(record.distlock_token) == 8  # type: ignore[attr-defined]
+
+
+class FailsOneRenewal(redis.Redis):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed = threading.Event()
+
+    def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
+        from distlock._protocol import EXTEND
+
+        if sha == EXTEND.sha and not self.failed.is_set():
+            self.failed.set()
+            raise redis.ConnectionError("one renewal round trip fails")
+        return super().evalsha(sha, numkeys, *args)
+
+
+def test_a_failed_renewal_is_a_warning(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="distlock")
+    client = FailsOneRenewal(port=redis_server.port)
+    renewed = threading.Event()
+    locks = distlock.Lock(
+        client, prefix="w", ttl_ms=60_000, heartbeat_ms=20,
+        trace=lambda e: renewed.set() if e["action"] == "RenewReply" else None,
+    )
+    with locks:
+        locks.run("k", lambda h: renewed.wait(30))  # a failed renewal, then a good one
+    assert client.failed.is_set() and renewed.is_set()
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings and "renewal of 'w:k' failed" in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

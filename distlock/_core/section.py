@@ -123,6 +123,7 @@ class Section:
         "lost",
         "outcome",
         "phase",
+        "recording",
         "release_confirmed",
         "renew_failures",
         "renew_write",
@@ -144,7 +145,10 @@ class Section:
         self.token = token
         self.config = config
         self.client = client
-        #: The outbox: transitions (when recorded) and lifecycle events (when observed).
+        #: Transitions go to the outbox only when someone records them (trace=).
+        self.recording = record
+        #: The outbox: transitions (when recorded), lifecycle events (when observed), and
+        #: failures (a failed renewal, a loss) always, because they are logged.
         self.events: list[Transition | Event] | None = (
             [] if record or config.observed else None
         )
@@ -212,7 +216,7 @@ class Section:
             )
 
     def _record(self, action: str, now: float, **extra: Any) -> None:
-        # Callers test ``self.events`` first, so recording off costs one attribute check.
+        # Callers test ``self.recording`` first, so recording off costs one attribute check.
         assert self.events is not None
         fields: dict[str, Any] = {
             "phase": self.phase.value,
@@ -229,6 +233,12 @@ class Section:
         if self.events is not None and self.config.observed:
             self.events.append(event)
 
+    def _alarm(self, event: Event) -> None:
+        """A failure event: always made (they are rare, and the driver logs them)."""
+        if self.events is None:
+            self.events = []
+        self.events.append(event)
+
     def take_events(self) -> list[Transition | Event]:
         """Drain the outbox, oldest first."""
         events = self.events
@@ -243,10 +253,7 @@ class Section:
         self.lost = LockLeaseLostError(self.key, reason)
         cancel = self.config.cancel_on_loss and body_running and not self.finished
         self.cancel_requested = self.cancel_requested or cancel
-        if self.events is not None and self.config.observed:
-            self.events.append(
-                Lost(self.key, self.client, now, reason, now - self.lease.confirmed_at)
-            )
+        self._alarm(Lost(self.key, self.client, now, reason, now - self.lease.confirmed_at))
         return Step(loss=self.lost, cancel_body=cancel)
 
     def _command(self, op: Op, ttl_ms: int, write: Write | None) -> Command:
@@ -290,7 +297,7 @@ class Section:
         self.attempts += 1
         self.sent_at = now
         ttl = self.config.ttl_ms
-        if self.events is not None:
+        if self.recording:
             self._record(
                 "Acquire",
                 now,
@@ -327,7 +334,7 @@ class Section:
             self.phase = Phase.DONE
             self.outcome = Outcome.NOT_ACQUIRED
             self._emit(NotAcquired(self.key, self.client, now, self.attempts))
-        if self.events is not None:
+        if self.recording:
             self._record("AcquireReply", now, granted=fence > 0)
         return step
 
@@ -335,7 +342,7 @@ class Section:
         """AcquireFail: the reply never came; the SET may have run, so clean up with our token."""
         self._guard("AcquireFail", self.phase is Phase.ACQUIRING)
         self.phase = Phase.ABANDONED
-        if self.events is not None:
+        if self.recording:
             self._record("AcquireFail", now)
         return NOTHING
 
@@ -367,7 +374,7 @@ class Section:
         ttl = self.config.ttl_ms
         self.renew_write = write = lease.send(now, ttl)
         lease.schedule_renewal(now)
-        if self.events is not None:
+        if self.recording:
             self._record("RenewSend", now)
         return Step(send=self._command(Op.RENEW, ttl, write))
 
@@ -395,7 +402,7 @@ class Section:
                 step = self._lose(now, LossReason.RENEW_REJECTED)
         else:
             lease.settle(write)
-        if self.events is not None:
+        if self.recording:
             self._record("RenewReply", now, ok=ok)
         return step
 
@@ -407,8 +414,8 @@ class Section:
         self.renew_write = None
         self.renew_failures += 1
         self.lease.fail(write)
-        self._emit(RenewFailed(self.key, self.client, now, self.renew_failures, error))
-        if self.events is not None:
+        self._alarm(RenewFailed(self.key, self.client, now, self.renew_failures, error))
+        if self.recording:
             self._record("RenewFail", now, failures=self.renew_failures)
         return NOTHING
 
@@ -416,7 +423,7 @@ class Section:
         """LeaseTimeout: the deadline passed with no successful renewal (silence is loss)."""
         self._guard("LeaseTimeout", self.holding and self.lease.expired(now))
         step = self._lose(now, LossReason.DEADLINE_PASSED)
-        if self.events is not None:
+        if self.recording:
             self._record("LeaseTimeout", now)
         return step
 
@@ -437,7 +444,7 @@ class Section:
         if self.phase is not Phase.HELD or self.extend_write is not None:
             return NOTHING
         self.extend_write = write = self.lease.send(now, ttl_ms)
-        if self.events is not None:
+        if self.recording:
             self._record("Extend", now, ttl_ms=ttl_ms)
         return Step(send=self._command(Op.EXTEND, ttl_ms, write))
 
@@ -458,7 +465,7 @@ class Section:
             if not ok and self.phase is Phase.HELD:
                 # After release() the release reply is the authority.
                 step = self._lose(now, LossReason.EXTEND_REJECTED)
-        if self.events is not None:
+        if self.recording:
             self._record("ExtendReply", now, ok=ok)
         return step
 
@@ -469,7 +476,7 @@ class Section:
         assert write is not None
         self.extend_write = None
         self.lease.fail(write)
-        if self.events is not None:
+        if self.recording:
             self._record("ExtendFail", now)
         return NOTHING
 
@@ -486,7 +493,7 @@ class Section:
         step = NOTHING
         if self.lease.expired(now):
             step = self._lose(now, LossReason.DEADLINE_AT_COMPLETION)
-        if self.events is not None:
+        if self.recording:
             self._record("BodyDone", now)
         return step
 
@@ -496,7 +503,7 @@ class Section:
             return NOTHING
         cleanup = self.phase is Phase.ABANDONED
         self.phase = Phase.RELEASING
-        if self.events is not None:
+        if self.recording:
             self._record("Release", now)
         return Step(
             send=Command(Op.RELEASE, self.key, self.token, self.config.ttl_ms, None, cleanup)
@@ -520,7 +527,7 @@ class Section:
             self.outcome = Outcome.LOST
         if not self._abandoned():
             self._emit(Released(self.key, self.client, now, ok))
-        if self.events is not None:
+        if self.recording:
             self._record("ReleaseReply", now, ok=ok)
         return self._signal_on_release(step)
 
@@ -534,7 +541,7 @@ class Section:
         else:
             step = self._lose(now, LossReason.RELEASE_UNANSWERED)
             self.outcome = Outcome.LOST
-        if self.events is not None:
+        if self.recording:
             self._record("ReleaseFail", now)
         return self._signal_on_release(step)
 
