@@ -67,7 +67,9 @@ def test_loss_of_one_is_the_groups_loss(r: redis.Redis) -> None:
         assert group.signal.wait(WAIT)
         return "finished anyway"
 
-    with Lock(r, prefix="acct", ttl_ms=400) as locks:
+    # A long lease and a short heartbeat: the next renewal finds the key gone long before
+    # the deadline could pass, however loaded the machine.
+    with Lock(r, prefix="acct", ttl_ms=10_000, heartbeat_ms=100) as locks:
         with pytest.raises(LockLeaseLostError) as info:
             locks.run_many(["a", "b"], body)
         assert info.value.key == "acct:b"
@@ -121,7 +123,8 @@ def test_bad_groups_are_rejected_before_any_command(ids: Any) -> None:
 
 def test_async_group_loss_cancels_the_body_once(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
-        async with AsyncLock(aredis.Redis(port=redis_server.port), prefix="g", ttl_ms=300) as locks:
+        client = aredis.Redis(port=redis_server.port)
+        async with AsyncLock(client, prefix="g", ttl_ms=10_000, heartbeat_ms=100) as locks:
             cancelled: list[int] = []
 
             async def body(group: AsyncLockGroup) -> None:
