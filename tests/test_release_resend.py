@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import distlock
 import distlock.asyncio
@@ -77,3 +80,43 @@ def test_the_release_record_is_short_lived_and_the_key_is_gone(
     assert r.get("rs:k") is None
     (record,) = r.keys("distlock:released:*")
     assert 0 < r.pttl(record) <= RELEASE_MEMORY_MS
+
+
+def test_a_manual_release_that_got_no_answer_can_be_called_again(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    # No client retry and a short timeout: the first release times out on a paused Redis.
+    client = redis.Redis(port=redis_server.port, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+    with distlock.Lock(client, prefix="again", ttl_ms=60_000) as locks:
+        handle = locks.acquire("k")
+        assert handle is not None
+        r.client_pause(60_000, all=False)
+        try:
+            with pytest.raises(redis.RedisError):
+                handle.release()
+        finally:
+            r.client_unpause()
+        assert handle.release() is True  # sent again, and answered
+        assert r.get("again:k") is None
+        assert handle.release() is False  # answered once: nothing more to send
+
+
+def test_an_asyncio_manual_release_can_be_called_again(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        no_retry = AsyncRetry(NoBackoff(), 0)
+        client = aredis.Redis(port=redis_server.port, socket_timeout=0.3, retry=no_retry)
+        async with distlock.asyncio.Lock(client, prefix="again", ttl_ms=60_000) as locks:
+            handle = await locks.acquire("a")
+            assert handle is not None
+            r.client_pause(60_000, all=False)
+            try:
+                with pytest.raises(redis.RedisError):
+                    await handle.release()
+            finally:
+                r.client_unpause()
+            assert await handle.release() is True
+            assert r.get("again:a") is None
+
+    asyncio.run(main())

@@ -49,6 +49,9 @@ class Phase(enum.Enum):
     BODY_DONE = "body_done"
     ABANDONED = "abandoned"
     RELEASING = "releasing"
+    #: A manual handle's release got no answer: the key may or may not be gone, and
+    #: release() may be called again (it sends again).
+    RELEASE_UNKNOWN = "release_unknown"
     DONE = "done"
 
 
@@ -60,7 +63,9 @@ class Outcome(enum.Enum):
     FAILED = "failed"
 
 
-_RELEASABLE: Final = frozenset({Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED})
+_RELEASABLE: Final = frozenset(
+    {Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED, Phase.RELEASE_UNKNOWN}
+)
 
 
 class SectionConfig:
@@ -532,12 +537,18 @@ class Section:
         return self._signal_on_release(step)
 
     def release_fail(self, now: float) -> Step:
-        """ReleaseFail: no answer, so no proof the key was ours at the end: not a success."""
+        """ReleaseFail: no answer, so no proof the key was ours at the end: not a success.
+
+        A manual handle's caller gets the error and may call release() again: until a
+        release is answered, the key may still be ours, and only we can free it early.
+        """
         self._guard("ReleaseFail", self.phase is Phase.RELEASING)
         self.phase = Phase.DONE
         step = NOTHING
         if self._abandoned():
             self.outcome = Outcome.FAILED
+        elif not self.config.watch:
+            self.phase = Phase.RELEASE_UNKNOWN
         else:
             step = self._lose(now, LossReason.RELEASE_UNANSWERED)
             self.outcome = Outcome.LOST

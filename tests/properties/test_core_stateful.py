@@ -48,7 +48,9 @@ NETWORK: Final = st.sampled_from(
 )
 CLOCK: Final = st.sampled_from(["tick"] * 6 + ["wait", "wait", "starve", "early"])
 
-_RELEASABLE: Final = frozenset({Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED})
+_RELEASABLE: Final = frozenset(
+    {Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED, Phase.RELEASE_UNKNOWN}
+)
 
 
 @dataclass
