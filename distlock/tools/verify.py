@@ -366,12 +366,19 @@ def format_table(rows: Sequence[Row]) -> str:
 
 
 def select(names: Iterable[str] | None, quick: bool = False) -> list[Run]:
-    """The runs named (each name may be a prefix: ``mutant`` selects all mutants)."""
+    """The runs named.  A name that is a run's whole name selects that run only
+    (``liveness`` is not also ``liveness-manual``); any other name selects every run it
+    is a prefix of (``mutant`` selects all mutants)."""
     runs = [r for r in RUNS if r.quick] if quick else list(RUNS)
     if not names:
         return runs
     wanted = list(names)
-    chosen = [r for r in runs if any(r.name == w or r.name.startswith(w) for w in wanted)]
+    exact = {r.name for r in RUNS}
+
+    def picks(run: Run, name: str) -> bool:
+        return run.name == name if name in exact else run.name.startswith(name)
+
+    chosen = [r for r in runs if any(picks(r, w) for w in wanted)]
     unknown = [w for w in wanted if not any(r.name.startswith(w) for r in RUNS)]
     if unknown:
         raise ValueError(f"unknown run(s): {', '.join(unknown)}")
@@ -393,7 +400,9 @@ def verify(
     Rows come back in the order of ``runs``.
     """
     if shutil.which(java) is None and not Path(java).exists():
-        raise FileNotFoundError(f"java not found ({java})")
+        raise FileNotFoundError(
+            f"java not found ({java}): install a Java 17 runtime, or pass --java PATH"
+        )
     cores = max(1, cores)
     results: dict[int, Row] = {}
     free = [cores]  # cores not taken by a running run
@@ -471,7 +480,11 @@ def run_cli(args: argparse.Namespace) -> int:
 
     print(f"TLC on {len(runs)} run(s) of spec/ with {args.workers} worker(s)")
     start = time.monotonic()
-    rows = verify(runs, args.workers, java=args.java, timeout=args.timeout, progress=progress)
+    try:
+        rows = verify(runs, args.workers, java=args.java, timeout=args.timeout, progress=progress)
+    except FileNotFoundError as exc:
+        print(f"cannot run TLC: {exc}", file=sys.stderr)
+        return 2
     total = time.monotonic() - start
     print()
     print(format_table(rows))
