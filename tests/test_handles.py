@@ -194,3 +194,32 @@ def test_a_failed_renewal_is_a_warning(
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert warnings and "renewal of 'w:k' failed" in warnings[0].getMessage()
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_an_on_renew_error_hook_that_raises_is_logged_and_renewal_goes_on(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="distlock")
+    client = FailsOneRenewal(port=redis_server.port)
+    renewed = threading.Event()
+
+    def hook(error: BaseException) -> None:
+        raise RuntimeError("a bug in the hook")
+
+    locks = distlock.Lock(
+        client, prefix="hk", ttl_ms=60_000, heartbeat_ms=20, on_renew_error=hook,
+        trace=lambda e: renewed.set() if e["action"] == "RenewReply" else None,
+    )
+    with locks:
+        assert locks.run("k", lambda h: renewed.wait(30)) is True
+    assert any(
+        r.levelname == "ERROR" and r.exc_info and "a bug in the hook" in str(r.exc_info[1])
+        for r in caplog.records
+    )
+
+
+def _types_accept_cluster_clients(
+    sync: redis.RedisCluster, asyn: aredis.RedisCluster
+) -> tuple[distlock.Lock, distlock.asyncio.Lock]:
+    # Never called: mypy --strict checks that both drivers take RedisCluster clients.
+    return distlock.Lock(sync), distlock.asyncio.Lock(asyn)
