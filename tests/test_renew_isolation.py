@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from distlock import Lock
+from distlock import Lock, LockLeaseLostError
 from distlock import _protocol as scripts
 from tests.properties.gates import Gate
 from tests.redis_server import RedisServer
@@ -78,8 +78,11 @@ class Renewals:
                 self._cond.notify_all()
 
     def wait_answered(self, key: str, timeout: float) -> bool:
+        return self.wait_more(key, 0, timeout)
+
+    def wait_more(self, key: str, than: int, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self.answered.get(key, 0) > 0, timeout)
+            return self._cond.wait_for(lambda: self.answered.get(key, 0) > than, timeout)
 
 
 @pytest.fixture
@@ -118,5 +121,52 @@ def test_hung_renewals_do_not_block_another_locks_renewal(
             finally:
                 for gate in gates.values():
                     gate.open()
+    finally:
+        client.close()
+
+
+def test_a_slow_observer_does_not_hold_up_another_locks_renewal(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """The deadline of a lock whose renewal hangs is found by a timer tick, on the Lock's
+    one timer thread; the observer told of that loss blocks.  Another lock of the same
+    Lock must go on renewing meanwhile, so the observer must not be running on the timer
+    thread."""
+    from distlock.events import Event, Lost
+
+    gate = Gate()
+    gate.close()
+    doomed, healthy = f"{PREFIX}:doomed", f"{PREFIX}:fine"
+    observing = threading.Event()
+    release_observer = threading.Event()
+
+    def slow_observer(event: Event) -> None:
+        if isinstance(event, Lost) and event.key == doomed:
+            observing.set()
+            release_observer.wait(WAIT)
+
+    renewals = Renewals(healthy)
+    client = KeyGatedRedis({doomed: gate}, port=redis_server.port)
+    try:
+        with Lock(client, prefix=PREFIX, ttl_ms=1_000, heartbeat_ms=HEARTBEAT_MS,
+                  trace=renewals, observers=[slow_observer]) as locks:
+            seen: list[bool] = []
+
+            def doomed_body(handle: object) -> None:
+                # The doomed renewal hangs; its deadline passes; its observer blocks.
+                assert observing.wait(WAIT), "the doomed lock's loss was never observed"
+                before = renewals.answered.get(healthy, 0)
+                seen.append(renewals.wait_more(healthy, before, WAIT))
+
+            try:
+                with locks.hold("fine"):
+                    with pytest.raises(LockLeaseLostError):
+                        locks.run("doomed", doomed_body)
+                    assert seen == [True], (
+                        "no renewal of the healthy lock was answered while an observer was busy"
+                    )
+            finally:
+                release_observer.set()
+                gate.open()
     finally:
         client.close()
