@@ -139,8 +139,13 @@ def _clone(obj: Any) -> Any:
 World = dict[str, Client]
 
 
-def ticks(ms: float) -> int:
-    return max(0, round(ms / UNIT_MS))
+def ticks(ms: float) -> float:
+    """A countdown in ticks, floored at 0 as the spec's are.  Not rounded: an instant
+    off the tick grid is a difference in the arithmetic and must show."""
+    value = ms / UNIT_MS
+    if value <= 0:
+        return 0
+    return int(value) if value.is_integer() else value
 
 
 def core_view(model: Model, client: Client) -> dict[str, Any]:
@@ -219,8 +224,7 @@ class Call:
     refused: BaseException | None = None
 
     def describe(self) -> str:
-        how = "tick()" if self.via_tick else f"{method_name(self.action)}({self.arg!r})"
-        return how
+        return "tick()" if self.via_tick else f"{method_name(self.action)}({self.arg!r})"
 
 
 def call(client: Client, action: str, arg: Arg, *, via_tick: bool = False,
