@@ -3,6 +3,9 @@
 Reads the action names of ``spec/DistLock.tla`` (the disjuncts of ``ClientStep``
 and ``EnvStep``, which ``Next`` is made of) and compares them with
 ``distlock._core.actions`` and with the methods of ``distlock._core.section.Section``.
+Names only: that each method has the guard and the effect of its action is checked by
+``tests/test_guards.py`` (the spec's state graph replayed on the core, both ways) and
+``tests/test_guard_traces.py`` (core runs at the guards' edges, validated by TLC).
 """
 
 from __future__ import annotations

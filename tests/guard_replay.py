@@ -1,0 +1,529 @@
+"""Replay a small model's state graph on the pure core, and compare the guards.
+
+Each spec client is a :class:`~distlock._core.section.Section` (a fresh one per
+``NewSection``) with a clock of its own: ``Tick`` moves it by one tick unless the spec
+let that client's clock lag (its ``drift`` grew).  A tick is :data:`UNIT_MS` ms, and
+the spec's margin becomes the drift factor ``Margin / TTL`` (exact in binary for the
+models used: a power of two), so deadlines fall on whole ticks on both sides.
+
+Two directions:
+
+* every client step of the graph is taken by the core with the same method: it must
+  accept it, send what the spec sends, fire the loss signal exactly when the spec's
+  ``lost`` turns TRUE, and reach the same observable state (phase, outcome, loss,
+  fence granted or not, renewal/extend in flight, retries left, and while held the
+  lease and heartbeat countdowns);
+* in every state, every call the core accepts (each action method with each reply value,
+  and ``tick``) must be a step the spec takes from some state with the same client
+  variables, to the same observable state.  Where the environment alone disables an
+  action (no reply has come, a starved loop runs no callback), the core cannot know it:
+  the comparison is over every state that shares the client's variables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from distlock._core.actions import CLIENT_ACTIONS, method_name
+from distlock._core.commands import Op, Step
+from distlock._core.lease import LeaseClock, Write
+from distlock._core.section import Phase, Section, SectionConfig
+from distlock.errors import ProtocolError, UsageError
+from distlock.events import Transition
+from tests.spec_graph import Graph, Model, Value
+
+UNIT_MS: Final = 1000
+
+#: The reply value a step carries: None (no reply), True/False (1/0), or for an acquire
+#: reply "granted"/"denied".
+Arg = bool | str | None
+
+#: Actions the heartbeat timer takes: the driver reaches them through ``Section.tick``.
+TIMER_ACTIONS: Final = frozenset({"RenewSend", "LeaseTimeout"})
+
+#: Actions a starved event loop does not run (the spec's ``~starved[c]``): the driver's
+#: doing, not the core's.
+STARVED_OUT: Final = frozenset({"RenewSend", "LeaseTimeout", "RenewReply", "RenewFail"})
+
+#: The request each sending action puts on the wire.
+SENDS: Final = {"Acquire": Op.ACQUIRE, "RenewSend": Op.RENEW, "Extend": Op.EXTEND,
+                "Release": Op.RELEASE}
+
+#: Replies and failures of one round trip: the spec's guards on the client side are the
+#: same for all of them (the round trip is outstanding); which one happens is the
+#: environment's choice.
+FAMILY: Final = {"AcquireReply": "Acquire*", "AcquireFail": "Acquire*",
+                 "RenewReply": "Renew*", "RenewFail": "Renew*",
+                 "ExtendReply": "Extend*", "ExtendFail": "Extend*",
+                 "ReleaseReply": "Release*", "ReleaseFail": "Release*"}
+
+REPLY_KIND: Final = {"AcquireReply": "acquire", "RenewReply": "renew",
+                     "ExtendReply": "extend", "ReleaseReply": "release"}
+
+
+def section_config(model: Model, watch: bool) -> SectionConfig:
+    return SectionConfig(
+        ttl_ms=model.ttl * UNIT_MS,
+        retries=model.retries,
+        # The spec does not model the retry delay: a backoff may retry at once.
+        retry_delay_ms=0.0,
+        renew_every_ms=model.heartbeat * UNIT_MS,
+        watch=watch,
+        drift_factor=model.margin / model.ttl,
+    )
+
+
+@dataclass
+class Client:
+    """The core side of one spec client: its current section and its clock."""
+
+    section: Section
+    now: float
+
+    def clone(self) -> Client:
+        return Client(_clone(self.section), self.now)
+
+
+def _slots(cls: type) -> list[str]:
+    return [s for k in cls.__mro__ for s in getattr(k, "__slots__", ())]
+
+
+#: Attributes of the core that hold instants on the client clock.
+_INSTANTS: Final = frozenset(
+    {"retry_at", "sent_at", "first_sent_at", "deadline", "confirmed_at", "next_renew_at"}
+)
+
+
+def fingerprint(obj: Any, now: float) -> Any:
+    """The core state that decides what a call does, with instants relative to ``now``
+    (an instant the core does not name above stays absolute: fewer matches, never a
+    wrong one).  Two sections with equal fingerprints answer every call alike."""
+    if isinstance(obj, list):
+        return tuple(fingerprint(x, now) for x in obj)
+    if isinstance(obj, SectionConfig):
+        return obj.watch
+    if isinstance(obj, BaseException):
+        return type(obj).__name__
+    if isinstance(obj, Section | LeaseClock | Write):
+        out = []
+        for name in _slots(type(obj)):
+            if not hasattr(obj, name) or name in ("events", "key", "token", "client"):
+                continue
+            value = getattr(obj, name)
+            if name in _INSTANTS and isinstance(value, float) and math.isfinite(value):
+                value = value - now
+            out.append((name, fingerprint(value, now)))
+        return tuple(out)
+    return obj
+
+
+def _clone(obj: Any) -> Any:
+    """A copy of a core object that shares what the core never mutates in place (the
+    config, requests on the wire, the loss error) and copies its lists and lease."""
+    new = object.__new__(type(obj))
+    for name in _slots(type(obj)):
+        if not hasattr(obj, name):
+            continue
+        value = getattr(obj, name)
+        if isinstance(value, list):
+            value = list(value)
+        elif isinstance(value, LeaseClock):
+            value = _clone(value)
+        object.__setattr__(new, name, value)
+    return new
+
+
+World = dict[str, Client]
+
+
+def ticks(ms: float) -> float:
+    """A countdown in ticks, floored at 0 as the spec's are.  Not rounded: an instant
+    off the tick grid is a difference in the arithmetic and must show."""
+    value = ms / UNIT_MS
+    if value <= 0:
+        return 0
+    return int(value) if value.is_integer() else value
+
+
+def core_view(model: Model, client: Client) -> dict[str, Any]:
+    """What the spec observes of a section, in the spec's terms."""
+    sec = client.section
+    held = sec.phase is Phase.HELD
+    retries_left = model.retries - (
+        sec.attempts if sec.phase is Phase.BACKOFF else max(sec.attempts - 1, 0)
+    )
+    return {
+        "phase": sec.phase.value,
+        "outcome": sec.outcome.value,
+        "lost": sec.lost is not None,
+        "granted": sec.fence is not None,
+        "retries_left": retries_left,
+        "renew_in_flight": sec.renew_in_flight,
+        "extend_in_flight": sec.extend_in_flight,
+        "deadline_in": ticks(sec.deadline - client.now) if held else None,
+        "next_renew_in": (
+            ticks(sec.lease.next_renew_at - client.now) if held and sec.config.watch else None
+        ),
+    }
+
+
+def spec_view(state: dict[str, Value], c: str) -> dict[str, Any]:
+    held = state["phase"][c] == "held"
+    return {
+        "phase": state["phase"][c],
+        "outcome": state["outcome"][c],
+        "lost": state["lost"][c],
+        "granted": state["fence"][c] > 0,
+        "retries_left": state["retries_left"][c],
+        "renew_in_flight": state["renew_in_flight"][c],
+        "extend_in_flight": state["extend_in_flight"][c],
+        "deadline_in": state["deadline_in"][c] if held else None,
+        "next_renew_in": state["next_renew_in"][c] if held and state["auto_renew"][c] else None,
+    }
+
+
+def client_key(state: dict[str, Value], c: str) -> tuple[Any, ...]:
+    """The client's variables as far as a guard or an effect reads them: countdowns and
+    ages only in the phase where they count (elsewhere the spec zeroes them on the next
+    tick), the fence only as granted or not, the token not at all."""
+    phase = state["phase"][c]
+    held = phase == "held"
+    return (
+        phase,
+        state["outcome"][c],
+        state["retries_left"][c],
+        state["fence"][c] > 0,
+        state["lost"][c],
+        state["auto_renew"][c],
+        state["renew_in_flight"][c],
+        state["extend_in_flight"][c],
+        state["deadline_in"][c] if held else None,
+        state["next_renew_in"][c] if held and state["auto_renew"][c] else None,
+        state["sent_ago"][c] if phase == "acquiring" else None,
+        state["renew_sent_ago"][c] if held and state["renew_in_flight"][c] else None,
+        state["extend_sent_ago"][c] if held and state["extend_in_flight"][c] else None,
+    )
+
+
+def _freeze(view: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(view.items()))
+
+
+@dataclass
+class Call:
+    """One call of a core method, and what came of it."""
+
+    action: str
+    arg: Arg
+    via_tick: bool = False
+    taken: list[str] = field(default_factory=list)
+    step: Step | None = None
+    refused: BaseException | None = None
+
+    def describe(self) -> str:
+        return "tick()" if self.via_tick else f"{method_name(self.action)}({self.arg!r})"
+
+
+def call(client: Client, action: str, arg: Arg, *, via_tick: bool = False,
+         fence: int = 1) -> Call:
+    """Call the core method of ``action`` (or ``tick``) on ``client`` in place."""
+    sec, now = client.section, client.now
+    result = Call(action, arg, via_tick)
+    method: Callable[..., Step]
+    try:
+        if via_tick:
+            result.step = sec.tick(now)
+        elif action == "AcquireReply":
+            result.step = sec.acquire_reply(now, fence if arg == "granted" else 0)
+        elif action in ("RenewReply", "ExtendReply", "ReleaseReply"):
+            method = getattr(sec, method_name(action))
+            result.step = method(now, bool(arg))
+        elif action == "Extend":
+            result.step = sec.extend(now, sec.config.ttl_ms)
+        else:
+            method = getattr(sec, method_name(action))
+            result.step = method(now)
+    except (ProtocolError, UsageError) as exc:
+        result.refused = exc
+    result.taken = [e.action for e in sec.take_events() if isinstance(e, Transition)]
+    return result
+
+
+def candidates() -> list[tuple[str, Arg, bool]]:
+    """Every call a driver could make: each action with each reply value, and tick()."""
+    out: list[tuple[str, Arg, bool]] = [("", None, True)]
+    for action in CLIENT_ACTIONS:
+        if action == "AcquireReply":
+            out += [(action, "granted", False), (action, "denied", False)]
+        elif action in REPLY_KIND:
+            out += [(action, True, False), (action, False, False)]
+        else:
+            out.append((action, None, False))
+    return out
+
+
+@dataclass
+class Finding:
+    """A place where the core and the spec disagree."""
+
+    kind: str
+    action: str
+    arg: Arg
+    detail: str
+    #: The spec's view of the client where it happened, and its mode.
+    state: dict[str, Any]
+    via_tick: bool = False
+
+    def key(self) -> tuple[str, str, str, bool, bool]:
+        return (self.kind, self.action, str(self.arg), self.via_tick,
+                bool(self.state.get("auto_renew")))
+
+    def describe(self) -> str:
+        return f"{self.kind}: {self.action}({self.arg!r}): {self.detail}; spec state {self.state}"
+
+
+@dataclass
+class Report:
+    model: Model
+    states: int = 0
+    edges: int = 0
+    client_steps: int = 0
+    probes: int = 0
+    #: How many times each (action, reply value) was replayed.
+    covered: dict[tuple[str, Arg], int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+
+    def distinct(self) -> dict[tuple[str, str, str, bool, bool], Finding]:
+        """The first finding of each kind, action and reply value."""
+        out: dict[tuple[str, str, str, bool, bool], Finding] = {}
+        for f in self.findings:
+            out.setdefault(f.key(), f)
+        return out
+
+
+class Replay:
+    """Walks a model's graph, keeping one core world per state (the first path found)."""
+
+    def __init__(self, graph: Graph, *, loosen: Callable[[Section], None] | None = None):
+        self.graph = graph
+        self.model = graph.model
+        first = graph.states[graph.init[0]]
+        self.clients = sorted(first["phase"])
+        # Client variables: the spec's functions over clients that the core mirrors.
+        self.client_vars = [
+            v for v in ("phase", "outcome", "retries_left", "token", "fence", "deadline_in",
+                        "sent_ago", "renew_in_flight", "renew_sent_ago", "next_renew_in",
+                        "extend_in_flight", "extend_sent_ago", "lost", "auto_renew")
+            if v in first
+        ]
+        self.report = Report(graph.model, states=len(graph.states), edges=len(graph.edges))
+        self._probed: set[Any] = set()
+        self._allowed: dict[tuple[Any, ...], dict[tuple[str, Arg], set[Any]]] = {}
+
+    # -- reading spec steps ---------------------------------------------------------------
+
+    def actor(self, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
+        """The client whose variables a client step changed."""
+        moved = [c for c in self.clients
+                 if any(src[v][c] != dst[v][c] for v in self.client_vars)]
+        return moved[0] if len(moved) == 1 else None
+
+    @staticmethod
+    def reply_value(action: str, c: str, src: dict[str, Value], dst: dict[str, Value]) -> Arg:
+        kind = REPLY_KIND.get(action)
+        if kind is None:
+            return None
+        if action == "AcquireReply":
+            return "granted" if dst["phase"][c] == "held" else "denied"
+        tok = src["token"][c]
+        gone = [m for m in src["net"]
+                if m["tok"] == tok and m["kind"] == kind and m["st"] == "done"
+                and m not in dst["net"]]
+        assert len(gone) == 1, (action, gone)
+        return bool(gone[0]["val"] == 1)
+
+    @staticmethod
+    def sent_kind(c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
+        tok = src["token"][c]
+        new = [m["kind"] for m in dst["net"]
+               if m["tok"] == tok and m["st"] == "sent" and m not in src["net"]]
+        return new[0] if new else None
+
+    def _index(self) -> None:
+        """Which steps (action, reply value) the spec takes from states with each key."""
+        g = self.graph
+        for src_id, dst_id, label in g.edges:
+            if label not in CLIENT_ACTIONS:
+                continue
+            src, dst = g.states[src_id], g.states[dst_id]
+            c = self.actor(src, dst)
+            assert c is not None, (label, src_id, dst_id)
+            arg = self.reply_value(label, c, src, dst)
+            key = client_key(src, c)
+            self._allowed.setdefault(key, {}).setdefault((label, arg), set()).add(
+                _freeze(spec_view(dst, c)))
+
+    # -- the walk -------------------------------------------------------------------------
+
+    def new_client(self, state: dict[str, Value], c: str, now: float) -> Client:
+        cfg = section_config(self.model, bool(state["auto_renew"][c]))
+        tok = state["token"][c]
+        sec = Section("k", f"{tok[0]}-{tok[1]}", cfg, client=c, record=True)
+        return Client(sec, now)
+
+    def run(self, *, probe: bool = True) -> Report:
+        self._index()
+        g = self.graph
+        worlds: dict[str, World] = {}
+        queue: list[str] = []
+        for sid in g.init:
+            worlds[sid] = {c: self.new_client(g.states[sid], c, 0.0) for c in self.clients}
+            queue.append(sid)
+        head = 0
+        while head < len(queue):
+            sid = queue[head]
+            head += 1
+            world = worlds[sid]
+            src = g.states[sid]
+            for c in self.clients:
+                self.check_view(world[c], src, c, "state")
+            if probe:
+                self.probe(world, src)
+            for dst_id, label in g.out.get(sid, []):
+                dst = g.states[dst_id]
+                after = self.step(world, src, dst, label)
+                if after is not None and dst_id not in worlds:
+                    worlds[dst_id] = after
+                    queue.append(dst_id)
+        return self.report
+
+    def step(self, world: World, src: dict[str, Value], dst: dict[str, Value],
+             label: str) -> World | None:
+        """The core's counterpart of one spec step; None when the core cannot follow."""
+        if label == "Tick":
+            after = {c: cl.clone() for c, cl in world.items()}
+            for c, cl in after.items():
+                if dst["drift"][c] == src["drift"][c]:
+                    cl.now += UNIT_MS
+            for c in self.clients:
+                self.check_view(after[c], dst, c, "Tick")
+            return after
+        if label == "NewSection":
+            after = dict(world)
+            for c in self.clients:
+                if src["token"][c] != dst["token"][c]:
+                    after[c] = self.new_client(dst, c, world[c].now)
+            return after
+        if label not in CLIENT_ACTIONS:
+            return world  # Redis, the network, starvation: nothing the core sees
+        actor = self.actor(src, dst)
+        assert actor is not None
+        c = actor
+        self.report.client_steps += 1
+        arg = self.reply_value(label, c, src, dst)
+        covered = self.report.covered
+        covered[(label, arg)] = covered.get((label, arg), 0) + 1
+        after = dict(world)
+        client = after[c] = world[c].clone()
+        fence = dst["fence"][c] if arg == "granted" else 0
+        if label in TIMER_ACTIONS:
+            # The method itself must accept too, not only the scheduler's tick().
+            direct = call(client.clone(), label, arg)
+            if direct.taken != [label]:
+                self.fail("core refuses", label, arg, src, c, direct)
+            res = call(client, label, arg, via_tick=True)
+        else:
+            res = call(client, label, arg, fence=fence)
+        if res.taken != [label]:
+            self.fail("core refuses", label, arg, src, c, res)
+            return None
+        assert res.step is not None
+        sent = None if res.step.send is None else res.step.send.op.value
+        if sent != self.sent_kind(c, src, dst):
+            self.fail("sends otherwise", label, arg, src, c, res,
+                      f"core sends {sent}, spec {self.sent_kind(c, src, dst)}")
+        fired = res.step.loss is not None
+        spec_fired = dst["lost"][c] and not src["lost"][c]
+        if label in ("ReleaseReply", "ReleaseFail") and not src["auto_renew"][c]:
+            # A manual handle's release answers with a bool: its signal is not fired
+            # by the release, only marked (spec: lost turns TRUE with the outcome).
+            spec_fired = False
+        if fired != spec_fired:
+            self.fail("signal differs", label, arg, src, c, res,
+                      f"core fires the loss: {fired}, spec: {spec_fired}")
+        self.check_view(client, dst, c, label, arg)
+        return after
+
+    def check_view(self, client: Client, state: dict[str, Value], c: str, after: str,
+                   arg: Arg = None) -> None:
+        core, spec = core_view(self.model, client), spec_view(state, c)
+        if core != spec:
+            diff = {k: (core[k], spec[k]) for k in core if core[k] != spec[k]}
+            self.report.add(Finding("state differs", after, arg,
+                                    f"after it (core, spec): {diff}", spec))
+
+    def probe(self, world: World, src: dict[str, Value]) -> None:
+        """Every call the core accepts here must be a step the spec takes."""
+        for c in self.clients:
+            key = client_key(src, c)
+            seen = (key, fingerprint(world[c].section, world[c].now))
+            if seen in self._probed:
+                continue
+            self._probed.add(seen)
+            allowed = self._allowed.get(key, {})
+            for action, arg, via_tick in candidates():
+                if src["starved"][c] and (via_tick or action in STARVED_OUT):
+                    continue
+                client = world[c].clone()
+                res = call(client, action, arg, via_tick=via_tick)
+                self.report.probes += 1
+                if not res.taken:
+                    continue
+                name = res.taken[0]
+                if via_tick:
+                    arg = None
+                if len(res.taken) != 1 or (name != action and not via_tick):
+                    self.fail("core takes another action", action, arg, src, c, res,
+                              f"recorded {res.taken}")
+                    continue
+                family = FAMILY.get(name, name)
+                if not any(FAMILY.get(a, a) == family for a, _ in allowed):
+                    self.fail("core accepts what the spec refuses", name, arg, src, c, res)
+                    continue
+                if (name, arg) not in allowed:
+                    # Which reply comes, or whether the round trip fails, is the
+                    # environment's choice, and this model's may never make that one
+                    # from here (its fault budget spent, the key gone for good).
+                    continue
+                view = _freeze(core_view(self.model, client))
+                if view not in allowed[(name, arg)]:
+                    spec_views = [dict(v) for v in allowed[(name, arg)]]
+                    self.fail("core accepts to another state", name, arg, src, c, res,
+                              f"core reaches {dict(view)}, spec {spec_views}")
+
+    def fail(self, kind: str, action: str, arg: Arg, state: dict[str, Value], c: str,
+             res: Call, detail: str = "") -> None:
+        what = detail or (
+            f"{res.describe()} raised {res.refused!r}" if res.refused is not None
+            else f"{res.describe()} recorded {res.taken}"
+        )
+        where = {**spec_view(state, c), "auto_renew": state["auto_renew"][c]}
+        self.report.add(Finding(kind, action, arg, what, where, res.via_tick))
+
+
+def replay(graph: Graph, *, probe: bool = True) -> Report:
+    return Replay(graph).run(probe=probe)
+
+
+def summary(report: Report) -> str:
+    lines = [f"{report.model.name}: {report.states} states, {report.edges} transitions, "
+             f"{report.client_steps} client steps replayed, {report.probes} calls probed, "
+             f"{len(report.findings)} disagreements"]
+    lines += [f"  {f.describe()}" for f in report.distinct().values()]
+    return "\n".join(lines)
