@@ -269,8 +269,6 @@ def _single(watch: bool, then: Callable[[Run], None]) -> tracecheck.Verdict:
 KNOWN_IN_TRACES: Final = {
     # tests/test_guards.py KNOWN["release-held-run-hold"], seen by the trace validator
     "release-held-run-hold": (True, lambda run: run.do("a", lambda s: s.release(run.now))),
-    # tests/test_guards.py KNOWN["body-done-manual"]
-    "body-done-manual": (False, lambda run: run.do("a", lambda s: s.body_done(run.now))),
 }
 
 

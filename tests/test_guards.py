@@ -77,26 +77,6 @@ KNOWN: dict[str, Known] = {
         "is not lost (a body releasing one lock of a group itself, _flows.finish_all); "
         "the spec's Release allows a held run/hold section only once it is lost",
     ),
-    "body-done-manual": Known(
-        "BodyDone", False, (("phase", "held"), ("auto_renew", False)),
-        "Section.body_done() takes a held manual handle to body_done; the spec's "
-        "BodyDone requires a run/hold section (auto_renew)",
-    ),
-    "renew-send-not-due": Known(
-        "RenewSend", False,
-        (("phase", "held"), ("auto_renew", True), ("lost", False), ("renew_in_flight", False)),
-        "Section.renew_send() does not check that the renewal is due (next_renew_at); "
-        "the spec's RenewSend requires next_renew_in = 0. tick() checks it, so the "
-        "drivers agree with the spec; the method alone does not",
-        positive=("next_renew_in", "deadline_in"),
-    ),
-    "lease-timeout-manual": Known(
-        "LeaseTimeout", False,
-        (("phase", "held"), ("auto_renew", False), ("lost", False), ("deadline_in", 0)),
-        "Section.lease_timeout() fires the loss of a manual handle whose deadline "
-        "passed; the spec's LeaseTimeout requires a run/hold section. tick() checks "
-        "config.watch, so the drivers agree with the spec; the method alone does not",
-    ),
 }
 
 _REPORTS: dict[str, Report] = {}

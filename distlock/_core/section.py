@@ -372,8 +372,9 @@ class Section:
         self._guard(
             "RenewSend",
             self.holding
-            and lease.renew_every_ms is not None
+            and self.config.watch
             and self.renew_write is None
+            and lease.renew_due(now)
             and not lease.expired(now),
         )
         ttl = self.config.ttl_ms
@@ -426,7 +427,9 @@ class Section:
 
     def lease_timeout(self, now: float) -> Step:
         """LeaseTimeout: the deadline passed with no successful renewal (silence is loss)."""
-        self._guard("LeaseTimeout", self.holding and self.lease.expired(now))
+        self._guard(
+            "LeaseTimeout", self.holding and self.config.watch and self.lease.expired(now)
+        )
         step = self._lose(now, LossReason.DEADLINE_PASSED)
         if self.recording:
             self._record("LeaseTimeout", now)
@@ -492,7 +495,8 @@ class Section:
 
         A starved timer never ran LeaseTimeout; this check is what catches it.
         """
-        self._guard("BodyDone", self.phase is Phase.HELD)
+        # Only run/hold has a body the section watches; a manual handle just releases.
+        self._guard("BodyDone", self.phase is Phase.HELD and self.config.watch)
         self.phase = Phase.BODY_DONE
         self.finished = True  # before _lose: a finished body is never cancelled
         step = NOTHING
