@@ -130,17 +130,16 @@ Fenced(e) ==
 (* At least e.lo ticks since the section's previous event (at[c] is when it was taken). *)
 Elapsed(e) == now >= at[e.c] + e.lo
 
-(* A reply is dropped only for a request the trace reports failed, and hangs only  *)
-(* for one it reports failed or never answers (drop and hang hold the requests of  *)
-(* each event's sections for which they are plausible): faults that the trace    *)
-(* rules out would only lead TLC down dead ends.                                   *)
+(* Faults only where the rest of the trace can tell them (drop, hang, starve and   *)
+(* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
+(* lead TLC down dead ends.                                                         *)
 Hidden ==
     \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1
     \\/ /\\ \\/ \\E m \\in net : RedisStep(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].drop /\\ DropReply(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
-          \\/ KeyLost
-          \\/ \\E c \\in Clients : Starve(c)
+          \\/ Trace[l].keylost /\\ KeyLost
+          \\/ \\E c \\in Trace[l].starve : Starve(c)
        /\\ UNCHANGED now
 
 TraceInit ==
@@ -160,6 +159,10 @@ TraceNext ==
        \\/ /\\ Hidden /\\ UNCHANGED <<l, at>>
 
 Unexplained == l <= Len(Trace)
+
+(* States that differ only in the spec's ghost variables (kept for its properties, *)
+(* read by no action) have the same futures: TLC keeps one of them.              *)
+TraceView == <<client_vars, env_vars, l, now, at>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================
@@ -233,6 +236,46 @@ def split_by_key(events: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, A
         else:
             out[key_of[str(e["client"])]].append(e)
     return out
+
+
+def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` without the middle of each run of refused attempts of a section.
+
+    A section polling a held key (retries every few ms) records an Acquire and a refusal
+    per attempt, hundreds in a contended run, and each costs TLC a step of search.  In
+    the spec a refusal changes nothing but the section's retries left, so a behaviour for
+    the whole trace is one for the condensed trace: a trace the spec explains stays
+    explained (the check is weaker, never stricter).  The first and last refusal of a run
+    stay, as evidence that the key was held then; a section that gives up keeps all its
+    attempts, since then their count matters.
+    """
+    by_client: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        if not _is_declaration(e):
+            by_client.setdefault(str(e["client"]), []).append(i)
+    drop: set[int] = set()
+    for indices in by_client.values():
+        if any(events[i].get("outcome") == "not_acquired" for i in indices):
+            continue
+        # Refused attempts, by the position of their Acquire among the section's events;
+        # a run is a stretch of them back to back (positions two apart).
+        starts = [
+            k
+            for k in range(len(indices) - 1)
+            if events[indices[k]]["action"] == "Acquire"
+            and events[indices[k + 1]]["action"] == "AcquireReply"
+            and not events[indices[k + 1]].get("granted")
+            and events[indices[k + 1]].get("phase") == "backoff"
+        ]
+        runs: list[list[int]] = []
+        for k in starts:
+            if runs and runs[-1][-1] + 2 == k:
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        for run in runs:
+            drop.update(indices[k + j] for k in run[1:-1] for j in (0, 1))
+    return [e for i, e in enumerate(events) if i not in drop]
 
 
 def _tla_str(value: object) -> str:
@@ -355,8 +398,11 @@ class Model:
     rows: list[int]
 
 
-def build_model(events: Sequence[dict[str, Any]]) -> Model:
-    """The TLA+ modules and TLC config checking ``events`` (one key) against the spec."""
+def build_model(events: Sequence[dict[str, Any]], *, complete: bool = True) -> Model:
+    """The TLA+ modules and TLC config checking ``events`` (one key) against the spec.
+
+    ``complete`` false: ``events`` are a prefix of a longer trace (see
+    :func:`_plausible_faults`)."""
     logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
     if not logged:
         raise TraceError("empty trace")
@@ -404,7 +450,7 @@ def build_model(events: Sequence[dict[str, Any]]) -> Model:
         lows.append(lo)
         prev[client] = n
 
-    drops, hangs = _plausible_faults([e for _, e in logged], index)
+    faults = _plausible_faults([e for _, e in logged], index, complete=complete)
     fences = dict.fromkeys(index, 0)
     t0 = _time(logged[0][1])
     k = 0
@@ -427,8 +473,7 @@ def build_model(events: Sequence[dict[str, Any]]) -> Model:
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
             f"phase |-> {_tla_str(e['phase'])}, outcome |-> {_tla_str(e['outcome'])}, "
             f"lost |-> {_tla_bool(e['lost'])}, kind |-> {_tla_str(kind)}, "
-            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, drop |-> {drops[n]}, "
-            f"hang |-> {hangs[n]}]"
+            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, {faults[n]}]"
         )
     auto = ", ".join(_tla_bool(config[c].get("watch")) for c in index)
     data = (
@@ -469,18 +514,32 @@ def build_model(events: Sequence[dict[str, Any]]) -> Model:
             "NEXT TraceNext",
             "INVARIANT Unexplained",
             "CONSTRAINT Progress",
+            "VIEW TraceView",
             "",
         ]
     )
     return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged])
 
 
+#: Replies and failures after which the key may have been lost without expiring: a key
+#: loss before them is plausible (some section will find its key gone, or never know).
+_LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
+
+
 def _plausible_faults(
-    events: Sequence[dict[str, Any]], index: dict[str, int]
-) -> tuple[list[str], list[str]]:
-    """For each event, as TLA+ sets of <<section, kind>>: the requests in flight before it
-    whose reply may be dropped (the section's next word on it is the failure) or may hang
-    (the failure, or no word at all)."""
+    events: Sequence[dict[str, Any]], index: dict[str, int], *, complete: bool
+) -> list[str]:
+    """For each event, the faults that may happen before it, as TLA+ record fields.
+
+    ``drop`` and ``hang``: the requests in flight (<<section, kind>>) whose reply may be
+    dropped (the section's next word on it is the failure) or may hang (the failure, or
+    no word at all).  ``starve``: the sections that may stop running timers and replies
+    (their next event is the end of the body, or they have none).  ``keylost``: whether
+    the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
+    or release) or some later round trip fails.  A fault outside these would only lead
+    TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any of
+    them: starvation and key loss are then always plausible.
+    """
     reply_of = {kind: action for action, kind in REPLY_KIND.items()}
     outstanding: set[tuple[str, str]] = set()
     before: list[frozenset[tuple[str, str]]] = []
@@ -493,13 +552,19 @@ def _plausible_faults(
             elif action in (reply_of[kind], FAIL_OF[kind]):
                 outstanding.discard((client, kind))
     upcoming: dict[tuple[str, str], str] = {}
-    drops: list[str] = [""] * len(events)
-    hangs: list[str] = [""] * len(events)
+    next_action: dict[str, str] = {}
+    witness = not complete
+    fields: list[str] = [""] * len(events)
     for n in reversed(range(len(events))):
-        client, action = str(events[n]["client"]), events[n]["action"]
+        client, action = str(events[n]["client"]), str(events[n]["action"])
+        next_action[client] = action
+        if action in _LOSS_WITNESS or (
+            action in REPLY_KIND and action != "AcquireReply" and events[n].get("ok") is False
+        ):
+            witness = True
         for kind in SEND_OF:
             if action in (reply_of[kind], FAIL_OF[kind]):
-                upcoming[(client, kind)] = str(action)
+                upcoming[(client, kind)] = action
         drop, hang = [], []
         for client_kind in sorted(before[n]):
             word = upcoming.get(client_kind)
@@ -508,9 +573,16 @@ def _plausible_faults(
                 drop.append(pair)
             if word in (None, FAIL_OF[client_kind[1]]):
                 hang.append(pair)
-        drops[n] = "{" + ", ".join(drop) + "}"
-        hangs[n] = "{" + ", ".join(hang) + "}"
-    return drops, hangs
+        starve = [
+            str(i)
+            for c, i in index.items()
+            if not complete or next_action.get(c, "BodyDone") == "BodyDone"
+        ]
+        fields[n] = (
+            f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
+            f"starve |-> {{{', '.join(starve)}}}, keylost |-> {_tla_bool(witness)}"
+        )
+    return fields
 
 
 _REACHED = re.compile(r'<<"reached", (\d+)>>')
@@ -570,19 +642,21 @@ def check_key(
     *,
     spec: Path | None = None,
     timeout_s: float = 600.0,
+    complete: bool = True,
 ) -> Verdict:
-    """The pre-pass, then TLC, on the sections of one key."""
+    """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
+    are a prefix of a longer trace)."""
     spec = spec or spec_dir()
     if not (spec / "DistLock.tla").is_file():
         raise TraceError(f"no DistLock.tla in {spec}")
-    model = build_model(events)
+    model = build_model(events, complete=complete)
     started = time.monotonic()
     problem = prepass(events)
     checked = events if problem is None else events[: problem.index]
     run: _Run | None = None
     rows: list[int] = []
     if any(not _is_declaration(e) for e in checked):
-        prefix = model if problem is None else build_model(checked)
+        prefix = model if problem is None else build_model(checked, complete=False)
         rows = prefix.rows
         run = _run_tlc(prefix, spec, timeout_s)
     verdict = Verdict(
@@ -610,20 +684,56 @@ def check_key(
     return verdict
 
 
+def first_ms(events: Sequence[dict[str, Any]], ms: float) -> list[dict[str, Any]]:
+    """The events before the first one ``ms`` or more after the trace's start: a prefix
+    in file order (what a prefix shows happened, whatever came next)."""
+    if not events:
+        return []
+    t0 = _time(events[0])
+    cut = next((i for i, e in enumerate(events) if _time(e) - t0 >= ms), len(events))
+    return list(events[:cut])
+
+
 def check(
-    events: Sequence[dict[str, Any]], *, spec: Path | None = None, timeout_s: float = 600.0
+    events: Sequence[dict[str, Any]],
+    *,
+    spec: Path | None = None,
+    timeout_s: float = 600.0,
+    condensed: bool = False,
+    within_ms: float | None = None,
 ) -> list[Verdict]:
-    """One verdict per key of the trace."""
-    return [
-        check_key(key, evs, spec=spec, timeout_s=timeout_s)
-        for key, evs in split_by_key(events).items()
-    ]
+    """One verdict per key of the trace.
+
+    ``condensed``: check :func:`condense` of the events.  ``within_ms``: check only each
+    key's events of its first ``within_ms`` (:func:`first_ms`).  Both keep a genuine
+    trace accepted and cost TLC far less on long, contended runs.
+    """
+    if condensed:
+        events = condense(events)
+    verdicts = []
+    for key, evs in split_by_key(events).items():
+        part = evs if within_ms is None else first_ms(evs, within_ms)
+        verdicts.append(
+            check_key(key, part, spec=spec, timeout_s=timeout_s, complete=len(part) == len(evs))
+        )
+    return verdicts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", type=Path, help="an NDJSON trace (distlock.trace.NdjsonRecorder)")
     parser.add_argument("--spec-dir", type=Path, default=None, help="default: the spec/ here")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per key")
+    parser.add_argument(
+        "--condense",
+        action="store_true",
+        help="drop the middle of each run of refused attempts (a weaker, much faster check)",
+    )
+    parser.add_argument(
+        "--within-ms",
+        type=float,
+        default=None,
+        help="check only the first MS of each key's events (a prefix)",
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -632,7 +742,13 @@ def run_cli(args: argparse.Namespace) -> int:
     from distlock.trace import read_events
 
     try:
-        verdicts = check(read_events(args.trace), spec=args.spec_dir, timeout_s=args.timeout)
+        verdicts = check(
+            read_events(args.trace),
+            spec=args.spec_dir,
+            timeout_s=args.timeout,
+            condensed=args.condense,
+            within_ms=args.within_ms,
+        )
     except (TraceError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         print(f"validate-trace: {exc}")
         return 2
@@ -660,6 +776,8 @@ __all__ = [
     "build_model",
     "check",
     "check_key",
+    "condense",
+    "first_ms",
     "lower_bound",
     "main",
     "prepass",
