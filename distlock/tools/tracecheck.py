@@ -61,7 +61,8 @@ from distlock._core.actions import CLIENT_ACTIONS
 from distlock.tools import specfiles
 from distlock.trace import DATA_LOSS
 
-#: Ticks per TTL in the generated model (the spec's TTL constant).
+#: Ticks per TTL in the generated model (the spec's TTL constant), by default.  Fewer
+#: ticks make TLC's search smaller and the timing checks coarser.
 TTL_TICKS: Final = 8
 #: The model must let at least ``floor(LOWER_RATE * gap / tick) - LOWER_SLACK_TICKS`` Ticks
 #: pass between two events of one section ``gap`` ms apart.  Both terms are slack for what
@@ -303,9 +304,9 @@ def _ttl_ms(events: Sequence[dict[str, Any]]) -> float:
     return float(next(iter(ttls)))  # type: ignore[arg-type]
 
 
-def lower_bound(gap_ms: float, ttl_ms: float) -> int:
+def lower_bound(gap_ms: float, ttl_ms: float, ticks: int = TTL_TICKS) -> int:
     """Ticks the model must let pass between two events of a section ``gap_ms`` apart."""
-    unit = ttl_ms / TTL_TICKS
+    unit = ttl_ms / ticks
     return max(0, math.floor(LOWER_RATE * gap_ms / unit) - LOWER_SLACK_TICKS)
 
 
@@ -398,7 +399,9 @@ class Model:
     rows: list[int]
 
 
-def build_model(events: Sequence[dict[str, Any]], *, complete: bool = True) -> Model:
+def build_model(
+    events: Sequence[dict[str, Any]], *, complete: bool = True, ticks: int = TTL_TICKS
+) -> Model:
     """The TLA+ modules and TLC config checking ``events`` (one key) against the spec.
 
     ``complete`` false: ``events`` are a prefix of a longer trace (see
@@ -430,9 +433,9 @@ def build_model(events: Sequence[dict[str, Any]], *, complete: bool = True) -> M
             )
     if len(beats) > 1:
         raise TraceError(f"the renewed sections must share one heartbeat, got {beats}")
-    unit = ttl_ms / TTL_TICKS
+    unit = ttl_ms / ticks
     beat_ms = next(iter(beats)) if beats else ttl_ms / 4
-    heartbeat = max(1, min(TTL_TICKS // 2, round(float(beat_ms or ttl_ms / 4) / unit)))
+    heartbeat = max(1, min(ticks // 2, round(float(beat_ms or ttl_ms / 4) / unit)))
     manual = any(not e.get("watch") for e in firsts)
 
     # Lower bounds, from each section's previous event; "keep" tells the model to note
@@ -445,7 +448,7 @@ def build_model(events: Sequence[dict[str, Any]], *, complete: bool = True) -> M
         lo = 0
         if client in prev:
             p = prev[client]
-            lo = lower_bound(_time(e) - _time(logged[p][1]), ttl_ms)
+            lo = lower_bound(_time(e) - _time(logged[p][1]), ttl_ms, ticks)
             keep[p] = lo > 0
         lows.append(lo)
         prev[client] = n
@@ -497,7 +500,7 @@ def build_model(events: Sequence[dict[str, Any]], *, complete: bool = True) -> M
             f"    Clients = {{{clients}}}",
             "    MaxRounds = 1",
             f"    Retries = {int(next(iter(retries)))}",
-            f"    TTL = {TTL_TICKS}",
+            f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
             "    Margin = 1",
             "    Timely = FALSE",
@@ -537,8 +540,8 @@ def _plausible_faults(
     (their next event is the end of the body, or they have none).  ``keylost``: whether
     the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
     or release) or some later round trip fails.  A fault outside these would only lead
-    TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any of
-    them: starvation and key loss are then always plausible.
+    TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any
+    witness: a key loss is then always plausible.
     """
     reply_of = {kind: action for action, kind in REPLY_KIND.items()}
     outstanding: set[tuple[str, str]] = set()
@@ -573,11 +576,7 @@ def _plausible_faults(
                 drop.append(pair)
             if word in (None, FAIL_OF[client_kind[1]]):
                 hang.append(pair)
-        starve = [
-            str(i)
-            for c, i in index.items()
-            if not complete or next_action.get(c, "BodyDone") == "BodyDone"
-        ]
+        starve = [str(i) for c, i in index.items() if next_action.get(c, "BodyDone") == "BodyDone"]
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
             f"starve |-> {{{', '.join(starve)}}}, keylost |-> {_tla_bool(witness)}"
@@ -643,20 +642,21 @@ def check_key(
     spec: Path | None = None,
     timeout_s: float = 600.0,
     complete: bool = True,
+    ticks: int = TTL_TICKS,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
     are a prefix of a longer trace)."""
     spec = spec or spec_dir()
     if not (spec / "DistLock.tla").is_file():
         raise TraceError(f"no DistLock.tla in {spec}")
-    model = build_model(events, complete=complete)
+    model = build_model(events, complete=complete, ticks=ticks)
     started = time.monotonic()
     problem = prepass(events)
     checked = events if problem is None else events[: problem.index]
     run: _Run | None = None
     rows: list[int] = []
     if any(not _is_declaration(e) for e in checked):
-        prefix = model if problem is None else build_model(checked, complete=False)
+        prefix = model if problem is None else build_model(checked, complete=False, ticks=ticks)
         rows = prefix.rows
         run = _run_tlc(prefix, spec, timeout_s)
     verdict = Verdict(
@@ -701,12 +701,14 @@ def check(
     timeout_s: float = 600.0,
     condensed: bool = False,
     within_ms: float | None = None,
+    ticks: int = TTL_TICKS,
 ) -> list[Verdict]:
     """One verdict per key of the trace.
 
     ``condensed``: check :func:`condense` of the events.  ``within_ms``: check only each
     key's events of its first ``within_ms`` (:func:`first_ms`).  Both keep a genuine
-    trace accepted and cost TLC far less on long, contended runs.
+    trace accepted and cost TLC far less on long, contended runs, as do fewer ``ticks``
+    per TTL.
     """
     if condensed:
         events = condense(events)
@@ -714,7 +716,14 @@ def check(
     for key, evs in split_by_key(events).items():
         part = evs if within_ms is None else first_ms(evs, within_ms)
         verdicts.append(
-            check_key(key, part, spec=spec, timeout_s=timeout_s, complete=len(part) == len(evs))
+            check_key(
+                key,
+                part,
+                spec=spec,
+                timeout_s=timeout_s,
+                complete=len(part) == len(evs),
+                ticks=ticks,
+            )
         )
     return verdicts
 
@@ -734,6 +743,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="check only the first MS of each key's events (a prefix)",
     )
+    parser.add_argument(
+        "--ticks",
+        type=int,
+        default=TTL_TICKS,
+        help=f"model ticks per TTL (default {TTL_TICKS}; fewer: faster and coarser)",
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -748,6 +763,7 @@ def run_cli(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             condensed=args.condense,
             within_ms=args.within_ms,
+            ticks=args.ticks,
         )
     except (TraceError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         print(f"validate-trace: {exc}")

@@ -71,10 +71,13 @@ RETRIES = 400
 #: Upper bound for TLC on one key of a traced trial.
 TRACE_TIMEOUT = 180.0
 #: How much of the traced trial TLC checks, in TTLs from its first event: the fault
-#: lands on the first body and plays out (lapse, takeover, the victim's verdict) within
-#: it.  Runs of refused attempts are condensed (see tracecheck.condense).  Both keep the
+#: lands on the first body and plays out (lapse, takeover, the first victim's verdict)
+#: within it.  Runs of refused attempts are condensed (see tracecheck.condense).  Both keep the
 #: check of a genuine run sound and TLC's search to seconds.
-TRACE_TTLS = 6
+TRACE_TTLS = 4
+#: Model ticks per TTL for the chaos traces: coarser than the trace tests' model (whose
+#: corruptions need the finer one), and four times fewer states.
+TRACE_TICKS = 4
 
 _usleep = ctypes.PyDLL(None).usleep  # PyDLL: the GIL stays held during the call
 _usleep.argtypes = [ctypes.c_uint]
@@ -264,6 +267,7 @@ class Scenario:
                 timeout_s=TRACE_TIMEOUT,
                 condensed=True,
                 within_ms=TRACE_TTLS * self.ttl_ms,
+                ticks=TRACE_TICKS,
             )
         except (tracecheck.TraceError, subprocess.TimeoutExpired) as exc:
             self._trace_problems.append(f"the recorded trace could not be checked: {exc}")
