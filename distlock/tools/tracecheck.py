@@ -299,9 +299,10 @@ def _time(e: dict[str, Any]) -> float:
 
 def _ttl_ms(events: Sequence[dict[str, Any]]) -> float:
     ttls = {e.get("ttl_ms") for e in events if e["action"] == "Acquire" and "key" in e}
-    if len(ttls) != 1 or None in ttls:
+    ttl = next(iter(ttls)) if len(ttls) == 1 else None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
         raise TraceError(f"the sections of one trace must share one ttl_ms, got {ttls}")
-    return float(next(iter(ttls)))  # type: ignore[arg-type]
+    return float(ttl)
 
 
 def lower_bound(gap_ms: float, ttl_ms: float, ticks: int = TTL_TICKS) -> int:

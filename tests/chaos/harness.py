@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import heapq
 import io
+import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -39,7 +42,7 @@ from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
 from distlock.tools import tracecheck
-from distlock.trace import NdjsonRecorder, iter_events
+from distlock.trace import NdjsonRecorder, iter_events, read_events, write_events
 from tests.chaos.invariants import Verdict, check
 from tests.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
 from tests.chaos.recorder import (
@@ -143,6 +146,8 @@ class Scenario:
     _trace_stream: io.StringIO | None = None
     _trace_events: list[dict[str, Any]] = field(default_factory=list)
     _trace_check: threading.Thread | None = None
+    #: Traces of other processes of the traced trial still to be merged.
+    _trace_parts: int = 0
     _trace_problems: list[str] = field(default_factory=list)
     _sync_clients: list[redis.Redis] = field(default_factory=list)
     _locks: list[Lock] = field(default_factory=list)
@@ -239,13 +244,37 @@ class Scenario:
         if self._trace is None or self._trace_stream is None:
             return
         self._trace.close()
-        text = self._trace_stream.getvalue()
-        self._trace_events = list(iter_events(text.splitlines()))
+        self._trace_events = list(iter_events(self._trace_stream.getvalue().splitlines()))
         self._trace, self._trace_stream = None, None
+        self._start_validation()
+
+    def trace_part(self, trial: int) -> str | None:
+        """Where a process of ``trial`` other than this one writes its lock events, to be
+        merged into the trial's trace with :meth:`add_trace_part` (None: not traced)."""
+        if trial != TRACED_TRIAL or self.trace_excluded is not None:
+            return None
+        self._trace_parts += 1
+        fd, path = tempfile.mkstemp(prefix="chaos-trace-", suffix=".ndjson")
+        os.close(fd)
+        return path
+
+    def add_trace_part(self, path: str, name: str) -> None:
+        """Merge another process's events (one monotonic clock for every process)."""
+        try:
+            part = [{**e, "client": f"{name}:{e['client']}"} for e in read_events(path)]
+        finally:
+            Path(path).unlink(missing_ok=True)
+        self._trace_events = list(heapq.merge(self._trace_events, part, key=lambda e: e["t"]))
+        self._trace_parts -= 1
+        self._start_validation()
+
+    def _start_validation(self) -> None:
+        if self._trace_parts or not self._trace_events or self._trace_check is not None:
+            return
         keep = self.settings.trace_dir
         if keep is not None:
             name = re.sub(r"[^A-Za-z0-9]+", "-", self.name).strip("-")
-            (Path(keep) / f"{name}.ndjson").write_text(text, encoding="utf-8")
+            write_events(Path(keep) / f"{name}.ndjson", self._trace_events)
         # TLC (one core) runs while the next trials do.
         self._trace_check = threading.Thread(
             target=self._validate_trace, name="chaos-tlc", daemon=True

@@ -53,11 +53,15 @@ def test_sync_body_holds_the_gil(chaos: MakeScenario) -> None:
     sc = chaos("sync body holds the GIL 2xTTL in a C call [sync]", ttl_ms=200)
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
     for trial in range(TRIALS):
-        child = Child("intrude", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms)
+        part = sc.trace_part(trial)
+        extra = () if part is None else (part,)
+        child = Child("intrude", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
         try:
             child.expect("READY", 20)
             sc.sync_trial(trial, None, victims=2, bodies=bodies, intruder=False, via_proxy=False)
             merge_result(sc.recorder, child.finish(20))
         finally:
             child.close()
+        if part is not None:
+            sc.add_trace_part(part, "intruder-process")
     sc.finish(expect="lapse", min_overlaps=1)
