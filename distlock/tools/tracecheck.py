@@ -32,7 +32,31 @@ the client action named by event ``l`` for its section, with
 or is one of the environment's unlogged steps (Redis running a request, a dropped or
 hung reply, the key lost, a starved client, time passing), which TLC finds by itself.
 Time may pass only up to the next event's timestamp (in ticks of ``ttl_ms / TTL``, with
-a tick of slack), which keeps the search finite.
+a tick of slack), which keeps the search finite.  Faults are offered only where the rest
+of the trace can tell them (a reply dropped before the failure the trace reports, a
+starved section before its body ends, a key lost before some section finds it gone),
+and states differing only in the spec's ghost variables are one state (``VIEW``): both
+keep TLC away from dead ends without ruling out any behaviour that explains the trace.
+
+Which check is where:
+
+=====================================  ==========  =====================================
+corruption                             rejected by  at
+=====================================  ==========  =====================================
+time running backwards in a section    pre-pass    the event whose ``t`` went back
+a fence that goes down, or repeats     pre-pass    the later grant (TLC also orders
+                                                   grants as their fences are)
+a fence changed within a section       pre-pass    the event carrying the other fence
+a reply value Redis could not give     TLC         the reply (e.g. a release answered 1
+                                                   after the key expired or was taken)
+a refused renewal with no loss         TLC         the RenewReply
+a success long after the lease ran     TLC         the event the model cannot reach in
+out, a late grant kept as held                     time (BodyDone, AcquireReply)
+=====================================  ==========  =====================================
+
+Long contended runs (chaos trials) are checked with :func:`check`'s ``condensed``,
+``within_ms`` and ``ticks``: a prefix of the trace, refusal runs shortened, a coarser
+clock; each keeps a genuine trace accepted.
 
 TLC 2.15 has no way to say "some behaviour reaches the end", so the question is asked as
 the invariant ``l <= Len(Trace)``: a violation (exit 12) means a behaviour consumed the
@@ -401,7 +425,11 @@ class Model:
 
 
 def build_model(
-    events: Sequence[dict[str, Any]], *, complete: bool = True, ticks: int = TTL_TICKS
+    events: Sequence[dict[str, Any]],
+    *,
+    complete: bool = True,
+    ticks: int = TTL_TICKS,
+    hang_after_ms: float = 0.0,
 ) -> Model:
     """The TLA+ modules and TLC config checking ``events`` (one key) against the spec.
 
@@ -454,7 +482,9 @@ def build_model(
         lows.append(lo)
         prev[client] = n
 
-    faults = _plausible_faults([e for _, e in logged], index, complete=complete)
+    faults = _plausible_faults(
+        [e for _, e in logged], index, complete=complete, hang_after_ms=hang_after_ms
+    )
     fences = dict.fromkeys(index, 0)
     t0 = _time(logged[0][1])
     k = 0
@@ -531,7 +561,11 @@ _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 
 
 def _plausible_faults(
-    events: Sequence[dict[str, Any]], index: dict[str, int], *, complete: bool
+    events: Sequence[dict[str, Any]],
+    index: dict[str, int],
+    *,
+    complete: bool,
+    hang_after_ms: float = 0.0,
 ) -> list[str]:
     """For each event, the faults that may happen before it, as TLA+ record fields.
 
@@ -542,20 +576,26 @@ def _plausible_faults(
     the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
     or release) or some later round trip fails.  A fault outside these would only lead
     TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any
-    witness: a key loss is then always plausible.
+    witness: a key loss is then always plausible.  A request reported failed sooner than
+    ``hang_after_ms`` after its send (less than the client's socket timeout: the
+    connection failed) is not left to run later: its reply is dropped.
     """
     reply_of = {kind: action for action, kind in REPLY_KIND.items()}
-    outstanding: set[tuple[str, str]] = set()
+    outstanding: dict[tuple[str, str], float] = {}
     before: list[frozenset[tuple[str, str]]] = []
-    for e in events:
+    # Requests reported failed sooner than ``hang_after_ms`` after their send.
+    quick: set[int] = set()
+    for n, e in enumerate(events):
         before.append(frozenset(outstanding))
         client, action = str(e["client"]), e["action"]
         for kind, send in SEND_OF.items():
             if action == send:
-                outstanding.add((client, kind))
+                outstanding[(client, kind)] = _time(e)
             elif action in (reply_of[kind], FAIL_OF[kind]):
-                outstanding.discard((client, kind))
-    upcoming: dict[tuple[str, str], str] = {}
+                sent = outstanding.pop((client, kind), None)
+                if sent is not None and _time(e) - sent < hang_after_ms:
+                    quick.add(n)
+    upcoming: dict[tuple[str, str], tuple[str, int]] = {}
     next_action: dict[str, str] = {}
     witness = not complete
     fields: list[str] = [""] * len(events)
@@ -568,14 +608,14 @@ def _plausible_faults(
             witness = True
         for kind in SEND_OF:
             if action in (reply_of[kind], FAIL_OF[kind]):
-                upcoming[(client, kind)] = action
+                upcoming[(client, kind)] = (action, n)
         drop, hang = [], []
         for client_kind in sorted(before[n]):
-            word = upcoming.get(client_kind)
+            word, at = upcoming.get(client_kind, (None, -1))
             pair = f'<<{index[client_kind[0]]}, "{client_kind[1]}">>'
             if word == FAIL_OF[client_kind[1]]:
                 drop.append(pair)
-            if word in (None, FAIL_OF[client_kind[1]]):
+            if word is None or (word == FAIL_OF[client_kind[1]] and at not in quick):
                 hang.append(pair)
         starve = [str(i) for c, i in index.items() if next_action.get(c, "BodyDone") == "BodyDone"]
         fields[n] = (
@@ -644,20 +684,25 @@ def check_key(
     timeout_s: float = 600.0,
     complete: bool = True,
     ticks: int = TTL_TICKS,
+    hang_after_ms: float = 0.0,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
     are a prefix of a longer trace)."""
     spec = spec or spec_dir()
     if not (spec / "DistLock.tla").is_file():
         raise TraceError(f"no DistLock.tla in {spec}")
-    model = build_model(events, complete=complete, ticks=ticks)
+    model = build_model(events, complete=complete, ticks=ticks, hang_after_ms=hang_after_ms)
     started = time.monotonic()
     problem = prepass(events)
     checked = events if problem is None else events[: problem.index]
     run: _Run | None = None
     rows: list[int] = []
     if any(not _is_declaration(e) for e in checked):
-        prefix = model if problem is None else build_model(checked, complete=False, ticks=ticks)
+        prefix = (
+            model
+            if problem is None
+            else build_model(checked, complete=False, ticks=ticks, hang_after_ms=hang_after_ms)
+        )
         rows = prefix.rows
         run = _run_tlc(prefix, spec, timeout_s)
     verdict = Verdict(
@@ -703,13 +748,15 @@ def check(
     condensed: bool = False,
     within_ms: float | None = None,
     ticks: int = TTL_TICKS,
+    hang_after_ms: float = 0.0,
 ) -> list[Verdict]:
     """One verdict per key of the trace.
 
     ``condensed``: check :func:`condense` of the events.  ``within_ms``: check only each
     key's events of its first ``within_ms`` (:func:`first_ms`).  Both keep a genuine
     trace accepted and cost TLC far less on long, contended runs, as do fewer ``ticks``
-    per TTL.
+    per TTL.  ``hang_after_ms``: the clients' socket timeout, if known (a request that
+    failed sooner failed on its connection, and cannot run later).
     """
     if condensed:
         events = condense(events)
@@ -724,6 +771,7 @@ def check(
                 timeout_s=timeout_s,
                 complete=len(part) == len(evs),
                 ticks=ticks,
+                hang_after_ms=hang_after_ms,
             )
         )
     return verdicts

@@ -20,6 +20,7 @@ class Row:
     traces_validated: int | None = None
     trace_seconds: float = 0.0
     trace_excluded: str | None = None
+    trace_note: str | None = None
 
 
 class ChaosReport:
@@ -52,7 +53,9 @@ class ChaosReport:
                 str(r.lost),
                 str(r.overlaps),
                 "-" if r.worst_detection_ms is None else f"{r.worst_detection_ms:.1f}",
-                "excluded" if r.traces_validated is None else str(r.traces_validated),
+                "excluded"
+                if r.traces_validated is None
+                else str(r.traces_validated) + (f" ({r.trace_note})" if r.trace_note else ""),
             )
             for r in self.rows
         ]
