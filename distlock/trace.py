@@ -11,6 +11,12 @@ state variables the specification observes).  :class:`NdjsonRecorder` is such a 
 
 ``python -m distlock validate-trace locks.ndjson`` then asks TLC whether the recorded
 events are a behaviour of ``spec/DistLock.tla`` (see :mod:`distlock.tools.tracecheck`).
+
+Redis losing its data (a restart without persistence, a failover to a replica that had
+not caught up) resets the fence counter, so fences may repeat afterwards.  Only whoever
+caused or saw it knows it happened: :meth:`NdjsonRecorder.declare_data_loss` writes a
+:data:`DATA_LOSS` event saying so, and the checker compares fences within each stretch
+between such events only.
 """
 
 from __future__ import annotations
@@ -21,7 +27,19 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Final
+
+#: The action of an event declaring that Redis lost its data (keys and fence counters).
+DATA_LOSS: Final = "RedisLostData"
+
+
+def data_loss_event(t: float, key: str | None = None) -> dict[str, Any]:
+    """The event declaring that Redis lost its data at ``t`` (ms on the clients' monotonic
+    clock), for ``key`` only, or for every key when None."""
+    event: dict[str, Any] = {"action": DATA_LOSS, "client": "redis", "t": t}
+    if key is not None:
+        event["key"] = key
+    return event
 
 
 class NdjsonRecorder:
@@ -54,6 +72,10 @@ class NdjsonRecorder:
                 return
             self._stream.write(line)
             self.count += 1
+
+    def declare_data_loss(self, t: float, key: str | None = None) -> None:
+        """Record that Redis lost its data at ``t`` (see :func:`data_loss_event`)."""
+        self(data_loss_event(t, key))
 
     def flush(self) -> None:
         with self._lock:
@@ -102,4 +124,11 @@ def write_events(path: str | os.PathLike[str], events: Iterable[dict[str, Any]])
             rec(event)
 
 
-__all__ = ["NdjsonRecorder", "iter_events", "read_events", "write_events"]
+__all__ = [
+    "DATA_LOSS",
+    "NdjsonRecorder",
+    "data_loss_event",
+    "iter_events",
+    "read_events",
+    "write_events",
+]

@@ -2,7 +2,9 @@
 
 Traces of integration-style runs of both drivers and of a sample of the multi-client
 property test must be accepted; corrupted traces (a reordered reply, a success after a
-lost renewal) must be rejected, naming the first event no behaviour explains.
+lost renewal, a fence that goes down, a forged reply, time running backwards, a body that
+outlived its lease, a late grant kept, a refused renewal with no signal) must be
+rejected, naming the first event no behaviour explains.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,7 @@ from hypothesis.stateful import run_state_machine_as_test
 import distlock
 import distlock.asyncio
 from distlock.tools import tracecheck
-from distlock.trace import NdjsonRecorder, read_events, write_events
+from distlock.trace import NdjsonRecorder, data_loss_event, read_events, write_events
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -37,6 +41,16 @@ STATS: dict[str, float] = {"accepted": 0, "rejected": 0, "seconds": 0.0}
 
 def _check(events: list[dict[str, Any]]) -> list[tracecheck.Verdict]:
     verdicts = tracecheck.check(events)
+    for v in verdicts:
+        STATS["accepted" if v.accepted else "rejected"] += 1
+        STATS["seconds"] += v.seconds
+    return verdicts
+
+
+def _check_each(traces: list[list[dict[str, Any]]]) -> list[tracecheck.Verdict]:
+    """One verdict per single-key trace, two TLC runs at a time (TLC uses one core)."""
+    with ThreadPoolExecutor(2) as pool:
+        verdicts = [v for (v,) in pool.map(tracecheck.check, traces)]
     for v in verdicts:
         STATS["accepted" if v.accepted else "rejected"] += 1
         STATS["seconds"] += v.seconds
@@ -232,6 +246,164 @@ def test_corrupted_traces_are_rejected(redis_server: RedisServer, tmp_path: Path
         assert proc.returncode == status, proc.stdout + proc.stderr
     assert "REJECTED" in proc.stdout
     assert "ReleaseReply" in proc.stdout  # it names the first event no behaviour explains
+
+
+#: The spec has one Retries for every section: the sections of one trace share it.
+RETRIES = 200
+
+
+def _starved_run(server: RedisServer, tmp_path: Path, *, taker: bool) -> list[dict[str, Any]]:
+    """An asyncio section whose body blocks the event loop (no renewal, no deadline timer
+    runs) until its lease is long gone in Redis: for three TTLs (the key expired in
+    Redis), or (``taker``) until a section of a sync Lock on another thread took the key
+    and holds it."""
+    path = tmp_path / f"starved-{taker}.ndjson"
+    prefix = f"tr-starved-{taker}"
+    taken, a_done = threading.Event(), threading.Event()
+
+    with NdjsonRecorder(path, append=False) as rec:
+
+        def take(handle: distlock.LockHandle) -> None:
+            taken.set()
+            assert a_done.wait(30)
+
+        def other() -> None:
+            with distlock.Lock(
+                server.url,
+                prefix=prefix,
+                ttl_ms=300,
+                retries=RETRIES,
+                retry_delay_ms=10,
+                trace=rec,
+            ) as locks:
+                locks.run("x", take)
+
+        thread = threading.Thread(target=other, name="trace-taker")
+
+        async def section() -> None:
+            async with distlock.asyncio.Lock(
+                server.url, prefix=prefix, ttl_ms=300, retries=RETRIES, trace=rec
+            ) as alocks:
+                with pytest.raises(distlock.LockLeaseLostError):  # noqa: PT012
+                    async with alocks.hold("x"):
+                        # Blocking calls: the event loop stays blocked until then.
+                        if taker:
+                            thread.start()
+                            assert taken.wait(30)
+                        else:
+                            time.sleep(0.9)  # noqa: ASYNC251 (the fault: a loop starved 3 TTLs)
+
+        try:
+            asyncio.run(section())
+        finally:
+            a_done.set()
+            if thread.is_alive():
+                thread.join(30)
+    return read_events(path)
+
+
+def _index(events: list[dict[str, Any]], action: str, **where: Any) -> int:
+    return next(
+        n
+        for n, e in enumerate(events)
+        if e["action"] == action and all(e.get(k) == v for k, v in where.items())
+    )
+
+
+def _retimed(events: list[dict[str, Any]], start: int, t: float) -> list[dict[str, Any]]:
+    """``events`` with those from ``start`` on moved so the first is at ``t`` (gaps kept)."""
+    shift = t - events[start]["t"]
+    return [*events[:start], *({**e, "t": e["t"] + shift} for e in events[start:])]
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_forged_values_and_times_are_rejected(redis_server: RedisServer, tmp_path: Path) -> None:
+    """Each corruption of a genuine trace is rejected at the event it corrupts, by the
+    pre-pass (fences, clocks) or by TLC (reply values, elapsed time)."""
+    good = _renewed_run(redis_server, tmp_path, delete=False)
+    alone = _starved_run(redis_server, tmp_path, taker=False)
+    taken = _starved_run(redis_server, tmp_path, taker=True)
+    ttl = float(good[0]["ttl_ms"])
+    a, b = taken[0]["client"], next(e["client"] for e in taken if e["client"] != taken[0]["client"])
+    b_grant = _index(taken, "AcquireReply", client=b, granted=True)
+    a_release = _index(taken, "ReleaseReply", client=a)
+    assert taken[a_release]["ok"] is False and taken[a_release]["outcome"] == "lost"
+    assert alone[-1]["action"] == "ReleaseReply" and alone[-1]["ok"] is False
+    renew_reply = _index(good, "RenewReply")
+    grant = _index(good, "AcquireReply")
+    assert good[renew_reply]["ok"] is True
+
+    # 1. The fence goes down from one section to the next: A's raised above B's.
+    a_fence = taken[b_grant]["fence"] + 1
+    fence_down = [
+        {**e, "fence": a_fence} if e["client"] == a and e["fence"] is not None else e for e in taken
+    ]
+    # 2. A release answered 1 when the key had long expired, and when another section
+    # held it.
+    expired_release = [*alone[:-1], {**alone[-1], "ok": True}]
+    taken_release = [*taken]
+    taken_release[a_release] = {**taken[a_release], "ok": True}
+    # 3. Time runs backwards: the renewal answered before it was sent.
+    backwards = [*good]
+    backwards[renew_reply] = {**good[renew_reply], "t": good[renew_reply - 1]["t"] - 30}
+    # 4. Success three TTLs after the grant, without a renewal.
+    unrenewed = [e for e in good if e["action"] not in ("RenewSend", "RenewReply")]
+    body_done = _index(unrenewed, "BodyDone")
+    unrenewed = _retimed(unrenewed, body_done, unrenewed[grant]["t"] + 3 * ttl)
+    # 5. The grant arrives 2.5 TTLs after the request and the section keeps it.
+    late = _retimed(good, grant, good[grant - 1]["t"] + 2.5 * ttl)
+    # 6. The renewal is refused and no loss is recorded.
+    refused = [*good]
+    refused[renew_reply] = {**good[renew_reply], "ok": False}
+
+    cases: list[tuple[str, list[dict[str, Any]], int | None, str | None]] = [
+        ("genuine: the key expired under a starved body", alone, None, None),
+        ("genuine: another section took the key", taken, None, None),
+        ("1. fence goes down", fence_down, b_grant, "pre-pass"),
+        ("2. release 1 after the key expired", expired_release, len(alone) - 1, "TLC"),
+        ("2. release 1 while another section held the key", taken_release, a_release, "TLC"),
+        ("3. time runs backwards", backwards, renew_reply, "pre-pass"),
+        ("4. ok three TTLs after the grant, not renewed", unrenewed, body_done, "TLC"),
+        ("5. grant 2.5 TTLs late kept", late, grant, "TLC"),
+        ("6. renewal refused, no loss", refused, renew_reply, "TLC"),
+    ]
+    verdicts = _check_each([trace for _, trace, _, _ in cases])
+    for (name, _, index, by), v in zip(cases, verdicts, strict=True):
+        if index is None:
+            assert v.accepted, f"{name}: {v.describe()}\n{v.output[-2000:]}"
+            continue
+        assert not v.accepted, f"{name}: accepted"
+        assert (v.first_unexplained, v.by) == (index, by), f"{name}: {v.describe()}"
+        assert v.event is not None and v.describe().count("REJECTED") == 1
+    assert "not above fence" in str(verdicts[2].reason)
+    assert "time runs backwards" in str(verdicts[5].reason)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_declared_data_loss_lets_fences_start_over(
+    fresh_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Redis restarted empty between two sections: the second gets the first one's fence
+    again.  Rejected as it is; accepted once the trace declares the loss."""
+    path = tmp_path / "restart.ndjson"
+    with NdjsonRecorder(path, append=False) as rec:
+        for n in range(2):
+            with distlock.Lock(
+                fresh_redis.url, prefix="tr-restart", ttl_ms=400, trace=rec
+            ) as locks:
+                locks.run("x", lambda handle: None)
+            if n == 0:
+                fresh_redis.restart()
+    events = read_events(path)
+    second = _index(events, "AcquireReply", granted=True, client=events[-1]["client"])
+    assert events[second]["fence"] == events[_index(events, "AcquireReply")]["fence"]
+    declared = [*events[:second], data_loss_event(events[second]["t"]), *events[second:]]
+    plain, with_loss = _check_each([events, declared])
+    assert not plain.accepted and plain.by == "pre-pass", plain.describe()
+    assert plain.first_unexplained == second and "already granted" in str(plain.reason)
+    assert with_loss.accepted, with_loss.describe() + "\n" + with_loss.output[-2000:]
 
 
 def test_zz_report() -> None:

@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import heapq
+import io
+import os
+import re
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +41,8 @@ from redis.retry import Retry
 from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
+from distlock.tools import tracecheck
+from distlock.trace import NdjsonRecorder, iter_events, read_events, write_events
 from tests.chaos.invariants import Verdict, check
 from tests.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
 from tests.chaos.recorder import (
@@ -56,6 +65,27 @@ TRIAL_TIMEOUT = 30.0
 VICTIM_ATTEMPTS = 20
 #: How long the injector waits for a victim to renew inside its body.
 ARM_TIMEOUT = 10.0
+#: The trial of each scenario whose lock events (every Lock of the trial, the intruder's
+#: too) are recorded and checked against the spec with TLC: one sample per scenario.
+TRACED_TRIAL = 0
+#: Retries of every section, victims and intruder alike: the spec has one Retries for all
+#: the sections of a trace.  Denials only back off: no section gives up on contention.
+RETRIES = 400
+#: Upper bound for TLC on one key of a traced trial: past it, the trace is reported
+#: unchecked (a search too big for the suite's budget is no verdict on the run).
+TRACE_TIMEOUT = 60.0
+#: Failed round trips beyond which TLC is not run on a traced trial: each is a fault the
+#: model must place (and a failed acquire may have taken the key), and a storm of them
+#: (a proxy refusing every connection) makes a search far beyond the suite's budget.
+TRACE_MAX_FAILURES = 10
+#: How much of the traced trial TLC checks, in TTLs from its first event: the fault
+#: lands on the first body and plays out (lapse, takeover, the first victim's verdict)
+#: within it.  Runs of refused attempts are condensed (see tracecheck.condense).  Both keep the
+#: check of a genuine run sound and TLC's search to seconds.
+TRACE_TTLS = 4
+#: Model ticks per TTL for the chaos traces: coarser than the trace tests' model (whose
+#: corruptions need the finer one), and four times fewer states.
+TRACE_TICKS = 4
 
 _usleep = ctypes.PyDLL(None).usleep  # PyDLL: the GIL stays held during the call
 _usleep.argtypes = [ctypes.c_uint]
@@ -113,6 +143,19 @@ class Scenario:
     prefix: str = field(init=False)
     baseline: Baseline = field(init=False)
     targets: list[Section] = field(default_factory=list)
+    #: Why this scenario's trace is not checked against the spec (None: it is).
+    trace_excluded: str | None = None
+    traces_validated: int = 0
+    trace_seconds: float = 0.0
+    #: Why the traced trial was not checked after all (too many failures, TLC timeout).
+    trace_note: str | None = None
+    _trace: NdjsonRecorder | None = None
+    _trace_stream: io.StringIO | None = None
+    _trace_events: list[dict[str, Any]] = field(default_factory=list)
+    _trace_check: threading.Thread | None = None
+    #: Traces of other processes of the traced trial still to be merged.
+    _trace_parts: int = 0
+    _trace_problems: list[str] = field(default_factory=list)
     _sync_clients: list[redis.Redis] = field(default_factory=list)
     _locks: list[Lock] = field(default_factory=list)
     _finished: bool = False
@@ -188,9 +231,109 @@ class Scenario:
         )
 
     def sync_lock(self, client: redis.Redis, **options: Any) -> Lock:
-        lock = Lock(client, prefix=self.prefix, ttl_ms=self.ttl_ms, **options)
+        lock = Lock(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace, **options)
         self._locks.append(lock)
         return lock
+
+    # -- the trace checked against the spec ------------------------------------------------
+
+    def exclude_trace(self, reason: str) -> None:
+        """Record no trace: the spec cannot explain this scenario's runs, for ``reason``."""
+        self.trace_excluded = reason
+
+    def _start_trace(self, trial: int) -> None:
+        if trial == TRACED_TRIAL and self.trace_excluded is None and self._trace is None:
+            self._trace_stream = io.StringIO()
+            self._trace = NdjsonRecorder(self._trace_stream)
+
+    def _stop_trace(self) -> None:
+        """Keep the events of the traced trial; every Lock of it is closed by now."""
+        if self._trace is None or self._trace_stream is None:
+            return
+        self._trace.close()
+        self._trace_events = list(iter_events(self._trace_stream.getvalue().splitlines()))
+        self._trace, self._trace_stream = None, None
+        self._start_validation()
+
+    def trace_part(self, trial: int) -> str | None:
+        """Where a process of ``trial`` other than this one writes its lock events, to be
+        merged into the trial's trace with :meth:`add_trace_part` (None: not traced)."""
+        if trial != TRACED_TRIAL or self.trace_excluded is not None:
+            return None
+        self._trace_parts += 1
+        fd, path = tempfile.mkstemp(prefix="chaos-trace-", suffix=".ndjson")
+        os.close(fd)
+        return path
+
+    def add_trace_part(self, path: str, name: str) -> None:
+        """Merge another process's events (one monotonic clock for every process)."""
+        try:
+            part = [{**e, "client": f"{name}:{e['client']}"} for e in read_events(path)]
+        finally:
+            Path(path).unlink(missing_ok=True)
+        self._trace_events = list(heapq.merge(self._trace_events, part, key=lambda e: e["t"]))
+        self._trace_parts -= 1
+        self._start_validation()
+
+    def _start_validation(self) -> None:
+        if self._trace_parts or not self._trace_events or self._trace_check is not None:
+            return
+        keep = self.settings.trace_dir
+        if keep is not None:
+            name = re.sub(r"[^A-Za-z0-9]+", "-", self.name).strip("-")
+            write_events(Path(keep) / f"{name}.ndjson", self._trace_events)
+        # TLC (one core) runs while the next trials do.
+        self._trace_check = threading.Thread(
+            target=self._validate_trace, name="chaos-tlc", daemon=True
+        )
+        self._trace_check.start()
+
+    def declare_data_loss(self) -> None:
+        """Redis is about to lose its data: fences start over (see distlock.trace)."""
+        if self._trace is not None:
+            self._trace.declare_data_loss(now() * 1000.0)
+
+    def _validate_trace(self) -> None:
+        """TLC on the traced trial's events, one key at a time; notes the problems found."""
+        if self.trace_excluded is not None or not self._trace_events:
+            return
+        within = TRACE_TTLS * self.ttl_ms
+        checked = tracecheck.first_ms(tracecheck.condense(self._trace_events), within)
+        failures = sum(1 for e in checked if str(e["action"]).endswith("Fail"))
+        if failures > TRACE_MAX_FAILURES:
+            self.trace_note = f"skipped: {failures} failed round trips"
+            return
+        try:
+            verdicts = tracecheck.check(
+                self._trace_events,
+                timeout_s=TRACE_TIMEOUT,
+                condensed=True,
+                within_ms=within,
+                ticks=TRACE_TICKS,
+                # A round trip that failed sooner than the socket timeout failed on its
+                # connection: that request cannot run in Redis later.
+                hang_after_ms=SOCKET_TIMEOUT * 1000.0,
+            )
+        except subprocess.TimeoutExpired:
+            self.trace_note = f"TLC timeout ({TRACE_TIMEOUT:.0f}s)"
+            return
+        except tracecheck.TraceError as exc:
+            self._trace_problems.append(f"the recorded trace could not be checked: {exc}")
+            return
+        self.traces_validated = sum(v.accepted for v in verdicts)
+        self.trace_seconds = sum(v.seconds for v in verdicts)
+        self._trace_problems += [
+            f"the recorded trace is no behaviour of the spec: {v.describe()}"
+            for v in verdicts
+            if not v.accepted
+        ]
+
+    def _trace_verdict(self) -> list[str]:
+        if self._trace_check is not None:
+            self._trace_check.join(TRACE_TIMEOUT + 30)
+            if self._trace_check.is_alive():
+                return [f"TLC still running on the recorded trace after {TRACE_TIMEOUT}s"]
+        return list(self._trace_problems)
 
     def close_sync(self) -> None:
         locks, self._locks = self._locks, []
@@ -403,6 +546,7 @@ class Scenario:
         """Victims on Locks over the faulted path (two share one Lock), an intruder on a
         direct connection, and the injector, all as threads of this process."""
         self.recorder.trials += 1
+        self._start_trace(trial)
         make_bodies = bodies or self.victim_bodies
         options = victim_client or {}
         # Two victims share a Lock (and its client) unless each needs its own connection.
@@ -433,6 +577,7 @@ class Scenario:
         injector = self._injector_thread(fault)
         self._run_threads(threads, injector, intruder_thread, stop)
         self.close_sync()
+        self._stop_trace()
 
     def _intruder_thread(self, trial: int, stop: threading.Event) -> threading.Thread:
         """The intruder: a sync client straight to Redis, never through the proxy."""
@@ -473,7 +618,9 @@ class Scenario:
             # A fault can fail the acquire itself (a connection error, never contention):
             # try again so that every planned body runs.
             for _ in range(VICTIM_ATTEMPTS):
-                section = self.run_sync_section(lock, role, body, retries=400, retry_delay_ms=10)
+                section = self.run_sync_section(
+                    lock, role, body, retries=RETRIES, retry_delay_ms=10
+                )
                 if section.entered or section.outcome != "error":
                     break
                 time.sleep(0.01)
@@ -496,7 +643,7 @@ class Scenario:
                 lock,
                 "intruder",
                 Body(self.ttl_ms * 0.75, cooperative=True),
-                retries=20,
+                retries=RETRIES,
                 retry_delay_ms=5,
             )
             if section.entered:
@@ -517,6 +664,7 @@ class Scenario:
         """Victims as tasks of one event loop (two share one AsyncLock); the intruder and
         the injector are threads, so they keep going when the loop is blocked."""
         self.recorder.trials += 1
+        self._start_trace(trial)
         make_bodies = bodies or self.victim_bodies
         stop = threading.Event()
         intruder_thread = self._intruder_thread(trial, stop) if intruder else None
@@ -543,6 +691,7 @@ class Scenario:
         if injector is not None and injector.errors:
             raise injector.errors[0]
         self.close_sync()
+        self._stop_trace()
 
     async def _async_main(
         self,
@@ -578,7 +727,7 @@ class Scenario:
         def new_lock(role: str) -> AsyncLock:
             client = self.async_client(role, via_proxy=via_proxy)
             clients.append(client)
-            lock = AsyncLock(client, prefix=self.prefix, ttl_ms=self.ttl_ms)
+            lock = AsyncLock(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace)
             locks.append(lock)
             return lock
 
@@ -591,7 +740,7 @@ class Scenario:
                         lock,
                         role,
                         body,
-                        retries=400,
+                        retries=RETRIES,
                         retry_delay_ms=10,
                         cancel_on_loss=cancel_on_loss,
                     )
@@ -635,6 +784,8 @@ class Scenario:
         """
         self._finished = True
         self.close_sync()
+        self._stop_trace()
+        trace_problems = self._trace_verdict()
         admin = self.admin if check_server_connections else None
         leaks = check_no_leaks(self.baseline, admin=admin, name_prefix=self.tag)
         verdict = check(self.recorder, slack_ms=self.slack_ms)
@@ -652,9 +803,13 @@ class Scenario:
                     if verdict.worst_detection_ms is None
                     else round(verdict.worst_detection_ms, 1)
                 ),
+                traces_validated=None if self.trace_excluded else self.traces_validated,
+                trace_seconds=round(self.trace_seconds, 1),
+                trace_excluded=self.trace_excluded,
+                trace_note=self.trace_note,
             )
         )
-        problems = list(verdict.violations) + leaks
+        problems = list(verdict.violations) + leaks + trace_problems
         if rec.faults < rec.trials:
             problems.append(f"only {rec.faults} faults injected in {rec.trials} trials")
         if expect == "lapse":

@@ -3,10 +3,11 @@
 ``python -m tests.chaos.holder hold URL PREFIX ID TTL_MS``
     takes the lock with ``run`` and keeps it (renewed) until killed; prints ``ACQUIRED``
     and, after its first successful renewal, ``RENEWED`` (one JSON object per line).
-``python -m tests.chaos.holder intrude URL PREFIX ID TTL_MS``
+``python -m tests.chaos.holder intrude URL PREFIX ID TTL_MS [TRACE]``
     keeps trying to take the lock (short bodies) until its stdin closes, then prints its
     sections and the lock commands it sent, as JSON, so the parent can check them along
-    with its own (``time.monotonic()`` is one clock for every process on the machine).
+    with its own (``time.monotonic()`` is one clock for every process on the machine);
+    with TRACE, its lock events go there as NDJSON, for the parent's trace.
 
 Used when the parent's own threads cannot run: a body holding the GIL, or the holder
 being killed with SIGKILL.
@@ -25,7 +26,11 @@ from typing import Any
 from redis.connection import parse_url
 
 from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
+from distlock.trace import NdjsonRecorder
 from tests.chaos.recorder import Recorder, RecordingRedis, Section
+
+#: Retries of the intruder's sections: the parent's (the spec has one Retries per trace).
+RETRIES = 400
 
 #: However the parent fares, this process gives up after this long.
 MAX_SECONDS = 60.0
@@ -75,10 +80,11 @@ def hold(url: str, prefix: str, id: str, ttl_ms: int) -> None:
         client.close()
 
 
-def intrude(url: str, prefix: str, id: str, ttl_ms: int) -> None:
+def intrude(url: str, prefix: str, id: str, ttl_ms: int, trace: str | None = None) -> None:
     recorder = Recorder("intruder")
     client = _client(url, recorder, f"{prefix}-intruder")
-    lock = Lock(client, prefix=prefix, ttl_ms=ttl_ms)
+    events = NdjsonRecorder(trace, append=False) if trace else None
+    lock = Lock(client, prefix=prefix, ttl_ms=ttl_ms, trace=events)
     stop = threading.Event()
 
     def watch_stdin() -> None:
@@ -101,7 +107,7 @@ def intrude(url: str, prefix: str, id: str, ttl_ms: int) -> None:
                 recorder.leave(section)
 
         try:
-            lock.run(id, body, retries=20, retry_delay_ms=5)
+            lock.run(id, body, retries=RETRIES, retry_delay_ms=5)
         except LockLeaseLostError as exc:
             recorder.settle(section, "lost", exc)
         except LockNotAcquiredError as exc:
@@ -114,6 +120,8 @@ def intrude(url: str, prefix: str, id: str, ttl_ms: int) -> None:
             stop.wait(ttl_ms * 1.5 / 1000)
     lock.close()
     client.close()
+    if events is not None:
+        events.close()
     _emit(
         "RESULT",
         sections=[asdict(s) for s in recorder.entered()],
@@ -122,8 +130,11 @@ def intrude(url: str, prefix: str, id: str, ttl_ms: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    mode, url, prefix, id, ttl = argv
-    {"hold": hold, "intrude": intrude}[mode](url, prefix, id, int(ttl))
+    mode, url, prefix, id, ttl, *trace = argv
+    if mode == "hold":
+        hold(url, prefix, id, int(ttl))
+    else:
+        intrude(url, prefix, id, int(ttl), *trace)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 class Child:
     """``Child("hold", url, prefix, id, ttl_ms)``: one ``tests.chaos.holder`` process."""
 
-    def __init__(self, mode: str, url: str, prefix: str, id: str, ttl_ms: int) -> None:
+    def __init__(self, mode: str, url: str, prefix: str, id: str, ttl_ms: int, *extra: str) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         fd, self._stderr_path = tempfile.mkstemp(prefix="chaos-child-", suffix=".log")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos.holder", mode, url, prefix, id, str(ttl_ms)],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.chaos.holder",
+                    *(mode, url, prefix, id, str(ttl_ms)),
+                    *extra,
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=fd,

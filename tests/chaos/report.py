@@ -16,6 +16,11 @@ class Row:
     lost: int
     overlaps: int
     worst_detection_ms: float | None
+    #: Keys of the traced trial that TLC accepted (None: the scenario's trace is excluded).
+    traces_validated: int | None = None
+    trace_seconds: float = 0.0
+    trace_excluded: str | None = None
+    trace_note: str | None = None
 
 
 class ChaosReport:
@@ -37,6 +42,7 @@ class ChaosReport:
             "losses surfaced",
             "overlaps among successes",
             "worst detection ms",
+            "traces validated",
         )
         cells = [
             (
@@ -47,6 +53,9 @@ class ChaosReport:
                 str(r.lost),
                 str(r.overlaps),
                 "-" if r.worst_detection_ms is None else f"{r.worst_detection_ms:.1f}",
+                "excluded"
+                if r.traces_validated is None
+                else str(r.traces_validated) + (f" ({r.trace_note})" if r.trace_note else ""),
             )
             for r in self.rows
         ]
@@ -57,4 +66,14 @@ class ChaosReport:
             rest = (v.rjust(w) for v, w in zip(values[1:], widths[1:], strict=True))
             return "  ".join((first, *rest))
 
-        return [line(headers), "  ".join("-" * w for w in widths), *(line(c) for c in cells)]
+        excluded = [
+            f"trace excluded: {r.scenario}: {r.trace_excluded}"
+            for r in self.rows
+            if r.trace_excluded
+        ]
+        return [
+            line(headers),
+            "  ".join("-" * w for w in widths),
+            *(line(c) for c in cells),
+            *excluded,
+        ]

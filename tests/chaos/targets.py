@@ -12,6 +12,8 @@ A team points the suite at its own infrastructure with environment variables:
 ``CHAOS_PROXY_ADDRESS``   where the tests reach that listener, e.g. ``127.0.0.1:26379``
 ``CHAOS_DETECTION_SLACK_MS``  scheduling slack on top of the TTL for detection (default
                           ``max(150, ttl / 2)`` per scenario)
+``CHAOS_TRACE_DIR``       keep each scenario's traced trial there (``<scenario>.ndjson``),
+                          for ``python -m distlock validate-trace``
 
 With ``CHAOS_REDIS_URL`` the suite cannot SIGSTOP or SIGKILL that Redis: a pause becomes
 ``CLIENT PAUSE <ms> ALL`` (Redis >= 6.2; it also holds key expiry, like SIGSTOP) and a
@@ -41,6 +43,8 @@ class Settings:
     proxy_listen: str | None
     proxy_address: str | None
     slack_ms: float | None
+    #: Where to keep each scenario's traced trial as NDJSON (None: not kept).
+    trace_dir: str | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -56,6 +60,7 @@ class Settings:
             proxy_listen=get("CHAOS_PROXY_LISTEN"),
             proxy_address=get("CHAOS_PROXY_ADDRESS"),
             slack_ms=float(slack) if slack else None,
+            trace_dir=get("CHAOS_TRACE_DIR"),
         )
 
     def slack_for(self, ttl_ms: int) -> float:

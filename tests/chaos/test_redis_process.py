@@ -45,6 +45,7 @@ def test_redis_killed_and_restarted_empty(chaos: MakeScenario, mode: str) -> Non
 
     def fault(victim: Section) -> None:
         sc.recorder.fault("redis-server killed and restarted without its data")
+        sc.declare_data_loss()
         sc.target.lose_data(sc.prefix, down_for=0.5 * sc.ttl)
         sc.wait_signal(victim)
 

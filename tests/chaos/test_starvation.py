@@ -22,6 +22,13 @@ TRIALS = 3
 
 MakeScenario = Callable[..., Scenario]
 
+#: Why these scenarios' traces are not checked against the spec.
+STARVATION_ENDS_MID_BODY = (
+    "the body starves the timers for 2 TTLs and then keeps running: the spec's Starve "
+    "lasts until the body ends, so the LeaseTimeout its timer fires once it runs again, "
+    "mid-body, is no behaviour of the spec (it needs a starvation that can end first)"
+)
+
 
 def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]]:
     def starve(section: Section) -> None:
@@ -40,6 +47,7 @@ def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]
 def test_asyncio_body_blocks_the_event_loop(chaos: MakeScenario) -> None:
     """``time.sleep`` inside the coroutine for 2 TTL: no timer of the loop runs."""
     sc = chaos("asyncio body blocks the event loop 2xTTL [asyncio]", ttl_ms=200)
+    sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
     for trial in range(TRIALS):
         sc.async_trial(trial, None, bodies=bodies, via_proxy=False)
@@ -51,13 +59,18 @@ def test_sync_body_holds_the_gil(chaos: MakeScenario) -> None:
     thread of the process runs, the Lock's timer thread included.  The intruder has to be
     another process."""
     sc = chaos("sync body holds the GIL 2xTTL in a C call [sync]", ttl_ms=200)
+    sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
     for trial in range(TRIALS):
-        child = Child("intrude", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms)
+        part = sc.trace_part(trial)
+        extra = () if part is None else (part,)
+        child = Child("intrude", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
         try:
             child.expect("READY", 20)
             sc.sync_trial(trial, None, victims=2, bodies=bodies, intruder=False, via_proxy=False)
             merge_result(sc.recorder, child.finish(20))
         finally:
             child.close()
+        if part is not None:
+            sc.add_trace_part(part, "intruder-process")
     sc.finish(expect="lapse", min_overlaps=1)
