@@ -169,7 +169,8 @@ _MSG = re.compile(r"@!@!@STARTMSG (\d+):\d+ @!@!@\n(.*?)@!@!@ENDMSG \1 @!@!@", r
 _DISTINCT = re.compile(r"([\d,]+) distinct states? (?:found|generated)")
 _DEPTH = re.compile(r"depth of the complete state graph search is (\d+)")
 _INVARIANT = re.compile(r"Invariant (\w+) is violated")
-_ACTION_PROP = re.compile(r"Action property (\w+) of")
+#: TLC 2.15 prints "Action property X is violated." (message 2112).
+_ACTION_PROP = re.compile(r"Action property (\w+) (?:is violated|of)")
 
 
 @dataclass(frozen=True)
