@@ -49,6 +49,8 @@ Mutants == {"none", "release_plain_del", "extend_without_token_check",
 (* (the generated trace-validation model among them) gets the plain lock.       *)
 ShortTTL  == TTL    \* the other TTL a manual extend may ask for (extend(ttl_ms))
 WatchOnly == FALSE  \* run/hold sections may run with the heartbeat off (heartbeat_ms=False)
+\* the faults of the world outside Timely (a model may narrow them: see Restart.cfg)
+FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
 
 ASSUME
     /\ Mutant \in Mutants
@@ -60,6 +62,7 @@ ASSUME
     \* the drift bound the margin is sized for
     /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
     /\ ShortTTL \in (Margin + 1)..TTL /\ WatchOnly \in BOOLEAN
+    /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve"}
 
 Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
              "releasing", "done"}
@@ -610,7 +613,7 @@ DropReply(m) ==
     /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
     /\ IF Timely THEN /\ m.kind = "renew" /\ consec_fail[m.tok[1]] < MaxFail
                      /\ UNCHANGED faults
-                ELSE /\ faults < MaxFaults
+                ELSE /\ faults < MaxFaults /\ "drop" \in FaultKinds
                      /\ faults' = faults + 1
     /\ \E queued \in IF m.st = "sent" /\ m.kind = "renew" /\ ~Timely THEN BOOLEAN ELSE {FALSE} :
         net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
@@ -623,7 +626,7 @@ DropReply(m) ==
 (* acquire, extend or release then times out (the Fail action); a hung    *)
 (* renewal stays in flight for good and LeaseTimeout catches it.          *)
 HangReply(m) ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "hang" \in FaultKinds
     /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
     /\ net' = IF m.st = "sent" THEN (net \ {m}) \cup {[m EXCEPT !.st = "hung"]}
               ELSE net \ {m}
@@ -636,7 +639,7 @@ HangReply(m) ==
 (* Retry): an acquire that already ran, whose reply was lost, runs again   *)
 (* and the client gets the second run's reply.  Releases are not resent.  *)
 Resend(m) ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "resend" \in FaultKinds
     /\ m \in net /\ m.kind = "acquire" /\ m.st = "done" /\ Awaited(m)
     /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ faults' = faults + 1
@@ -648,7 +651,7 @@ Resend(m) ==
 (* (the counter survives) or a restart without persistence / a failover   *)
 (* to a lagging replica (the counter is reset too, unless CounterSurvives). *)
 KeyLost ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "key_lost" \in FaultKinds
     /\ key_holder # NoToken \/ (~CounterSurvives /\ fence_ctr > 0)
     /\ key_holder' = NoToken
     /\ key_ttl' = 0
@@ -662,7 +665,7 @@ KeyLost ==
 (* The body blocks the event loop (or holds the GIL) until it finishes:   *)
 (* no heartbeat tick and no reply callback runs until BodyDone.           *)
 Starve(c) ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "starve" \in FaultKinds
     /\ phase[c] = "held" /\ auto_renew[c] /\ ~starved[c]
     /\ starved' = [starved EXCEPT ![c] = TRUE]
     /\ faults' = faults + 1
@@ -832,17 +835,18 @@ Overdue(c) ==
 SignalOnTime ==
     [][\A c \in Clients : (Overdue(c) /\ Tick) => drift'[c] = drift[c] + 1]_vars
 
-(* The client handles a 0 reply to its renewal or extend in this step.    *)
+(* The client handles a 0 reply to its renewal or extend in this step     *)
+(* (the cheap in-flight test first: TLC evaluates this on every step).    *)
 Rejected(c) ==
-    \E m \in net \ net' :
-        /\ m.tok = token[c] /\ m.st = "done" /\ m.val = 0
-        /\ \/ m.kind = "renew" /\ renew_in_flight[c] /\ ~renew_in_flight'[c]
-           \/ m.kind = "extend" /\ extend_in_flight[c] /\ ~extend_in_flight'[c]
+    \E k \in {"renew", "extend"} :
+        /\ IF k = "renew" THEN renew_in_flight[c] /\ ~renew_in_flight'[c]
+                         ELSE extend_in_flight[c] /\ ~extend_in_flight'[c]
+        /\ \E m \in net \ net' : Mine(m, c, k) /\ m.st = "done" /\ m.val = 0
 
 (* A rejected renewal or extend (Redis no longer holds the token) while   *)
 (* the section is held fires the signal in the same step.                 *)
 RejectionSignals ==
-    [][\A c \in Clients : (phase[c] = "held" /\ Rejected(c)) => lost'[c]]_vars
+    [][\A c \in Clients : (phase[c] = "held" /\ ~lost'[c]) => ~Rejected(c)]_vars
 
 (* A run/hold section reported ok finished its body while its lease was   *)
 (* valid on its own clock: a body that overran its lease is reported lost *)
@@ -865,5 +869,15 @@ ProbeOk             == ~\E c \in Clients : outcome[c] = "ok" /\ renewed[c]
 ProbeWatchOnlyLost  == ~\E c \in Clients : auto_renew[c] /\ ~renews[c] /\ outcome[c] = "lost"
 
 Symmetry == Permutations(Clients)
+
+(***************************************************************************)
+(* State constraints that drop behaviours another model already checks.   *)
+(***************************************************************************)
+\* a model of manual handles: with every client run/hold it is DistLock.cfg
+SomeManual == \E c \in Clients : ~auto_renew[c]
+\* a model of heartbeat-off sections: with every client renewed it is DistLock.cfg
+SomeWatchOnly == \E c \in Clients : auto_renew[c] /\ ~renews[c]
+\* at most one client's clock lags: a lag only moves that client's own deadlines
+OneClockLags == \A a, b \in Clients : (drift[a] > 0 /\ drift[b] > 0) => a = b
 
 =============================================================================

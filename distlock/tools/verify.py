@@ -82,8 +82,7 @@ def _refutes(name: str, config: str, prop: str, quick: bool = False) -> Run:
 #: that the small ones fill the second core while they finish.
 RUNS: tuple[Run, ...] = (
     # -- the real lock: every property holds --------------------------------------------
-    _holds("default", "DistLock.cfg", SAFETY, workers=2, min_states=200_000),
-    _holds("drift", "Drift.cfg", SAFETY, workers=2, min_states=200_000),
+    _holds("default", "DistLock.cfg", SAFETY, workers=2, min_states=500_000),
     _holds("manual", "Manual.cfg", SAFETY, workers=2),
     _holds("watch-only", "WatchOnly.cfg", SAFETY, workers=2),
     _holds("restart", "Restart.cfg", "safety (FenceIssued for FencesIncrease)", workers=2),
