@@ -41,7 +41,16 @@ CONSTANTS
 Mutants == {"none", "release_plain_del", "extend_without_token_check",
             "deadline_from_reply", "no_completion_check", "ignore_release_reply",
             "heartbeat_above_half", "drift_above_margin", "retry_off_by_one",
-            "no_release_timeout"}
+            "no_release_timeout", "lease_timeout_waits_for_renewal",
+            "renew_reject_ignored", "fence_from_counter", "extend_trusts_its_own_ttl"}
+
+(* Options a cfg turns on by overriding the definition ("ShortTTL = 2" under    *)
+(* CONSTANTS); the defaults leave them off, so a cfg that does not name them    *)
+(* (the generated trace-validation model among them) gets the plain lock.       *)
+ShortTTL  == TTL    \* the other TTL a manual extend may ask for (extend(ttl_ms))
+WatchOnly == FALSE  \* run/hold sections may run with the heartbeat off (heartbeat_ms=False)
+\* the faults of the world outside Timely (a model may narrow them: see Restart.cfg)
+FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
 
 ASSUME
     /\ Mutant \in Mutants
@@ -52,6 +61,8 @@ ASSUME
     /\ (2 * Heartbeat <= TTL) \/ (Mutant = "heartbeat_above_half")
     \* the drift bound the margin is sized for
     /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
+    /\ ShortTTL \in (Margin + 1)..TTL /\ WatchOnly \in BOOLEAN
+    /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve"}
 
 Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
              "releasing", "done"}
@@ -83,7 +94,10 @@ VARIABLES
     extend_in_flight, \* Section.extend_in_flight (manual extend)
     extend_sent_ago,  \* now - Section.extend_sent_at while extend_in_flight (else 0)
     lost,             \* Section.lost is not None: the lease is known lost
-    auto_renew,       \* Section.config.watch: run/hold with a heartbeat (FALSE: manual handle)
+    auto_renew,       \* Section.config.watch: a run/hold section (FALSE: manual handle)
+    renews,           \* Section.config.renew_every_ms is not None: the heartbeat is on
+    extend_ttl,       \* Section.extend_ttl_ms of the extend in flight (TTL when none)
+    unconfirmed_ttl,  \* Section.unconfirmed_ttl_ms (TTL for None: no shorter TTL pending)
     \* ---- environment ----
     starved,          \* the body blocks the client's event loop (timers do not run)
     drift,            \* clock lag accumulated by the client during this section
@@ -96,20 +110,24 @@ VARIABLES
     overlap,          \* tokens of the sections that were in their body at the same time
     oks,              \* finished sections reported ok: [tok, overlap]
     late,             \* the body finished when the client clock said the lease had expired
-    grants,           \* fences issued by Redis, in issue order
+    grants,           \* fences issued by Redis, in issue order: [tok, fence]
     foreign,          \* some client extended or deleted a key holding another token
-    wiped,            \* Redis lost the key while it held this section's token
+    wiped,            \* Redis lost the key while it held this section's token, and no
+                      \* reply since has told the client so
     consec_fail,      \* consecutive failed renewals
     renewed           \* a renewal of this section succeeded
 
 client_vars == <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                  renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
-                 extend_sent_ago, lost, auto_renew>>
+                 extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
 env_vars    == <<starved, drift, key_holder, key_ttl, fence_ctr, faults, net>>
 ghost_vars  == <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 vars        == <<client_vars, env_vars, ghost_vars>>
 
-Modes == IF Manual THEN BOOLEAN ELSE {TRUE}
+(* A section's mode: <<watched, renewed>>.  run/hold with a heartbeat, a   *)
+(* manual handle, and (WatchOnly) run/hold with the heartbeat off.          *)
+Modes == {<<TRUE, TRUE>>} \cup (IF Manual THEN {<<FALSE, FALSE>>} ELSE {})
+                         \cup (IF WatchOnly THEN {<<TRUE, FALSE>>} ELSE {})
 
 Message == [tok : Tokens, kind : Kinds, st : {"sent", "done", "error", "hung"},
             val : Nat, age : 0..MaxDelay]
@@ -127,10 +145,18 @@ NoAnswer(c, k) == ~\E m \in net : Mine(m, c, k) /\ m.st \in {"sent", "done"}
 (* Consume c's error of kind k (hung requests stay: they may still run). *)
 DropErrors(c, k) == {m \in net : ~(Mine(m, c, k) /\ m.st = "error")}
 
-(* The lease a grant or renewal gives, on the client clock, from the age   *)
-(* of the request: it runs from the SEND time.                            *)
-LeaseFrom(ago) ==
-    IF Mutant = "deadline_from_reply" THEN TTL - Margin ELSE Max(TTL - Margin - ago, 0)
+(* The lease a grant, renewal or extend of TTL t gives, on the client      *)
+(* clock, from the age of the request: it runs from the SEND time.        *)
+LeaseOf(t, ago) ==
+    IF Mutant = "deadline_from_reply" THEN t - Margin ELSE Max(t - Margin - ago, 0)
+
+LeaseFrom(ago) == LeaseOf(TTL, ago)
+
+(* Section._confirm: a request of TTL t succeeded, but PEXPIRE replaces a  *)
+(* TTL: a request that failed and may still run later can leave a shorter *)
+(* one, so the shortest TTL among them is the one to count on.            *)
+Confirmed(c, t) ==
+    IF Mutant = "extend_trusts_its_own_ttl" THEN t ELSE Min(t, unconfirmed_ttl[c])
 
 InBody(c) == phase[c] = "held"
 
@@ -146,7 +172,11 @@ Init ==
     /\ renew_sent_ago = [c \in Clients |-> 0]
     /\ next_renew_in = [c \in Clients |-> 0]
     /\ lost = [c \in Clients |-> FALSE]
-    /\ auto_renew \in [Clients -> Modes]
+    /\ \E mode \in [Clients -> Modes] :
+        /\ auto_renew = [c \in Clients |-> mode[c][1]]
+        /\ renews = [c \in Clients |-> mode[c][2]]
+    /\ extend_ttl = [c \in Clients |-> TTL]
+    /\ unconfirmed_ttl = [c \in Clients |-> TTL]
     /\ extend_in_flight = [c \in Clients |-> FALSE]
     /\ extend_sent_ago = [c \in Clients |-> 0]
     /\ starved = [c \in Clients |-> FALSE]
@@ -179,7 +209,8 @@ Acquire(c) ==
     /\ phase' = [phase EXCEPT ![c] = "acquiring"]
     /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
-                   renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago, auto_renew>>
+                   renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
 
@@ -195,10 +226,12 @@ AcquireReply(c) ==
         /\ IF m.val > 0
            THEN \* granted: the lease runs from the send time
                 /\ phase' = [phase EXCEPT ![c] = "held"]
-                /\ fence' = [fence EXCEPT ![c] = m.val]
+                \* the fence the body gets is the one the script returned
+                /\ fence' = [fence EXCEPT ![c] =
+                                IF Mutant = "fence_from_counter" THEN fence_ctr ELSE m.val]
                 /\ deadline_in' = [deadline_in EXCEPT ![c] = LeaseFrom(sent_ago[c])]
                 /\ next_renew_in' = [next_renew_in EXCEPT ![c] =
-                                       IF auto_renew[c] THEN Max(Heartbeat - sent_ago[c], 0)
+                                       IF renews[c] THEN Max(Heartbeat - sent_ago[c], 0)
                                        ELSE 0]
                 /\ lost' = [lost EXCEPT ![c] = LeaseFrom(sent_ago[c]) = 0]
                 /\ overlap' = [d \in Clients |->
@@ -217,7 +250,7 @@ AcquireReply(c) ==
                         /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
                         /\ UNCHANGED retries_left
     /\ UNCHANGED <<token, renew_in_flight, renew_sent_ago, extend_in_flight, extend_sent_ago,
-                   auto_renew>>
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
@@ -232,7 +265,7 @@ AcquireFail(c) ==
     /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
-                   auto_renew>>
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
 
@@ -240,7 +273,7 @@ AcquireFail(c) ==
 (* lease is valid on the client clock, the renewal is due and none is in  *)
 (* flight.  Sends the token-checked extend (PEXPIRE only if GET = token). *)
 RenewSendEnabled(c) ==
-    /\ phase[c] = "held" /\ auto_renew[c] /\ ~lost[c] /\ ~starved[c]
+    /\ phase[c] = "held" /\ renews[c] /\ ~lost[c] /\ ~starved[c]
     /\ ~renew_in_flight[c] /\ next_renew_in[c] = 0 /\ deadline_in[c] > 0
 
 RenewSend(c) ==
@@ -250,9 +283,15 @@ RenewSend(c) ==
     /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
     /\ next_renew_in' = [next_renew_in EXCEPT ![c] = Heartbeat]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
-                   extend_in_flight, extend_sent_ago, lost, auto_renew>>
+                   extend_in_flight, extend_sent_ago, lost,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
+
+(* A 0 reply to a renewal or extend handled while the section is held     *)
+(* tells the client that Redis lost its key: from then on the key-loss    *)
+(* excuse of SignalSound no longer covers it.                             *)
+Told(c) == wiped' = [wiped EXCEPT ![c] = @ /\ phase[c] # "held"]
 
 (* Section.renew_reply: 1 moves the deadline to send time + ttl - margin  *)
 (* (unless the lease is already known lost); 0 is a loss.  Once the body  *)
@@ -265,21 +304,26 @@ RenewReply(c) ==
         /\ net' = net \ {m}
         /\ IF phase[c] = "held" /\ m.val = 1
            THEN /\ deadline_in' = [deadline_in EXCEPT ![c] =
-                                     IF lost[c] THEN @ ELSE Max(@, LeaseFrom(renew_sent_ago[c]))]
+                                     IF lost[c] THEN @
+                                     ELSE Max(@, LeaseOf(Confirmed(c, TTL), renew_sent_ago[c]))]
                 /\ renewed' = [renewed EXCEPT ![c] = TRUE]
                 /\ consec_fail' = [consec_fail EXCEPT ![c] = 0]
-                /\ UNCHANGED lost
-           ELSE /\ lost' = [lost EXCEPT ![c] = @ \/ phase[c] = "held"]
+                /\ UNCHANGED <<lost, wiped>>
+           ELSE /\ lost' = [lost EXCEPT ![c] =
+                               @ \/ (phase[c] = "held" /\ Mutant # "renew_reject_ignored")]
+                /\ Told(c)
                 /\ UNCHANGED <<deadline_in, renewed, consec_fail>>
     /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = FALSE]
     /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, next_renew_in,
-                   extend_in_flight, extend_sent_ago, auto_renew>>
+                   extend_in_flight, extend_sent_ago,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
-    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign>>
 
 (* Section.renew_fail: a connection error is not a loss; the next tick    *)
-(* (at next_renew_at) retries.                                            *)
+(* (at next_renew_at) retries.  The renewal may still run later, but with *)
+(* the lock's own TTL, so unconfirmed_ttl (the shortest such) stays put.  *)
 RenewFail(c) ==
     /\ renew_in_flight[c] /\ ~starved[c]
     /\ \E m \in net :
@@ -289,7 +333,8 @@ RenewFail(c) ==
     /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
     /\ consec_fail' = [consec_fail EXCEPT ![c] = Min(@ + 1, MaxFail)]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
-                   next_renew_in, extend_in_flight, extend_sent_ago, lost, auto_renew>>
+                   next_renew_in, extend_in_flight, extend_sent_ago, lost,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, renewed>>
 
@@ -297,24 +342,33 @@ RenewFail(c) ==
 LeaseTimeoutEnabled(c) ==
     /\ phase[c] = "held" /\ auto_renew[c] /\ ~lost[c] /\ ~starved[c]
     /\ deadline_in[c] = 0
+    /\ ~(Mutant = "lease_timeout_waits_for_renewal" /\ renew_in_flight[c])
 
 LeaseTimeout(c) ==
     /\ LeaseTimeoutEnabled(c)
     /\ lost' = [lost EXCEPT ![c] = TRUE]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
-                   extend_sent_ago, auto_renew>>
+                   extend_sent_ago,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED env_vars
     /\ UNCHANGED ghost_vars
 
-(* Section.extend: manual extend on a handle (no background renewal).    *)
+(* Section.extend: manual extend on a handle (no background renewal; a    *)
+(* run/hold section refuses it), with the lock's TTL or a shorter one     *)
+(* (ShortTTL).  Section._bound: if Redis runs it at once the key ends at  *)
+(* now + t, which may be before the current deadline.                     *)
 Extend(c) ==
     /\ phase[c] = "held" /\ ~auto_renew[c] /\ ~extend_in_flight[c]
-    /\ net' = net \cup {Request(c, "extend")}
+    /\ \E t \in {TTL, ShortTTL} :
+        /\ net' = net \cup {[Request(c, "extend") EXCEPT !.val = t]}
+        /\ extend_ttl' = [extend_ttl EXCEPT ![c] = t]
+        /\ deadline_in' = [deadline_in EXCEPT ![c] = Min(@, LeaseOf(t, 0))]
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = TRUE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
-    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
-                   renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew>>
+    /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago,
+                   renew_in_flight, renew_sent_ago, next_renew_in, lost,
+                   auto_renew, renews, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
 
@@ -329,26 +383,33 @@ ExtendReply(c) ==
         /\ IF m.val = 1
            THEN /\ deadline_in' = [deadline_in EXCEPT ![c] =
                                      IF lost[c] \/ phase[c] # "held" THEN @
-                                     ELSE Max(@, LeaseFrom(extend_sent_ago[c]))]
-                /\ UNCHANGED lost
+                                     ELSE Max(@, LeaseOf(Confirmed(c, extend_ttl[c]),
+                                                         extend_sent_ago[c]))]
+                /\ UNCHANGED <<lost, wiped>>
            ELSE /\ lost' = [lost EXCEPT ![c] = @ \/ phase[c] = "held"]
+                /\ Told(c)
                 /\ UNCHANGED deadline_in
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
+    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, renew_in_flight,
-                   renew_sent_ago, next_renew_in, auto_renew>>
+                   renew_sent_ago, next_renew_in, auto_renew, renews, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
-    /\ UNCHANGED ghost_vars
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, consec_fail, renewed>>
 
 (* Section.extend_fail: an error or a timeout goes to the caller; no loss. *)
+(* The extend may still run later (Section._unconfirmed): its TTL joins   *)
+(* the ones a later confirmation must count with.                         *)
 ExtendFail(c) ==
     /\ extend_in_flight[c]
     /\ NoAnswer(c, "extend")
     /\ net' = DropErrors(c, "extend")
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
+    /\ unconfirmed_ttl' = [unconfirmed_ttl EXCEPT ![c] = Min(@, extend_ttl[c])]
+    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
-                   renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew>>
+                   renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew, renews>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
 
@@ -364,7 +425,8 @@ BodyDone(c) ==
     /\ starved' = [starved EXCEPT ![c] = FALSE]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
-                   extend_sent_ago, auto_renew>>
+                   extend_sent_ago,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, faults, net>>
     /\ UNCHANGED <<overlap, oks, grants, foreign, wiped, consec_fail, renewed>>
 
@@ -381,7 +443,7 @@ Release(c) ==
     /\ phase' = [phase EXCEPT ![c] = "releasing"]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
-                   extend_sent_ago, lost, auto_renew>>
+                   extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
 
@@ -407,7 +469,7 @@ ReleaseReply(c) ==
                      THEN "ok" ELSE "lost")
     /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
-                   auto_renew>>
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
 
@@ -422,7 +484,7 @@ ReleaseFail(c) ==
     /\ Finish(c, IF Abandoned(c) THEN "failed" ELSE "lost")
     /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
-                   auto_renew>>
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
 
@@ -468,7 +530,7 @@ Tick ==
                              IF phase[c] # "held" THEN 0
                              ELSE IF c \in lag THEN deadline_in[c] ELSE Dec(deadline_in[c])]
         /\ next_renew_in' = [c \in Clients |->
-                               IF phase[c] # "held" \/ ~auto_renew[c] THEN 0
+                               IF phase[c] # "held" \/ ~renews[c] THEN 0
                                ELSE IF c \in lag THEN next_renew_in[c]
                                ELSE Dec(next_renew_in[c])]
         /\ sent_ago' = [c \in Clients |->
@@ -490,7 +552,7 @@ Tick ==
             /\ net' = {[m EXCEPT !.age = IF Awaited(m) THEN @ + 1 ELSE 0] : m \in net}
        ELSE UNCHANGED net
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, renew_in_flight, lost,
-                   extend_in_flight, auto_renew>>
+                   extend_in_flight, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, fence_ctr, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
@@ -499,15 +561,22 @@ Answer(m, v) ==
                             THEN {[m EXCEPT !.st = "done", !.val = v]} ELSE {})
 
 (* Redis runs one request atomically (scripts see time frozen) and queues *)
-(* its reply.  Requests run in any order (separate connections).          *)
+(* its reply.  Requests run in any order (separate connections).  The     *)
+(* acquire script finding its own token (a resent acquire that already    *)
+(* ran: Resend) re-sets the TTL and returns the current counter.  A renewal *)
+(* sets the lock's TTL, an extend the TTL it carries.                     *)
 RedisStep(m) ==
     /\ m \in net /\ m.st \in {"sent", "hung"}
     /\ CASE m.kind = "acquire" ->
-              IF key_holder = NoToken
+              IF key_holder = m.tok
+              THEN /\ key_ttl' = TTL
+                   /\ Answer(m, Max(fence_ctr, 1))
+                   /\ UNCHANGED <<key_holder, fence_ctr, grants, foreign>>
+              ELSE IF key_holder = NoToken
               THEN /\ key_holder' = m.tok
                    /\ key_ttl' = TTL
                    /\ fence_ctr' = fence_ctr + 1
-                   /\ grants' = Append(grants, fence_ctr + 1)
+                   /\ grants' = Append(grants, [tok |-> m.tok, fence |-> fence_ctr + 1])
                    /\ Answer(m, fence_ctr + 1)
                    /\ UNCHANGED foreign
               ELSE /\ Answer(m, 0)
@@ -515,7 +584,8 @@ RedisStep(m) ==
          [] m.kind \in {"renew", "extend"} ->
               LET hit == \/ key_holder = m.tok
                          \/ (Mutant = "extend_without_token_check" /\ key_holder # NoToken)
-              IN /\ key_ttl' = IF hit THEN TTL ELSE key_ttl
+              IN /\ key_ttl' = IF ~hit THEN key_ttl
+                               ELSE IF m.kind = "extend" THEN m.val ELSE TTL
                  /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
                  /\ UNCHANGED <<key_holder, fence_ctr, grants>>
@@ -532,15 +602,22 @@ RedisStep(m) ==
     /\ UNCHANGED <<overlap, oks, late, wiped, consec_fail, renewed>>
 
 (* The connection fails: the request is lost, or it ran and its reply is  *)
-(* lost; the client sees an error.  In the Timely world only renewals     *)
-(* fail, at most MaxFail times in a row.                                  *)
+(* lost; the client sees an error.  Or a renewal's socket timeout fires   *)
+(* while the request still waits at Redis: the client sees an error       *)
+(* (RenewFail) and the request runs later all the same (kept as "hung":   *)
+(* no reply).  An acquire, extend or release that times out while queued  *)
+(* is HangReply (its Fail action needs no error).  In the Timely world    *)
+(* only renewals fail, at most MaxFail times in a row, and none runs      *)
+(* after its error.                                                       *)
 DropReply(m) ==
     /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
     /\ IF Timely THEN /\ m.kind = "renew" /\ consec_fail[m.tok[1]] < MaxFail
                      /\ UNCHANGED faults
-                ELSE /\ faults < MaxFaults
+                ELSE /\ faults < MaxFaults /\ "drop" \in FaultKinds
                      /\ faults' = faults + 1
-    /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
+    /\ \E queued \in IF m.st = "sent" /\ m.kind = "renew" /\ ~Timely THEN BOOLEAN ELSE {FALSE} :
+        net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
+                            \cup (IF queued THEN {[m EXCEPT !.st = "hung"]} ELSE {})
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
@@ -549,10 +626,22 @@ DropReply(m) ==
 (* acquire, extend or release then times out (the Fail action); a hung    *)
 (* renewal stays in flight for good and LeaseTimeout catches it.          *)
 HangReply(m) ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "hang" \in FaultKinds
     /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
     /\ net' = IF m.st = "sent" THEN (net \ {m}) \cup {[m EXCEPT !.st = "hung"]}
               ELSE net \ {m}
+    /\ faults' = faults + 1
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* The client library resends a command after a connection error (redis-py *)
+(* Retry): an acquire that already ran, whose reply was lost, runs again   *)
+(* and the client gets the second run's reply.  Releases are not resent.  *)
+Resend(m) ==
+    /\ ~Timely /\ faults < MaxFaults /\ "resend" \in FaultKinds
+    /\ m \in net /\ m.kind = "acquire" /\ m.st = "done" /\ Awaited(m)
+    /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
@@ -562,7 +651,7 @@ HangReply(m) ==
 (* (the counter survives) or a restart without persistence / a failover   *)
 (* to a lagging replica (the counter is reset too, unless CounterSurvives). *)
 KeyLost ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "key_lost" \in FaultKinds
     /\ key_holder # NoToken \/ (~CounterSurvives /\ fence_ctr > 0)
     /\ key_holder' = NoToken
     /\ key_ttl' = 0
@@ -576,7 +665,7 @@ KeyLost ==
 (* The body blocks the event loop (or holds the GIL) until it finishes:   *)
 (* no heartbeat tick and no reply callback runs until BodyDone.           *)
 Starve(c) ==
-    /\ ~Timely /\ faults < MaxFaults
+    /\ ~Timely /\ faults < MaxFaults /\ "starve" \in FaultKinds
     /\ phase[c] = "held" /\ auto_renew[c] /\ ~starved[c]
     /\ starved' = [starved EXCEPT ![c] = TRUE]
     /\ faults' = faults + 1
@@ -600,12 +689,15 @@ NewSection(c) ==
     /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
     /\ next_renew_in' = [next_renew_in EXCEPT ![c] = 0]
     /\ lost' = [lost EXCEPT ![c] = FALSE]
-    /\ \E mode \in Modes : auto_renew' = [auto_renew EXCEPT ![c] = mode]
+    /\ \E mode \in Modes : /\ auto_renew' = [auto_renew EXCEPT ![c] = mode[1]]
+                           /\ renews' = [renews EXCEPT ![c] = mode[2]]
+    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
+    /\ unconfirmed_ttl' = [unconfirmed_ttl EXCEPT ![c] = TTL]
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
     /\ starved' = [starved EXCEPT ![c] = FALSE]
     /\ drift' = [drift EXCEPT ![c] = 0]
-    /\ net' = {m \in net : m.tok # token[c] \/ m.st = "sent"}
+    /\ net' = {m \in net : m.tok # token[c] \/ m.st \in {"sent", "hung"}}
     /\ overlap' = [overlap EXCEPT ![c] = {}]
     /\ late' = [late EXCEPT ![c] = FALSE]
     /\ wiped' = [wiped EXCEPT ![c] = FALSE]
@@ -636,6 +728,7 @@ EnvStep ==
     \/ \E m \in net : RedisStep(m)
     \/ \E m \in net : DropReply(m)
     \/ \E m \in net : HangReply(m)
+    \/ \E m \in net : Resend(m)
     \/ KeyLost
     \/ \E c \in Clients : Starve(c)
     \/ \E c \in Clients : NewSection(c)
@@ -684,6 +777,9 @@ TypeOK ==
     /\ next_renew_in \in [Clients -> 0..Heartbeat]
     /\ lost \in [Clients -> BOOLEAN]
     /\ auto_renew \in [Clients -> BOOLEAN]
+    /\ renews \in [Clients -> BOOLEAN] /\ \A c \in Clients : renews[c] => auto_renew[c]
+    /\ extend_ttl \in [Clients -> {TTL, ShortTTL}]
+    /\ unconfirmed_ttl \in [Clients -> {TTL, ShortTTL}]
     /\ extend_in_flight \in [Clients -> BOOLEAN]
     /\ extend_sent_ago \in [Clients -> 0..AgeCap]
     /\ starved \in [Clients -> BOOLEAN]
@@ -700,21 +796,57 @@ NoOverlappingSuccess == \A a, b \in oks : a.tok \notin b.overlap
 (* No client ever extends or deletes a key that holds another token. *)
 NoForeignWrite == ~foreign
 
-(* Each new owner gets a strictly larger fence (while Redis keeps the counter). *)
-FencesIncrease == \A i \in 1..(Len(grants) - 1) : grants[i] < grants[i + 1]
+(* The fence a client records (and hands to its body) is the one Redis    *)
+(* issued to its token last (a resent acquire may be issued a second one). *)
+FenceIssued ==
+    \A c \in Clients : fence[c] > 0 =>
+        \E i \in 1..Len(grants) :
+            /\ grants[i].tok = token[c] /\ grants[i].fence = fence[c]
+            /\ \A j \in (i + 1)..Len(grants) : grants[j].tok # token[c]
+
+(* Each new owner gets a strictly larger fence (while Redis keeps the     *)
+(* counter), and the fence each client holds is the one Redis issued it.  *)
+FencesIncrease ==
+    /\ \A i \in 1..(Len(grants) - 1) : grants[i].fence < grants[i + 1].fence
+    /\ FenceIssued
 
 (* While the signal has not fired and the client clock says the lease is  *)
 (* valid, Redis holds the token: under the drift bound, unless Redis      *)
-(* itself lost the key.                                                   *)
+(* itself lost the key and no reply has told the client so since (wiped). *)
 SignalSound ==
     \A c \in Clients :
         (phase[c] \in {"held", "body_done"} /\ ~lost[c] /\ deadline_in[c] > 0 /\ ~wiped[c])
             => key_holder = token[c]
 
 (* In the Timely world (every reply within MaxDelay, at most MaxFail      *)
-(* consecutive failed renewals, no other fault) a run/hold section never  *)
-(* reports a loss.  Checked in the Timely models only.                    *)
-NoSpuriousLoss == \A c \in Clients : auto_renew[c] => ~lost[c]
+(* consecutive failed renewals, no other fault) a renewed run/hold        *)
+(* section never reports a loss.  Checked in the Timely models only.      *)
+NoSpuriousLoss == \A c \in Clients : renews[c] => ~lost[c]
+
+(* A held run/hold section whose loop runs and whose signal has not fired *)
+(* has reached its deadline on its own clock.                             *)
+Overdue(c) ==
+    /\ phase[c] = "held" /\ auto_renew[c] /\ ~starved[c] /\ ~lost[c]
+    /\ deadline_in[c] = 0
+
+(* Time never carries such a section's clock past its deadline: the       *)
+(* signal fires first (a renewal still in flight does not hold it back).  *)
+(* Its clock stands still on a tick where it lags (drift grows).          *)
+SignalOnTime ==
+    [][\A c \in Clients : (Overdue(c) /\ Tick) => drift'[c] = drift[c] + 1]_vars
+
+(* The client handles a 0 reply to its renewal or extend in this step     *)
+(* (the cheap in-flight test first: TLC evaluates this on every step).    *)
+Rejected(c) ==
+    \E k \in {"renew", "extend"} :
+        /\ IF k = "renew" THEN renew_in_flight[c] /\ ~renew_in_flight'[c]
+                         ELSE extend_in_flight[c] /\ ~extend_in_flight'[c]
+        /\ \E m \in net \ net' : Mine(m, c, k) /\ m.st = "done" /\ m.val = 0
+
+(* A rejected renewal or extend (Redis no longer holds the token) while   *)
+(* the section is held fires the signal in the same step.                 *)
+RejectionSignals ==
+    [][\A c \in Clients : (phase[c] = "held" /\ ~lost'[c]) => ~Rejected(c)]_vars
 
 (* A run/hold section reported ok finished its body while its lease was   *)
 (* valid on its own clock: a body that overran its lease is reported lost *)
@@ -734,7 +866,18 @@ ProbeRenewed        == ~\E c \in Clients : renewed[c]
 ProbeStarvedExpired == ~\E c \in Clients : starved[c] /\ InBody(c) /\ key_holder # token[c]
 ProbeLost           == ~\E c \in Clients : outcome[c] = "lost"
 ProbeOk             == ~\E c \in Clients : outcome[c] = "ok" /\ renewed[c]
+ProbeWatchOnlyLost  == ~\E c \in Clients : auto_renew[c] /\ ~renews[c] /\ outcome[c] = "lost"
 
 Symmetry == Permutations(Clients)
+
+(***************************************************************************)
+(* State constraints that drop behaviours another model already checks.   *)
+(***************************************************************************)
+\* a model of manual handles: with every client run/hold it is DistLock.cfg
+SomeManual == \E c \in Clients : ~auto_renew[c]
+\* a model of heartbeat-off sections: with every client renewed it is DistLock.cfg
+SomeWatchOnly == \E c \in Clients : auto_renew[c] /\ ~renews[c]
+\* at most one client's clock lags: a lag only moves that client's own deadlines
+OneClockLags == \A a, b \in Clients : (drift[a] > 0 /\ drift[b] > 0) => a = b
 
 =============================================================================

