@@ -42,13 +42,15 @@ Mutants == {"none", "release_plain_del", "extend_without_token_check",
             "deadline_from_reply", "no_completion_check", "ignore_release_reply",
             "heartbeat_above_half", "drift_above_margin", "retry_off_by_one",
             "no_release_timeout", "lease_timeout_waits_for_renewal",
-            "renew_reject_ignored", "fence_from_counter", "extend_trusts_its_own_ttl"}
+            "renew_reject_ignored", "fence_from_counter", "extend_trusts_its_own_ttl",
+            "release_without_record"}
 
 (* Options a cfg turns on by overriding the definition ("ShortTTL = 2" under    *)
 (* CONSTANTS); the defaults leave them off, so a cfg that does not name them    *)
 (* (the generated trace-validation model among them) gets the plain lock.       *)
 ShortTTL  == TTL    \* the other TTL a manual extend may ask for (extend(ttl_ms))
 WatchOnly == FALSE  \* run/hold sections may run with the heartbeat off (heartbeat_ms=False)
+ResendReleases == FALSE  \* the client library resends a release whose reply was lost
 \* the faults of the world outside Timely (a model may narrow them: see Restart.cfg)
 FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
 
@@ -62,10 +64,11 @@ ASSUME
     \* the drift bound the margin is sized for
     /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
     /\ ShortTTL \in (Margin + 1)..TTL /\ WatchOnly \in BOOLEAN
+    /\ ResendReleases \in BOOLEAN
     /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve"}
 
 Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
-             "releasing", "done"}
+             "releasing", "release_unknown", "done"}
 Outcomes == {"none", "ok", "not_acquired", "lost", "failed"}
 Kinds    == {"acquire", "renew", "extend", "release"}
 NoToken  == <<>>
@@ -104,6 +107,8 @@ VARIABLES
     key_holder,       \* token in the lock key, or NoToken
     key_ttl,          \* remaining TTL of the key (real time)
     fence_ctr,        \* the per-key fence counter (INCR)
+    released,         \* tokens whose release deleted the key (the release records, kept
+                      \* longer than any resend takes: their expiry is not modelled)
     faults,           \* faults injected so far (outside the Timely world)
     net,              \* requests and replies in flight
     \* ---- ghosts for the properties ----
@@ -120,7 +125,7 @@ VARIABLES
 client_vars == <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                  renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                  extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-env_vars    == <<starved, drift, key_holder, key_ttl, fence_ctr, faults, net>>
+env_vars    == <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, net>>
 ghost_vars  == <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 vars        == <<client_vars, env_vars, ghost_vars>>
 
@@ -184,6 +189,7 @@ Init ==
     /\ key_holder = NoToken
     /\ key_ttl = 0
     /\ fence_ctr = 0
+    /\ released = {}
     /\ faults = 0
     /\ net = {}
     /\ overlap = [c \in Clients |-> {}]
@@ -211,7 +217,7 @@ Acquire(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* Section.acquire_reply: granted (fence > 0) or denied (0).  A grant     *)
@@ -251,7 +257,7 @@ AcquireReply(c) ==
                         /\ UNCHANGED retries_left
     /\ UNCHANGED <<token, renew_in_flight, renew_sent_ago, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Section.acquire_fail: the round trip failed or timed out (cancelled).  *)
@@ -266,7 +272,7 @@ AcquireFail(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* Section.renew_send, as the heartbeat tick (Section.tick) takes it: the *)
@@ -285,7 +291,7 @@ RenewSend(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    extend_in_flight, extend_sent_ago, lost,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* A 0 reply to a renewal or extend handled while the section is held     *)
@@ -318,7 +324,7 @@ RenewReply(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, next_renew_in,
                    extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign>>
 
 (* Section.renew_fail: a connection error is not a loss; the next tick    *)
@@ -335,7 +341,7 @@ RenewFail(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    next_renew_in, extend_in_flight, extend_sent_ago, lost,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, renewed>>
 
 (* Section.lease_timeout: a heartbeat tick finds the deadline passed.     *)
@@ -369,7 +375,7 @@ Extend(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost,
                    auto_renew, renews, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* Section.extend_reply: 1 moves the deadline from the send time (unless  *)
@@ -394,7 +400,7 @@ ExtendReply(c) ==
     /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, auto_renew, renews, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, consec_fail, renewed>>
 
 (* Section.extend_fail: an error or a timeout goes to the caller; no loss. *)
@@ -410,7 +416,7 @@ ExtendFail(c) ==
     /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew, renews>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* Section.body_done: the body of a run/hold section returned or raised.  *)
@@ -427,24 +433,24 @@ BodyDone(c) ==
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                    extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, faults, net>>
+    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, faults, net>>
     /\ UNCHANGED <<overlap, oks, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Section.release: the token-checked compare-and-delete; from a manual   *)
 (* handle still held, from a finished body, or as the cleanup of an       *)
 (* abandoned acquire.                                                     *)
 Release(c) ==
-    /\ \/ phase[c] = "held" /\ ~auto_renew[c]
-       \* a run/hold section granted after its own lease: released with no body (the
-       \* drivers do this only then; allowing it after any loss only adds behaviours)
-       \/ phase[c] = "held" /\ auto_renew[c] /\ lost[c]
-       \/ phase[c] \in {"body_done", "abandoned"}
+    \* "held": a manual handle; a run/hold section granted after its own lease (released
+    \* with no body); or a run/hold body that releases its own key before it ends
+    \* (handle.release() inside hold: the same states as a body ending there).
+    \* "release_unknown": a manual release that got no answer, sent again.
+    /\ phase[c] \in {"held", "body_done", "abandoned", "release_unknown"}
     /\ net' = net \cup {Request(c, "release")}
     /\ phase' = [phase EXCEPT ![c] = "releasing"]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                    extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* A section abandoned before any grant has fence 0: its release is a     *)
@@ -470,7 +476,7 @@ ReleaseReply(c) ==
     /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Section.release_fail: an error, or no reply before the timeout: the    *)
@@ -481,11 +487,16 @@ ReleaseFail(c) ==
        THEN \E m \in net : Mine(m, c, "release") /\ m.st = "error"
        ELSE NoAnswer(c, "release")
     /\ net' = DropErrors(c, "release")
-    /\ Finish(c, IF Abandoned(c) THEN "failed" ELSE "lost")
+    \* A manual handle's caller gets the error and may release again: the key may still
+    \* be ours, and only we can free it before its TTL.
+    /\ IF ~auto_renew[c] /\ ~Abandoned(c)
+       THEN /\ phase' = [phase EXCEPT ![c] = "release_unknown"]
+            /\ UNCHANGED <<outcome, lost, oks>>
+       ELSE Finish(c, IF Abandoned(c) THEN "failed" ELSE "lost")
     /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
 
 -----------------------------------------------------------------------------
@@ -553,7 +564,7 @@ Tick ==
        ELSE UNCHANGED net
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, renew_in_flight, lost,
                    extend_in_flight, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, fence_ctr, faults>>
+    /\ UNCHANGED <<starved, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 Answer(m, v) ==
@@ -571,16 +582,16 @@ RedisStep(m) ==
               IF key_holder = m.tok
               THEN /\ key_ttl' = TTL
                    /\ Answer(m, Max(fence_ctr, 1))
-                   /\ UNCHANGED <<key_holder, fence_ctr, grants, foreign>>
+                   /\ UNCHANGED <<key_holder, fence_ctr, released, grants, foreign>>
               ELSE IF key_holder = NoToken
               THEN /\ key_holder' = m.tok
                    /\ key_ttl' = TTL
                    /\ fence_ctr' = fence_ctr + 1
                    /\ grants' = Append(grants, [tok |-> m.tok, fence |-> fence_ctr + 1])
                    /\ Answer(m, fence_ctr + 1)
-                   /\ UNCHANGED foreign
+                   /\ UNCHANGED <<foreign, released>>
               ELSE /\ Answer(m, 0)
-                   /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, grants, foreign>>
+                   /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, released, grants, foreign>>
          [] m.kind \in {"renew", "extend"} ->
               LET hit == \/ key_holder = m.tok
                          \/ (Mutant = "extend_without_token_check" /\ key_holder # NoToken)
@@ -588,14 +599,20 @@ RedisStep(m) ==
                                ELSE IF m.kind = "extend" THEN m.val ELSE TTL
                  /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
-                 /\ UNCHANGED <<key_holder, fence_ctr, grants>>
+                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants>>
          [] m.kind = "release" ->
+              \* The release script deletes the key if it holds our token and records
+              \* that it did; a release whose token has such a record (a resend, or a
+              \* manual release sent again) is answered as released.
               LET hit == \/ key_holder = m.tok
                          \/ (Mutant = "release_plain_del" /\ key_holder # NoToken)
+                  again == /\ m.tok \in released
+                           /\ Mutant # "release_without_record"
               IN /\ key_holder' = IF hit THEN NoToken ELSE key_holder
                  /\ key_ttl' = IF hit THEN 0 ELSE key_ttl
+                 /\ released' = IF key_holder = m.tok THEN released \cup {m.tok} ELSE released
                  /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
-                 /\ Answer(m, IF hit THEN 1 ELSE 0)
+                 /\ Answer(m, IF hit \/ again THEN 1 ELSE 0)
                  /\ UNCHANGED <<fence_ctr, grants>>
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, faults>>
@@ -619,7 +636,7 @@ DropReply(m) ==
         net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
                             \cup (IF queued THEN {[m EXCEPT !.st = "hung"]} ELSE {})
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The reply never comes and no error is raised (a hung connection).  An  *)
@@ -632,7 +649,7 @@ HangReply(m) ==
               ELSE net \ {m}
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The client library resends a command after a connection error (redis-py *)
@@ -644,7 +661,19 @@ Resend(m) ==
     /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* The client library resends a release whose reply was lost (redis-py    *)
+(* retries a command after a connection error or a timeout): Redis may run *)
+(* it again, and the client gets the second run's reply.  Not a fault: it  *)
+(* is what a client with the recommended socket_timeout does.              *)
+ResendRelease(m) ==
+    /\ ResendReleases
+    /\ m \in net /\ m.kind = "release" /\ m.st = "done" /\ Awaited(m)
+    /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Redis loses the key without expiry: eviction of the volatile lock key  *)
@@ -656,6 +685,8 @@ KeyLost ==
     /\ key_holder' = NoToken
     /\ key_ttl' = 0
     /\ fence_ctr' = IF CounterSurvives THEN fence_ctr ELSE 0
+    \* release records are keys too: a restart loses them, an eviction may
+    /\ released' \in {released, {}}
     /\ faults' = faults + 1
     /\ wiped' = [c \in Clients |-> wiped[c] \/ key_holder = token[c]]
     /\ UNCHANGED client_vars
@@ -670,7 +701,7 @@ Starve(c) ==
     /\ starved' = [starved EXCEPT ![c] = TRUE]
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, net>>
+    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, net>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The caller starts another section (a fresh Section, a fresh token).    *)
@@ -703,7 +734,7 @@ NewSection(c) ==
     /\ wiped' = [wiped EXCEPT ![c] = FALSE]
     /\ consec_fail' = [consec_fail EXCEPT ![c] = 0]
     /\ renewed' = [renewed EXCEPT ![c] = FALSE]
-    /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, faults, oks, grants, foreign>>
+    /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, released, faults, oks, grants, foreign>>
 
 -----------------------------------------------------------------------------
 (* Every client action; tests/test_parity.py reads these two lists. *)
@@ -729,6 +760,7 @@ EnvStep ==
     \/ \E m \in net : DropReply(m)
     \/ \E m \in net : HangReply(m)
     \/ \E m \in net : Resend(m)
+    \/ \E m \in net : ResendRelease(m)
     \/ KeyLost
     \/ \E c \in Clients : Starve(c)
     \/ \E c \in Clients : NewSection(c)
@@ -786,6 +818,7 @@ TypeOK ==
     /\ drift \in [Clients -> 0..MaxDrift]
     /\ key_holder \in Tokens \cup {NoToken}
     /\ key_ttl \in 0..TTL /\ (key_holder = NoToken) = (key_ttl = 0)
+    /\ released \subseteq Tokens
     /\ fence_ctr \in Nat
     /\ net \subseteq Message
 

@@ -253,31 +253,3 @@ def test_guard_edges_are_behaviours_of_the_spec() -> None:
     (verdict,) = tracecheck.check(run.events, timeout_s=300)
     assert verdict.accepted, verdict.describe()
 
-
-def _single(watch: bool, then: Callable[[Run], None]) -> tracecheck.Verdict:
-    run = Run(random.Random(0))
-    run.add("a", watch=watch)
-    run.do("a", lambda s: s.acquire(run.now))
-    _answer_all(run, "a")
-    run.tick()
-    then(run)
-    _answer_all(run, "a")
-    (verdict,) = tracecheck.check(run.events, timeout_s=300)
-    return verdict
-
-
-KNOWN_IN_TRACES: Final = {
-    # tests/test_guards.py KNOWN["release-held-run-hold"], seen by the trace validator
-    "release-held-run-hold": (True, lambda run: run.do("a", lambda s: s.release(run.now))),
-}
-
-
-@pytest.mark.parametrize("name", sorted(KNOWN_IN_TRACES))
-def test_known_disagreement_is_gone_from_traces(name: str) -> None:
-    """Fails (as expected) while the core takes a step the spec refuses: when the core
-    refuses it, or the spec allows it, this passes and tells to drop the entry."""
-    watch, then = KNOWN_IN_TRACES[name]
-    verdict = _single(watch, then)
-    if verdict.accepted:
-        pytest.fail(f"{name} is a behaviour of the spec now: remove it from KNOWN_IN_TRACES")
-    pytest.xfail(verdict.describe())

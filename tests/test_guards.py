@@ -70,14 +70,9 @@ class Known:
         )
 
 
-KNOWN: dict[str, Known] = {
-    "release-held-run-hold": Known(
-        "Release", False, (("phase", "held"), ("auto_renew", True), ("lost", False)),
-        "Section.release() sends the release from a held run/hold section whose lease "
-        "is not lost (a body releasing one lock of a group itself, _flows.finish_all); "
-        "the spec's Release allows a held run/hold section only once it is lost",
-    ),
-}
+#: Where the core and the spec are known to disagree (none today). A finding that
+#: matches an entry is reported by its own test instead of failing the replay.
+KNOWN: dict[str, Known] = {}
 
 _REPORTS: dict[str, Report] = {}
 
@@ -134,11 +129,3 @@ def test_the_models_take_every_client_action_with_every_reply() -> None:
     assert wanted <= covered, f"never replayed: {sorted(map(str, wanted - covered))}"
 
 
-@pytest.mark.parametrize("name", sorted(KNOWN))
-def test_known_disagreement_is_gone(name: str) -> None:
-    """Fails (as expected) while the disagreement stands: remove it from KNOWN when fixed."""
-    known = KNOWN[name]
-    found = [f for model in MODELS for f in report(model).findings if known.matches(f)]
-    if not found:
-        pytest.fail(f"{name} no longer happens: remove it from KNOWN")
-    pytest.xfail(f"{known.why}; e.g. {found[0].describe()}")

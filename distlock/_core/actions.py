@@ -40,6 +40,7 @@ ENVIRONMENT_ACTIONS: Final[dict[str, str]] = {
     "DropReply": "the connection fails: the request is lost, or it ran and its reply is lost; or the client's socket timeout fires while the request still waits at Redis and runs later; the client sees an error",
     "HangReply": "no reply ever comes and no error either (a hung connection): the request may still run; acquire, extend and release time out, a renewal stays in flight",
     "Resend": "the client library resends an acquire after a connection error (redis-py Retry): the script may run twice, and its own-token branch returns the current fence and re-sets the TTL",
+    "ResendRelease": "the client library resends a release whose reply was lost: Redis may run it again, and the release record answers our own release as released",
     "KeyLost": "Redis loses the key without expiry: eviction of the volatile key (the fence counter survives) or a restart without persistence (the counter is reset too)",
     "Starve": "the body blocks the event loop or holds the GIL until it finishes: no heartbeat tick and no reply callback runs",
     "NewSection": "the caller starts another section on the same client: a fresh Section with a fresh token",

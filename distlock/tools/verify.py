@@ -94,6 +94,7 @@ RUNS: tuple[Run, ...] = (
     _holds("timely-two-failures", "TimelyTwoFailures.cfg", "NoSpuriousLoss"),
     _holds("timely-two-failures-ttl16", "TimelyTTL16.cfg", "NoSpuriousLoss"),
     _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss"),
+    _holds("release-records", "ReleaseRecords.cfg", "safety, NoSpuriousLoss"),
     Run("liveness", "Liveness.cfg", "Terminates", "holds", quick=True),
     _holds("liveness-manual", "LivenessManual.cfg", "Terminates"),
     # -- the limits of the guarantees: TLC shows where they end -------------------------
@@ -126,6 +127,8 @@ RUNS: tuple[Run, ...] = (
     _refutes("mutant-fence-from-counter-issued", "MutantFenceFromCounterIssued.cfg",
              "FenceIssued"),
     _refutes("mutant-extend-trusts-its-own-ttl", "MutantExtendOwnTTL.cfg", "SignalSound"),
+    _refutes("mutant-release-without-record", "MutantReleaseWithoutRecord.cfg",
+             "NoSpuriousLoss"),
     # -- groups of locks (spec/MultiLock.tla): sorted order never deadlocks ---------------
     Run(
         "multilock",
