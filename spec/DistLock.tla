@@ -65,7 +65,7 @@ ASSUME
     /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
     /\ ShortTTL \in (Margin + 1)..TTL /\ WatchOnly \in BOOLEAN
     /\ ResendReleases \in BOOLEAN
-    /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve"}
+    /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve", "shared_counter"}
 
 Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
              "releasing", "release_unknown", "done"}
@@ -582,7 +582,13 @@ RedisStep(m) ==
               IF key_holder = m.tok
               THEN /\ key_ttl' = TTL
                    /\ Answer(m, Max(fence_ctr, 1))
-                   /\ UNCHANGED <<key_holder, fence_ctr, released, grants, foreign>>
+                   \* Other keys of the slot may have moved the shared counter since the
+                   \* first run: then this reply re-issues a larger fence to the same owner.
+                   /\ grants' = IF grants # <<>> /\ grants[Len(grants)].tok = m.tok
+                                   /\ grants[Len(grants)].fence < Max(fence_ctr, 1)
+                                THEN Append(grants, [tok |-> m.tok, fence |-> Max(fence_ctr, 1)])
+                                ELSE grants
+                   /\ UNCHANGED <<key_holder, fence_ctr, released, foreign>>
               ELSE IF key_holder = NoToken
               THEN /\ key_holder' = m.tok
                    /\ key_ttl' = TTL
@@ -676,6 +682,16 @@ ResendRelease(m) ==
     /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
+(* Another key of the lock key's hash slot takes its lock: the fence      *)
+(* counter is one per slot, so it moves on without this key changing hands. *)
+SharedIncr ==
+    /\ ~Timely /\ faults < MaxFaults /\ "shared_counter" \in FaultKinds
+    /\ fence_ctr' = fence_ctr + 1
+    /\ faults' = faults + 1
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, released, net>>
+    /\ UNCHANGED ghost_vars
+
 (* Redis loses the key without expiry: eviction of the volatile lock key  *)
 (* (the counter survives) or a restart without persistence / a failover   *)
 (* to a lagging replica (the counter is reset too, unless CounterSurvives). *)
@@ -761,6 +777,7 @@ EnvStep ==
     \/ \E m \in net : HangReply(m)
     \/ \E m \in net : Resend(m)
     \/ \E m \in net : ResendRelease(m)
+    \/ SharedIncr
     \/ KeyLost
     \/ \E c \in Clients : Starve(c)
     \/ \E c \in Clients : NewSection(c)
@@ -900,6 +917,8 @@ ProbeStarvedExpired == ~\E c \in Clients : starved[c] /\ InBody(c) /\ key_holder
 ProbeLost           == ~\E c \in Clients : outcome[c] = "lost"
 ProbeOk             == ~\E c \in Clients : outcome[c] = "ok" /\ renewed[c]
 ProbeWatchOnlyLost  == ~\E c \in Clients : auto_renew[c] /\ ~renews[c] /\ outcome[c] = "lost"
+\* a resent acquire re-issued a larger fence to the same owner (the shared counter moved)
+ProbeReissued       == ~\E i, j \in 1..Len(grants) : i < j /\ grants[i].tok = grants[j].tok
 
 Symmetry == Permutations(Clients)
 

@@ -41,6 +41,7 @@ ENVIRONMENT_ACTIONS: Final[dict[str, str]] = {
     "HangReply": "no reply ever comes and no error either (a hung connection): the request may still run; acquire, extend and release time out, a renewal stays in flight",
     "Resend": "the client library resends an acquire after a connection error (redis-py Retry): the script may run twice, and its own-token branch returns the current fence and re-sets the TTL",
     "ResendRelease": "the client library resends a release whose reply was lost: Redis may run it again, and the release record answers our own release as released",
+    "SharedIncr": "another key of the lock key's hash slot takes its lock: the one fence counter of the slot moves on without this key changing hands",
     "KeyLost": "Redis loses the key without expiry: eviction of the volatile key (the fence counter survives) or a restart without persistence (the counter is reset too)",
     "Starve": "the body blocks the event loop or holds the GIL until it finishes: no heartbeat tick and no reply callback runs",
     "NewSection": "the caller starts another section on the same client: a fresh Section with a fresh token",

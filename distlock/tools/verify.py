@@ -95,6 +95,7 @@ RUNS: tuple[Run, ...] = (
     _holds("timely-two-failures-ttl16", "TimelyTTL16.cfg", "NoSpuriousLoss"),
     _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss"),
     _holds("release-records", "ReleaseRecords.cfg", "safety, NoSpuriousLoss"),
+    _holds("shared-counter", "SharedCounter.cfg", SAFETY),
     Run("liveness", "Liveness.cfg", "Terminates", "holds", quick=True),
     _holds("liveness-manual", "LivenessManual.cfg", "Terminates"),
     # -- the limits of the guarantees: TLC shows where they end -------------------------
@@ -169,6 +170,7 @@ RUNS: tuple[Run, ...] = (
     _refutes("probe-lost", "ProbeLost.cfg", "ProbeLost"),
     _refutes("probe-ok-after-renewal", "ProbeOk.cfg", "ProbeOk"),
     _refutes("probe-watch-only-lost", "ProbeWatchOnlyLost.cfg", "ProbeWatchOnlyLost"),
+    _refutes("probe-reissued", "ProbeReissued.cfg", "ProbeReissued"),
 )
 
 
