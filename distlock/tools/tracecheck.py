@@ -637,10 +637,11 @@ class _Run:
     output: str
 
 
-def _run_tlc(model: Model, spec: Path, timeout_s: float) -> _Run:
+def _run_tlc(model: Model, spec: Path, timeout_s: float, niceness: int = 0) -> _Run:
     java = shutil.which("java")
     if java is None:
         raise TraceError("java is not installed (TLC needs it)")
+    nice = shutil.which("nice") if niceness else None
     with tempfile.TemporaryDirectory(prefix="distlock-trace-") as tmp:
         work = Path(tmp)
         (work / "TraceData.tla").write_text(model.data, encoding="ascii")
@@ -648,6 +649,7 @@ def _run_tlc(model: Model, spec: Path, timeout_s: float) -> _Run:
         (work / "DistLockTrace.cfg").write_text(model.cfg, encoding="ascii")
         (work / "tmp").mkdir()
         cmd = [
+            *([nice, "-n", str(niceness)] if nice else []),
             java,
             "-XX:+UseParallelGC",
             f"-Djava.io.tmpdir={work / 'tmp'}",
@@ -685,6 +687,7 @@ def check_key(
     complete: bool = True,
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
+    niceness: int = 0,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
     are a prefix of a longer trace)."""
@@ -704,7 +707,7 @@ def check_key(
             else build_model(checked, complete=False, ticks=ticks, hang_after_ms=hang_after_ms)
         )
         rows = prefix.rows
-        run = _run_tlc(prefix, spec, timeout_s)
+        run = _run_tlc(prefix, spec, timeout_s, niceness)
     verdict = Verdict(
         key=key,
         accepted=problem is None and run is not None and run.accepted,
@@ -749,6 +752,7 @@ def check(
     within_ms: float | None = None,
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
+    niceness: int = 0,
 ) -> list[Verdict]:
     """One verdict per key of the trace.
 
@@ -756,7 +760,8 @@ def check(
     key's events of its first ``within_ms`` (:func:`first_ms`).  Both keep a genuine
     trace accepted and cost TLC far less on long, contended runs, as do fewer ``ticks``
     per TTL.  ``hang_after_ms``: the clients' socket timeout, if known (a request that
-    failed sooner failed on its connection, and cannot run later).
+    failed sooner failed on its connection, and cannot run later).  ``niceness``: run
+    TLC at that lower scheduling priority (beside timing-sensitive work).
     """
     if condensed:
         events = condense(events)
@@ -772,6 +777,7 @@ def check(
                 complete=len(part) == len(evs),
                 ticks=ticks,
                 hang_after_ms=hang_after_ms,
+                niceness=niceness,
             )
         )
     return verdicts
