@@ -40,23 +40,24 @@ keep TLC away from dead ends without ruling out any behaviour that explains the 
 
 Which check is where:
 
-=====================================  ==========  =====================================
-corruption                             rejected by  at
-=====================================  ==========  =====================================
-time running backwards in a section    pre-pass    the event whose ``t`` went back
-a fence that goes down, or repeats     pre-pass    the later grant (TLC also orders
-                                                   grants as their fences are)
-a fence changed within a section       pre-pass    the event carrying the other fence
-a reply value Redis could not give     TLC         the reply (e.g. a release answered 1
-                                                   after the key expired or was taken)
-a refused renewal with no loss         TLC         the RenewReply
-a success long after the lease ran     TLC         the event the model cannot reach in
-out, a late grant kept as held                     time (BodyDone, AcquireReply)
-=====================================  ==========  =====================================
+==================================  ===========  ======================================
+corruption                          rejected by  at
+==================================  ===========  ======================================
+time running backwards              pre-pass     the event whose ``t`` went back
+a fence that goes down, or repeats  pre-pass     the later grant (TLC also orders
+                                                 grants as their fences are)
+a fence changed within a section    pre-pass     the event carrying the other fence
+a reply Redis could not have given  TLC          the reply (a release answered 1 after
+                                                 the key expired or was taken, ...)
+a refused renewal with no loss      TLC          the RenewReply
+success long after the lease ran    TLC          the first event the model cannot reach
+out; a late grant kept as held                   in time (BodyDone, AcquireReply)
+==================================  ===========  ======================================
 
 Long contended runs (chaos trials) are checked with :func:`check`'s ``condensed``,
-``within_ms`` and ``ticks``: a prefix of the trace, refusal runs shortened, a coarser
-clock; each keeps a genuine trace accepted.
+``within_ms``, ``ticks`` and ``hang_after_ms``: a prefix of the trace, refusal runs
+shortened, a coarser clock, requests that failed on their connection not left to run
+later; each keeps a genuine trace accepted and makes TLC's search far smaller.
 
 TLC 2.15 has no way to say "some behaviour reaches the end", so the question is asked as
 the invariant ``l <= Len(Trace)``: a violation (exit 12) means a behaviour consumed the
