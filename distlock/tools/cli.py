@@ -40,3 +40,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_command: RunCommand = args.run
     return run_command(args)
+

@@ -40,23 +40,24 @@ keep TLC away from dead ends without ruling out any behaviour that explains the 
 
 Which check is where:
 
-=====================================  ==========  =====================================
-corruption                             rejected by  at
-=====================================  ==========  =====================================
-time running backwards in a section    pre-pass    the event whose ``t`` went back
-a fence that goes down, or repeats     pre-pass    the later grant (TLC also orders
-                                                   grants as their fences are)
-a fence changed within a section       pre-pass    the event carrying the other fence
-a reply value Redis could not give     TLC         the reply (e.g. a release answered 1
-                                                   after the key expired or was taken)
-a refused renewal with no loss         TLC         the RenewReply
-a success long after the lease ran     TLC         the event the model cannot reach in
-out, a late grant kept as held                     time (BodyDone, AcquireReply)
-=====================================  ==========  =====================================
+==================================  ===========  ======================================
+corruption                          rejected by  at
+==================================  ===========  ======================================
+time running backwards              pre-pass     the event whose ``t`` went back
+a fence that goes down, or repeats  pre-pass     the later grant (TLC also orders
+                                                 grants as their fences are)
+a fence changed within a section    pre-pass     the event carrying the other fence
+a reply Redis could not have given  TLC          the reply (a release answered 1 after
+                                                 the key expired or was taken, ...)
+a refused renewal with no loss      TLC          the RenewReply
+success long after the lease ran    TLC          the first event the model cannot reach
+out; a late grant kept as held                   in time (BodyDone, AcquireReply)
+==================================  ===========  ======================================
 
 Long contended runs (chaos trials) are checked with :func:`check`'s ``condensed``,
-``within_ms`` and ``ticks``: a prefix of the trace, refusal runs shortened, a coarser
-clock; each keeps a genuine trace accepted.
+``within_ms``, ``ticks`` and ``hang_after_ms``: a prefix of the trace, refusal runs
+shortened, a coarser clock, requests that failed on their connection not left to run
+later; each keeps a genuine trace accepted and makes TLC's search far smaller.
 
 TLC 2.15 has no way to say "some behaviour reaches the end", so the question is asked as
 the invariant ``l <= Len(Trace)``: a violation (exit 12) means a behaviour consumed the
@@ -637,10 +638,11 @@ class _Run:
     output: str
 
 
-def _run_tlc(model: Model, spec: Path, timeout_s: float) -> _Run:
+def _run_tlc(model: Model, spec: Path, timeout_s: float, niceness: int = 0) -> _Run:
     java = shutil.which("java")
     if java is None:
         raise TraceError("java is not installed (TLC needs it)")
+    nice = shutil.which("nice") if niceness else None
     with tempfile.TemporaryDirectory(prefix="distlock-trace-") as tmp:
         work = Path(tmp)
         (work / "TraceData.tla").write_text(model.data, encoding="ascii")
@@ -648,6 +650,7 @@ def _run_tlc(model: Model, spec: Path, timeout_s: float) -> _Run:
         (work / "DistLockTrace.cfg").write_text(model.cfg, encoding="ascii")
         (work / "tmp").mkdir()
         cmd = [
+            *([nice, "-n", str(niceness)] if nice else []),
             java,
             "-XX:+UseParallelGC",
             f"-Djava.io.tmpdir={work / 'tmp'}",
@@ -685,6 +688,7 @@ def check_key(
     complete: bool = True,
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
+    niceness: int = 0,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
     are a prefix of a longer trace)."""
@@ -704,7 +708,7 @@ def check_key(
             else build_model(checked, complete=False, ticks=ticks, hang_after_ms=hang_after_ms)
         )
         rows = prefix.rows
-        run = _run_tlc(prefix, spec, timeout_s)
+        run = _run_tlc(prefix, spec, timeout_s, niceness)
     verdict = Verdict(
         key=key,
         accepted=problem is None and run is not None and run.accepted,
@@ -749,6 +753,7 @@ def check(
     within_ms: float | None = None,
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
+    niceness: int = 0,
 ) -> list[Verdict]:
     """One verdict per key of the trace.
 
@@ -756,7 +761,8 @@ def check(
     key's events of its first ``within_ms`` (:func:`first_ms`).  Both keep a genuine
     trace accepted and cost TLC far less on long, contended runs, as do fewer ``ticks``
     per TTL.  ``hang_after_ms``: the clients' socket timeout, if known (a request that
-    failed sooner failed on its connection, and cannot run later).
+    failed sooner failed on its connection, and cannot run later).  ``niceness``: run
+    TLC at that lower scheduling priority (beside timing-sensitive work).
     """
     if condensed:
         events = condense(events)
@@ -772,6 +778,7 @@ def check(
                 complete=len(part) == len(evs),
                 ticks=ticks,
                 hang_after_ms=hang_after_ms,
+                niceness=niceness,
             )
         )
     return verdicts

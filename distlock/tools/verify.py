@@ -69,7 +69,6 @@ SAFETY_INVARIANTS = (
 SAFETY_PROPERTIES = ("SignalOnTime", "RejectionSignals")
 SAFETY = "safety"
 
-
 def _holds(name: str, config: str, checks: str, workers: int = 1, min_states: int = 0) -> Run:
     return Run(name, config, checks, "holds", workers=workers, min_states=min_states)
 
@@ -111,7 +110,9 @@ RUNS: tuple[Run, ...] = (
     _refutes("mutant-extend-without-token-check", "MutantExtendNoCheck.cfg", "NoForeignWrite"),
     _refutes("mutant-deadline-from-reply", "MutantDeadlineFromReply.cfg", "SignalSound"),
     _refutes("mutant-no-completion-check", "MutantNoCompletionCheck.cfg", "OkWithinLease"),
-    _refutes("mutant-ignore-release-reply", "MutantIgnoreReleaseReply.cfg", "NoOverlappingSuccess"),
+    _refutes(
+        "mutant-ignore-release-reply", "MutantIgnoreReleaseReply.cfg", "NoOverlappingSuccess"
+    ),
     _refutes("mutant-heartbeat-above-half", "MutantHeartbeat.cfg", "NoSpuriousLoss"),
     _refutes("mutant-drift-above-margin", "MutantDrift.cfg", "SignalSound"),
     _refutes("mutant-retry-off-by-one", "MutantRetryOffByOne.cfg", "TypeOK"),
@@ -131,38 +132,14 @@ RUNS: tuple[Run, ...] = (
     _refutes("mutant-release-without-record", "MutantReleaseWithoutRecord.cfg",
              "NoSpuriousLoss"),
     # -- groups of locks (spec/MultiLock.tla): sorted order never deadlocks ---------------
-    Run(
-        "multilock",
-        "MultiLock.cfg",
-        "TypeOK Exclusive AllFinish, no deadlock",
-        "holds",
-        module="MultiLock",
-    ),
-    Run(
-        "multilock-caller-order",
-        "MultiLock_caller_order.cfg",
-        "no deadlock",
-        "violates",
-        refutes="Deadlock",
-        module="MultiLock",
-    ),
-    Run(
-        "multilock-take-held",
-        "MultiLock_take_held.cfg",
-        "Exclusive",
-        "violates",
-        refutes="Exclusive",
-        module="MultiLock",
-    ),
-    Run(
-        "multilock-keep-on-finish",
-        "MultiLock_keep_on_finish.cfg",
-        "AllFinish",
-        "violates",
-        refutes="AllFinish",
-        module="MultiLock",
-        deadlock_check=False,
-    ),
+    Run("multilock", "MultiLock.cfg", "TypeOK Exclusive AllFinish, no deadlock", "holds",
+        module="MultiLock"),
+    Run("multilock-caller-order", "MultiLock_caller_order.cfg", "no deadlock", "violates",
+        refutes="Deadlock", module="MultiLock"),
+    Run("multilock-take-held", "MultiLock_take_held.cfg", "Exclusive", "violates",
+        refutes="Exclusive", module="MultiLock"),
+    Run("multilock-keep-on-finish", "MultiLock_keep_on_finish.cfg", "AllFinish", "violates",
+        refutes="AllFinish", module="MultiLock", deadlock_check=False),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
@@ -468,9 +445,8 @@ def verify(
         try:
             row = run_tlc(run, need, base / f"{index:02d}-{run.name}", spec_dir, java, timeout)
         except Exception as exc:
-            row = Row(
-                run.name, run.expected, "error", None, 0, 0, 0.0, run.checks, str(exc), run.refutes
-            )
+            row = Row(run.name, run.expected, "error", None, 0, 0, 0.0, run.checks, str(exc),
+                      run.refutes)
         with cond:
             results[index] = row
             free[0] += need

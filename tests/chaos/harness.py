@@ -313,6 +313,8 @@ class Scenario:
                 # A round trip that failed sooner than the socket timeout failed on its
                 # connection: that request cannot run in Redis later.
                 hang_after_ms=SOCKET_TIMEOUT * 1000.0,
+                # TLC runs beside the next trials: their timing comes first.
+                niceness=19,
             )
         except subprocess.TimeoutExpired:
             self.trace_note = f"TLC timeout ({TRACE_TIMEOUT:.0f}s)"
