@@ -3,17 +3,25 @@
 Several :class:`~distlock._core.section.Section` objects contend for one modelled key.  Every event
 the core accepts is a rule: acquire and its replies and failures, timer ticks (which renew
 or retire the lease), renewal replies 1 and 0, renewal failures, hung requests that are
-never answered, late replies, manual extends, starvation (time jumps with no tick), body
-completion and release.  The environment's own steps are rules too: Redis executes a
+never answered (or, but for a renewal, time out), slow and late replies, manual extends,
+starvation (time jumps with no tick, or a body that hogs the loop before it returns),
+body completion and release.  The environment's own steps are rules too: Redis executes a
 request in flight (atomically, at its own clock, which may run slightly fast), expires the
 key, loses it (failover), restarts empty, or is told ``PEXPIRE key 1`` from outside.
 
 The invariants are the Python statements of the spec's: an OK outcome needs a confirmed
 release, no loss and a body that finished before its deadline; a fired signal never
 un-fires; at most one renewal in flight; SignalSound (while held, not known lost and
-before the client's deadline, Redis holds our token unless the key was taken from Redis
-behind everyone's back); NoSpuriousLoss (with every reply in time and no fault, no loss);
-NoOverlappingSuccess between the sections on the key; FencesIncrease.
+before the client's deadline, Redis holds our token, and will until that deadline, unless
+Redis lost the key while it held our token); NoSpuriousLoss (with every reply in time and
+no fault, no loss); NoOverlappingSuccess between the sections on the key; FencesIncrease.
+Some are also checked in the step-by-step form the spec's actions imply, so that a wrong
+step fails where it happens rather than when its damage surfaces: a body that overran
+its deadline is known lost (BodyDone), no grant is kept past its own lease
+(AcquireReply), a refused renewal or extend is a known loss (RenewReply, ExtendReply),
+and a timer that fired is not due again at once (Tick lets time pass only when no timer
+is due).  ``test_core_mutants.py`` runs this machine against broken cores to show each
+of these checks catches what it is for.
 """
 
 from __future__ import annotations
