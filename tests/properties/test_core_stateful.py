@@ -3,24 +3,32 @@
 Several :class:`~distlock._core.section.Section` objects contend for one modelled key.  Every event
 the core accepts is a rule: acquire and its replies and failures, timer ticks (which renew
 or retire the lease), renewal replies 1 and 0, renewal failures, hung requests that are
-never answered, late replies, manual extends, starvation (time jumps with no tick), body
-completion and release.  The environment's own steps are rules too: Redis executes a
+never answered (or, but for a renewal, time out), slow and late replies, manual extends,
+starvation (time jumps with no tick, or a body that hogs the loop before it returns),
+body completion and release.  The environment's own steps are rules too: Redis executes a
 request in flight (atomically, at its own clock, which may run slightly fast), expires the
 key, loses it (failover), restarts empty, or is told ``PEXPIRE key 1`` from outside.
 
 The invariants are the Python statements of the spec's: an OK outcome needs a confirmed
 release, no loss and a body that finished before its deadline; a fired signal never
 un-fires; at most one renewal in flight; SignalSound (while held, not known lost and
-before the client's deadline, Redis holds our token unless the key was taken from Redis
-behind everyone's back); NoSpuriousLoss (with every reply in time and no fault, no loss);
-NoOverlappingSuccess between the sections on the key; FencesIncrease.
+before the client's deadline, Redis holds our token, and will until that deadline, unless
+Redis lost the key while it held our token); NoSpuriousLoss (with every reply in time and
+no fault, no loss); NoOverlappingSuccess between the sections on the key; FencesIncrease.
+Some are also checked in the step-by-step form the spec's actions imply, so that a wrong
+step fails where it happens rather than when its damage surfaces: a body that overran
+its deadline is known lost (BodyDone), no grant is kept past its own lease
+(AcquireReply), a refused renewal or extend is a known loss (RenewReply, ExtendReply),
+and a timer that fired is not due again at once (Tick lets time pass only when no timer
+is due).  ``test_core_mutants.py`` runs this machine against broken cores to show each
+of these checks catches what it is for.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import pytest
 from hypothesis import strategies as st
@@ -42,10 +50,17 @@ CLIENTS: Final = 3  # at most
 KEY: Final = "lock:model"
 PICK: Final = st.integers(min_value=0, max_value=1 << 16)
 
-#: Weighted: the common case often, each fault now and then.
+#: Weighted: the common case often, each fault now and then.  Hypothesis draws the first
+#: entry more often than its weight: a reply that takes time comes first, since only then
+#: does the send time of a request differ from its reply's arrival.
 NETWORK: Final = st.sampled_from(
-    ["round_trip"] * 6 + ["execute", "execute", "deliver", "deliver", "fail", "drop", "hang"]
+    ["slow"] * 4
+    + ["round_trip"] * 4
+    + ["execute", "execute", "deliver", "deliver", "fail", "drop", "hang"]
 )
+#: Long bodies first (drawn most often, as above): renewals, their replies and their
+#: failures happen only while a body runs.
+BODY_MS: Final = st.sampled_from([0, 200, 80, 30, 10])
 CLOCK: Final = st.sampled_from(["tick"] * 6 + ["wait", "wait", "starve", "early"])
 
 _RELEASABLE: Final = frozenset(
@@ -92,14 +107,18 @@ class SectionRun:
     #: How long the body runs once the lock is granted (unless cancelled on loss).
     body_ms: int = 0
     granted_at: float | None = None
+    #: The deadline the grant left, as the body (or the handle's caller) starts.
+    deadline_at_grant: float | None = None
     body_done_at: float | None = None
     deadline_at_body_done: float | None = None
     end_at: float | None = None
     #: Something outside the lock took the key or starved the timers: no promise of no loss.
     faulted: list[str] = field(default_factory=list)
-    #: Redis lost or was told to drop the key while this section was live.
+    #: Redis lost or was told to drop the key while it held this section's token.
     disturbed: bool = False
     first_loss: LockLeaseLostError | None = None
+    #: When a renewal or extend of the held section was answered 0: the key is not ours.
+    rejected_at: float | None = None
     final_outcome: Outcome = Outcome.NONE
 
     @property
@@ -200,6 +219,9 @@ run_configs = st.one_of(
 class CoreMachine(RuleBasedStateMachine):
     """Sections on one modelled key, driven event by event on a fake clock."""
 
+    #: The core under test; test_core_mutants.py plugs in broken variants of it.
+    section_type: ClassVar[type[Section]] = Section
+
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
@@ -213,11 +235,19 @@ class CoreMachine(RuleBasedStateMachine):
         #: Every event of every section, in the order the core took them.
         self.trace: list[dict[str, Any]] = []
 
-    @initialize(rate=st.sampled_from([0.0, 0.0, 0.005]), clients=st.sampled_from([1, 2, 2, 3]))
-    def init_world(self, rate: float, clients: int) -> None:
+    @initialize(
+        rate=st.sampled_from([0.0, 0.0, 0.005]),
+        clients=st.sampled_from([1, 2, 2, 3]),
+        config=run_configs,
+        body_ms=BODY_MS,
+    )
+    def init_world(self, rate: float, clients: int, config: SectionConfig, body_ms: int) -> None:
         # A Redis clock up to 0.5% fast: within the 1% drift the clients allow for.
         self.redis.rate = rate
         self.clients = [None] * clients
+        # The first section starts with the world: Hypothesis switches rules off at random
+        # per example, and one with start_section off would otherwise test nothing.
+        self._start(0, config, body_ms)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -249,10 +279,15 @@ class CoreMachine(RuleBasedStateMachine):
     def _pending(self, run: SectionRun, kind: str) -> list[Request]:
         return [q for q in self.requests if q.run is run and q.kind == kind and not q.answered]
 
-    def _waiting(self, q: Request) -> bool:
-        """Is the core still waiting for the outcome of ``q``?"""
+    def _waiting(self, q: Request, *, timeout: bool = False) -> bool:
+        """Is the core still waiting for the outcome of ``q``?
+
+        ``timeout``: count a hung acquire, extend or release too, for the driver's timeout
+        (AcquireFail, ExtendFail and ReleaseFail need only NoAnswer).  A hung renewal is
+        never failed: LeaseTimeout ends it.
+        """
         s = q.run.section
-        if q.answered or q.hung:
+        if q.answered or (q.hung and not (timeout and q.kind != "renew")):
             return False
         if q.kind == "acquire":
             return s.phase is Phase.ACQUIRING
@@ -291,9 +326,12 @@ class CoreMachine(RuleBasedStateMachine):
             if not q.answered and bound is not None and self.now - q.sent_at >= bound - 1e-6:
                 q.run.fault(f"{q.kind} not answered within {bound} ms")
 
-    def _disturb(self, why: str) -> None:
+    def _disturb(self, why: str, holder: str | None) -> None:
         for run in self.live():
-            run.disturbed = True
+            # SignalSound excuses only the section whose token Redis lost (the spec's
+            # wiped); every live section loses its promise of no loss.
+            if run.section.token == holder:
+                run.disturbed = True
             run.fault(why)
 
     # -- sections start and acquire ---------------------------------------------------------
@@ -301,10 +339,12 @@ class CoreMachine(RuleBasedStateMachine):
     @precondition(
         lambda self: any(r is None or r.section.phase is Phase.DONE for r in self.clients)
     )
-    @rule(pick=PICK, config=run_configs, body_ms=st.sampled_from([0, 0, 10, 30, 80, 200]))
+    @rule(pick=PICK, config=run_configs, body_ms=BODY_MS)
     def start_section(self, pick: int, config: SectionConfig, body_ms: int) -> None:
         idle = [i for i, r in enumerate(self.clients) if r is None or r.section.phase is Phase.DONE]
-        i = idle[pick % len(idle)]
+        self._start(idle[pick % len(idle)], config, body_ms)
+
+    def _start(self, i: int, config: SectionConfig, body_ms: int) -> None:
         old = self.clients[i]
         if old is not None:
             self.done.append(old)
@@ -313,7 +353,7 @@ class CoreMachine(RuleBasedStateMachine):
             every = config.renew_every_ms
             in_time = min(every, config.lease_ms(config.ttl_ms) - every)
         events: list[dict[str, Any]] = []
-        section = Section(
+        section = self.section_type(
             KEY, f"tok{next(self.tokens)}", config, client=f"c{i}", trace=self._record(events)
         )
         run = SectionRun(section=section, events=events, in_time_ms=in_time, body_ms=body_ms)
@@ -346,8 +386,9 @@ class CoreMachine(RuleBasedStateMachine):
     def redis_fault(self, kind: str) -> None:
         """KeyLost (failover to a replica that never saw the key), a restart without
         persistence (the fence counter goes too), or ``PEXPIRE key 1`` from outside."""
+        holder = self.redis.get(self.now)
         if kind == "pexpire":
-            if self.redis.get(self.now) is None:
+            if holder is None:
                 return
             self.redis.pexpire(self.now, 1)
         else:
@@ -355,7 +396,7 @@ class CoreMachine(RuleBasedStateMachine):
         if kind == "restart":
             self.redis.fence = 0
             self.redis.restarts += 1
-        self._disturb(kind)
+        self._disturb(kind, holder)
 
     # -- replies ------------------------------------------------------------------------------
 
@@ -370,6 +411,7 @@ class CoreMachine(RuleBasedStateMachine):
                 assert s.fence == q.reply
                 if step.loss is None:
                     run.granted_at = self.now
+                    run.deadline_at_grant = s.deadline
                 else:
                     # Granted after its own lease ran out: the driver starts no body and
                     # releases at once.
@@ -379,10 +421,14 @@ class CoreMachine(RuleBasedStateMachine):
                     self._send(run, "release", s.config.ttl_ms)
             else:
                 assert step is NOTHING
-        elif q.kind == "renew":
-            self._apply(run, s.renew_reply(self.now, q.reply == 1))
-        elif q.kind == "extend":
-            self._apply(run, s.extend_reply(self.now, q.reply == 1))
+        elif q.kind in ("renew", "extend"):
+            held = s.phase is Phase.HELD
+            if q.kind == "renew":
+                self._apply(run, s.renew_reply(self.now, q.reply == 1))
+            else:
+                self._apply(run, s.extend_reply(self.now, q.reply == 1))
+            if held and q.reply == 0 and run.rejected_at is None:
+                run.rejected_at = self.now
         else:
             self._apply(run, s.release_reply(self.now, q.reply == 1))
 
@@ -400,38 +446,51 @@ class CoreMachine(RuleBasedStateMachine):
             self._apply(run, s.release_fail(self.now))
 
     @precondition(
-        lambda self: any(self._waiting(q) or not (q.executed or q.dropped) for q in self.requests)
+        lambda self: any(
+            self._waiting(q, timeout=True) or not (q.executed or q.dropped) for q in self.requests
+        )
     )
-    @rule(pick=PICK, kind=NETWORK)
-    def network(self, pick: int, kind: str) -> None:
+    @rule(pick=PICK, kind=NETWORK, dt=st.integers(1, 15))
+    def network(self, pick: int, kind: str, dt: int) -> None:
         """One step of the wire between the clients and Redis.
 
         ``round_trip``: Redis runs a request now (unless it already has) and the reply
-        reaches the driver.  ``execute``: Redis runs one request in flight, atomically, in
-        any order (several connections); its reply comes later, perhaps late.  ``deliver``:
-        the reply of a request Redis already ran reaches the driver.  ``fail``: the round
-        trip errors (reset, timeout) whether or not Redis ran it, and if it has not, it
-        still may.  ``drop``: the request is lost on the way; Redis never runs it.  ``hang``:
-        no reply and no error, ever (a hung connection); Redis may still run it.
+        reaches the driver.  ``slow``: the same, but the reply takes ``dt`` ms to come back
+        (less if a timer is due first: timers fire on time meanwhile).  ``execute``: Redis
+        runs one request in flight, atomically, in any order (several connections); its
+        reply comes later, perhaps late.  ``deliver``: the reply of a request Redis already
+        ran reaches the driver.  ``fail``: the round trip errors (reset, timeout) whether or
+        not Redis ran it, and if it has not, it still may; a hung acquire, extend or release
+        times out this way too.  ``drop``: the request is lost on the way; Redis never runs
+        it.  ``hang``: no reply and no error, ever (a hung connection); Redis may still run
+        it.
         """
         if kind == "execute":
             ready = [q for q in self.requests if not (q.executed or q.dropped)]
         elif kind == "deliver":
             ready = [q for q in self.requests if q.executed and self._waiting(q)]
-        elif kind == "round_trip":
+        elif kind in ("round_trip", "slow"):
             ready = [q for q in self.requests if self._waiting(q) and not q.dropped]
+        elif kind == "fail":
+            ready = [q for q in self.requests if self._waiting(q, timeout=True)]
         else:
             ready = [q for q in self.requests if self._waiting(q)]
         if not ready:
             return
         q = ready[pick % len(ready)]
-        if kind in ("execute", "round_trip") and not q.executed:
+        if kind in ("execute", "round_trip", "slow") and not q.executed:
             q.executed = True
             before = self.redis.fence
             q.reply = self.redis.execute(self.now, q.op, q.run.section.token, q.ttl_ms)
             if q.kind == "acquire" and self.redis.fence != before:
                 self.granted_fences.append((self.redis.restarts, q.reply))
-        if kind in ("deliver", "round_trip"):
+        if kind == "slow":
+            # Redis ran the request at once and only its reply is late: the delay no other
+            # single step makes.  Timers keep firing while the reply is on its way.
+            self._pass(self.now + dt)
+            if not self._waiting(q):
+                return
+        if kind in ("deliver", "round_trip", "slow"):
             self._deliver(q)
             return
         if kind == "execute":
@@ -448,24 +507,51 @@ class CoreMachine(RuleBasedStateMachine):
 
     @rule(kind=CLOCK, dt=st.integers(1, 60), pick=PICK)
     def clock(self, kind: str, dt: int, pick: int) -> None:
-        """``tick``: the earliest timer fires on time (every section due then is ticked).
-        ``wait``: ``dt`` ms pass with every timer firing on time.  ``starve``: the body
-        holds the event loop or the GIL: ``dt`` ms pass and no timer runs.  ``early``: a
-        timer fires before anything is due, or on a section that has none: no effect."""
+        """``tick``: the earliest timer fires on time (every section due then is ticked);
+        with none set, ``dt`` ms pass.  ``wait``: ``dt`` ms pass with every timer firing on
+        time.  ``starve``: the body holds the event loop or the GIL: ``dt`` ms pass and no
+        timer runs.  ``early``: a timer fires before anything is due, or on a section that
+        has none: no effect."""
         wakes = self._wake_ats()
         if kind == "tick" and wakes:
             self._advance(min(w for w, _ in wakes))
-            for wake, run in self._wake_ats():
-                if wake <= self.now:
-                    self._apply(run, run.section.tick(self.now))
-        elif kind == "wait":
+            self._tick_due()
+        elif kind in ("wait", "tick"):
+            # With no timer set, waiting for the next one is waiting ``dt``.
             self._advance(min([self.now + dt, *(w for w, _ in wakes)]))
         elif kind == "starve":
             self._advance(self.now + dt)
         elif kind == "early" and self.live():
             runs = self.live()
             run = runs[pick % len(runs)]
-            self._apply(run, run.section.tick(self.now))
+            self._tick(run)
+
+    def _tick_due(self) -> None:
+        for wake, run in self._wake_ats():
+            if wake <= self.now:
+                self._tick(run)
+
+    def _pass(self, to: float) -> None:
+        """Time passes until ``to`` with every timer firing on time."""
+        while True:
+            wakes = [w for w, _ in self._wake_ats() if w <= to]
+            if not wakes:
+                self._advance(to)
+                return
+            self._advance(min(wakes))
+            self._tick_due()
+
+    def _tick(self, run: SectionRun) -> None:
+        """The timer fires.  The spec lets time pass only once no timer is due (``Tick``
+        needs ``~TimerDue``): a timer that leaves itself due at once would stop the clock,
+        as a hung renewal that holds off LeaseTimeout does."""
+        s = run.section
+        self._apply(run, s.tick(self.now))
+        wake = s.wake_at
+        assert wake is None or wake > self.now, (
+            f"{s.client}'s timer fired at {self.now} and is due again at once ({wake}): "
+            f"the deadline {s.deadline} passed but LeaseTimeout did not fire"
+        )
 
     # -- the body and the caller ------------------------------------------------------------
 
@@ -476,12 +562,15 @@ class CoreMachine(RuleBasedStateMachine):
         return s.cancel_requested or self.now - run.granted_at >= run.body_ms
 
     @precondition(lambda self: any(self._body_may_end(r) for r in self.runs()))
-    @rule(pick=PICK)
-    def body_done(self, pick: int) -> None:
-        """The body returns (its time is up) or, cancelled on loss, raises."""
+    @rule(pick=PICK, hog_ms=st.sampled_from([0, 0, 0, 20, 50, 120]))
+    def body_done(self, pick: int, hog_ms: int) -> None:
+        """The body returns (its time is up) or, cancelled on loss, raises.  With
+        ``hog_ms`` it first holds the event loop that long, so no timer runs (Starve): the
+        overrun that only the completion-time check can see."""
         runs = [r for r in self.runs() if self._body_may_end(r)]
         run = runs[pick % len(runs)]
         s = run.section
+        self._advance(self.now + hog_ms)
         deadline = s.deadline
         step = s.body_done(self.now)
         self._apply(run, step)
@@ -582,6 +671,42 @@ class CoreMachine(RuleBasedStateMachine):
                 assert run.body_done_at < run.deadline_at_body_done
 
     @invariant()
+    def overrun_is_loss(self) -> None:
+        """A body that finished at or past its deadline is known lost (BodyDone's
+        completion-time check): the step-by-step form of the spec's OkWithinLease, which
+        otherwise shows only when Redis happens to keep the key until the release."""
+        for run in self.runs():
+            done, deadline = run.body_done_at, run.deadline_at_body_done
+            if done is not None and deadline is not None and done >= deadline:
+                assert run.section.lost is not None, (
+                    f"{run.section.client}'s body finished at {done}, past its deadline "
+                    f"{deadline}, and the lease is not known lost"
+                )
+
+    @invariant()
+    def grant_within_lease(self) -> None:
+        """No body starts on a lease that ran out before its grant arrived (AcquireReply:
+        such a grant is known lost at once)."""
+        for run in self.runs():
+            granted, deadline = run.granted_at, run.deadline_at_grant
+            if granted is not None and deadline is not None:
+                assert granted < deadline, (
+                    f"{run.section.client} was granted at {granted}, past the deadline "
+                    f"{deadline} of the lease it grants, and kept it"
+                )
+
+    @invariant()
+    def rejection_is_loss(self) -> None:
+        """A section told while held that the key is not its own (a renewal or an extend
+        answered 0) knows the lease is lost (RenewReply, ExtendReply)."""
+        for run in self.runs():
+            if run.rejected_at is not None:
+                assert run.section.lost is not None, (
+                    f"{run.section.client} was refused at {run.rejected_at} and its lease "
+                    f"is not known lost"
+                )
+
+    @invariant()
     def one_renewal_in_flight(self) -> None:
         for run in self.runs():
             s = run.section
@@ -610,6 +735,15 @@ class CoreMachine(RuleBasedStateMachine):
                 assert self.redis.get(self.now) == s.token, (
                     f"{s.client} trusts its lease until {s.deadline} at {self.now} "
                     f"but Redis holds {self.redis.value!r}"
+                )
+                # SignalSound must hold in the future where only time passes and Redis
+                # runs nothing more: the key must outlive the deadline already.  This
+                # flags a deadline set too late at once, not only if the key then expires
+                # with no renewal run in between.
+                expires = self.redis.expires_at / (1.0 + self.redis.rate)
+                assert self.redis.expires_at >= self.redis.clock(s.deadline) - 1e-6, (
+                    f"{s.client} trusts its lease until {s.deadline} but Redis drops the key "
+                    f"at {expires}"
                 )
 
     @invariant()
