@@ -51,6 +51,7 @@ Mutants == {"none", "release_plain_del", "extend_without_token_check",
 ShortTTL  == TTL    \* the other TTL a manual extend may ask for (extend(ttl_ms))
 WatchOnly == FALSE  \* run/hold sections may run with the heartbeat off (heartbeat_ms=False)
 ResendReleases == FALSE  \* the client library resends a release whose reply was lost
+EarlyRelease == FALSE  \* a run/hold body may release its own key (handle.release() inside)
 \* the faults of the world outside Timely (a model may narrow them: see Restart.cfg)
 FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
 
@@ -64,7 +65,7 @@ ASSUME
     \* the drift bound the margin is sized for
     /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
     /\ ShortTTL \in (Margin + 1)..TTL /\ WatchOnly \in BOOLEAN
-    /\ ResendReleases \in BOOLEAN
+    /\ ResendReleases \in BOOLEAN /\ EarlyRelease \in BOOLEAN
     /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve", "shared_counter"}
 
 Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
@@ -440,11 +441,15 @@ BodyDone(c) ==
 (* handle still held, from a finished body, or as the cleanup of an       *)
 (* abandoned acquire.                                                     *)
 Release(c) ==
-    \* "held": a manual handle; a run/hold section granted after its own lease (released
-    \* with no body); or a run/hold body that releases its own key before it ends
-    \* (handle.release() inside hold: the same states as a body ending there).
-    \* "release_unknown": a manual release that got no answer, sent again.
-    /\ phase[c] \in {"held", "body_done", "abandoned", "release_unknown"}
+    /\ \/ phase[c] = "held" /\ ~auto_renew[c]
+       \* a run/hold section granted after its own lease: released with no body (the
+       \* drivers do this only then; allowing it after any loss only adds behaviours)
+       \/ phase[c] = "held" /\ auto_renew[c] /\ lost[c]
+       \* a run/hold body that releases its own key before it ends (handle.release()
+       \* inside hold); an option, on in Manual.cfg and the trace and guard models
+       \/ phase[c] = "held" /\ auto_renew[c] /\ EarlyRelease
+       \* a manual release that got no answer, sent again
+       \/ phase[c] \in {"body_done", "abandoned", "release_unknown"}
     /\ net' = net \cup {Request(c, "release")}
     /\ phase' = [phase EXCEPT ![c] = "releasing"]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
@@ -616,7 +621,10 @@ RedisStep(m) ==
                            /\ Mutant # "release_without_record"
               IN /\ key_holder' = IF hit THEN NoToken ELSE key_holder
                  /\ key_ttl' = IF hit THEN 0 ELSE key_ttl
-                 /\ released' = IF key_holder = m.tok THEN released \cup {m.tok} ELSE released
+                 \* (kept only where a release can be sent twice: elsewhere the record is
+                 \* never read, and tracking it would only multiply the states)
+                 /\ released' = IF key_holder = m.tok /\ (ResendReleases \/ Manual)
+                                THEN released \cup {m.tok} ELSE released
                  /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
                  /\ Answer(m, IF hit \/ again THEN 1 ELSE 0)
                  /\ UNCHANGED <<fence_ctr, grants>>

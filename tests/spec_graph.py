@@ -109,6 +109,8 @@ def _cfg(model: Model, spec: Path) -> str:
     # Model values of the default model (c1 = c1, ...) name clients this model may lack.
     constants = {k: v for k, v in constants.items() if k != v}
     constants.update(model.constants())
+    # The core lets a run/hold body release its own key: the spec's option for it.
+    constants["EarlyRelease"] = "TRUE"
     lines = ["CONSTANTS", *(f"    {k} = {v}" for k, v in constants.items())]
     return "\n".join([*lines, "INIT Init", "NEXT Next", ""])
 

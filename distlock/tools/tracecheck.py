@@ -545,6 +545,8 @@ def build_model(
             f"    CounterSurvives = {_tla_bool(not data_lost)}",
             f"    Manual = {_tla_bool(manual)}",
             '    Mutant = "none"',
+            # a body may release its own key (handle.release() inside hold)
+            "    EarlyRelease = TRUE",
             "INIT TraceInit",
             "NEXT TraceNext",
             "INVARIANT Unexplained",
