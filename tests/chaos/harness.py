@@ -394,6 +394,7 @@ class Scenario:
             if body.at_start is not None:
                 body.at_start(section)
             if body.starve_ms:
+                section.starved_from = now()
                 hold_gil(body.starve_ms)
                 section.starved_until = now()
             left = body.ms / 1000.0 - (now() - started)
@@ -456,6 +457,7 @@ class Scenario:
             if body.at_start is not None:
                 body.at_start(section)
             if body.starve_ms:
+                section.starved_from = now()
                 time.sleep(body.starve_ms / 1000.0)  # noqa: ASYNC251 (blocks the loop on purpose)
                 section.starved_until = now()
             left = body.ms / 1000.0 - (now() - started)

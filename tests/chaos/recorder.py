@@ -67,6 +67,7 @@ class Section:
     #: This section's body was starved (event loop or GIL held): timers cannot fire, so the
     #: detection bound is replaced by "detected when the starvation ends".
     starved_until: float | None = None
+    starved_from: float | None = None
     renew_errors: int = 0
     #: ``handle.signal.aborted`` as the body's first statement saw it.
     aborted_at_entry: bool | None = None
