@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from distlock.tools import tracecheck, verify
+from distlock.tools import inspect, tracecheck, verify
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 RunCommand = Callable[[argparse.Namespace], int]
@@ -26,6 +26,11 @@ SUBCOMMANDS: dict[str, tuple[str, AddArguments, RunCommand]] = {
         "ask TLC whether a recorded NDJSON trace is a behaviour of the specification",
         tracecheck.add_arguments,
         tracecheck.run_cli,
+    ),
+    "inspect": (
+        "list what is held under a prefix on one Redis node (read-only)",
+        inspect.add_arguments,
+        inspect.run_cli,
     ),
 }
 

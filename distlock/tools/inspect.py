@@ -1,0 +1,484 @@
+"""What is held under a prefix: a read-only look at one Redis node, for operators.
+
+:func:`inspect` walks the keys ``<prefix>:*`` with ``SCAN`` (never ``KEYS``), and reads each
+batch in one pipelined round trip: ``TYPE``, ``GETRANGE 0 32`` and ``PTTL`` of every key,
+and ``GET`` of the fence counters of their slots.  It sends no write and no script, so it
+is safe on a production Redis; a user limited to these read commands is enough
+(:func:`read_only_acl`; for the prefix ``lock``)::
+
+    ACL SETUSER inspector on >s3cret resetkeys %R~lock:* %R~distlock:fence:*
+        -@all +scan +type +pttl +getrange +get
+
+(one line in redis-cli).
+
+What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
+
+- ``lock``: a string holding a token (32 hex digits), the key of a :class:`distlock.Lock`;
+- ``fence-counter`` and ``release-record``: distlock's own bookkeeping
+  (``distlock:fence:{<tag>}`` and ``distlock:released:{<tag>}:<key>``), listed only when
+  the prefix is ``distlock`` or starts with ``distlock:``;
+- ``unknown``: anything else under the prefix (another type, or a string that is not a
+  token), with its Redis type.  A primitive stored in another type adds its reader to
+  :data:`READERS`.
+
+The fence a holder was granted is not stored in Redis; what can be known is its slot's
+counter (``fence_counter``): the last fence issued in the key's slot, an upper bound on
+the holder's fence (other keys of the slot share the counter).
+
+A key that disappears while it is read (released, or expired, between ``SCAN`` and
+``PTTL``) is skipped.  Only the node the client is connected to is read: for a Redis
+Cluster, inspect each primary.
+
+>>> import redis
+>>> from distlock.tools.inspect import inspect
+>>> def show(client: redis.Redis) -> None:
+...     for held in inspect(client, "order").held:
+...         print(held.key, held.kind, held.ttl_ms, held.token_prefix, held.fence_counter)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from distlock._base import _URL_SCHEMES
+from distlock._protocol import fence_key
+from distlock.errors import LockError, ValidationError
+from distlock.options import DEFAULT_PREFIX, check_prefix
+
+#: The SCAN batch size: how many hash-table buckets one SCAN call visits on the server.
+DEFAULT_COUNT: Final = 500
+
+#: Kinds of held keys.
+LOCK: Final = "lock"
+FENCE_COUNTER: Final = "fence-counter"
+RELEASE_RECORD: Final = "release-record"
+UNKNOWN: Final = "unknown"
+
+#: The namespace of distlock's bookkeeping keys, and their two families.
+BOOKKEEPING: Final = "distlock"
+_FENCE_PREFIX: Final = "distlock:fence:"
+_RELEASED_PREFIX: Final = "distlock:released:"
+
+#: A token is 32 lowercase hex digits; reading 33 bytes tells a token from a longer string.
+_TOKEN: Final = re.compile(r"[0-9a-f]{32}")
+_TOKEN_READ: Final = 32  # GETRANGE's end index is inclusive: bytes 0..32
+
+#: Characters special to SCAN's MATCH globs.
+_GLOB: Final = re.compile(r"([*?\[\]\\])")
+
+
+class InspectError(LockError):
+    """Redis could not be read: it is unreachable, or it failed a command."""
+
+
+class InspectRefusedError(InspectError):
+    """Redis refused a command (an ACL): ``command`` is what was refused, ``permission``
+    the ACL rule the user needs for it."""
+
+    def __init__(self, command: str, permission: str, detail: str, key: str | None = None) -> None:
+        on = f" on {key!r}" if key is not None else ""
+        super().__init__(
+            f"Redis refused {command}{on} ({detail}); the user needs {permission} "
+            "(see the ACL in the docs of distlock.tools.inspect)",
+            key,
+        )
+        self.command = command
+        self.permission = permission
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One key found under the prefix.
+
+    ``ttl_ms`` is the time it has left (``PTTL``), or None when it has no TTL: such a key
+    never expires (``stuck``, unless it is a fence counter, which never expires by
+    design), and a lock in that state blocks its id until someone deletes it.
+    ``token_prefix`` is the first 8 characters of the token it holds (locks and release
+    records).  ``fence_counter`` is, for a lock, the last fence issued in its slot (an
+    upper bound on the holder's fence; None if the counter is gone), and for a fence
+    counter its value.
+    """
+
+    key: str
+    kind: str
+    redis_type: str
+    ttl_ms: int | None
+    token_prefix: str | None = None
+    fence_counter: int | None = None
+
+    @property
+    def expires(self) -> bool:
+        """False when the key has no TTL and will stay until it is deleted."""
+        return self.ttl_ms is not None
+
+    @property
+    def stuck(self) -> bool:
+        """No TTL where one is expected: every key but a fence counter (counters never
+        expire by design) should go away on its own."""
+        return not self.expires and self.kind != FENCE_COUNTER
+
+    def as_dict(self) -> dict[str, object]:
+        """The record as JSON-ready fields (``--json`` prints a list of these)."""
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "redis_type": self.redis_type,
+            "ttl_ms": self.ttl_ms,
+            "expires": self.expires,
+            "stuck": self.stuck,
+            "token_prefix": self.token_prefix,
+            "fence_counter": self.fence_counter,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """What :func:`inspect` found: ``held`` sorted by key; ``truncated`` when ``limit``
+    stopped the scan early (more keys may be held)."""
+
+    prefix: str
+    held: tuple[Held, ...]
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What one round trip read about one key, before it is given a kind."""
+
+    key: str
+    redis_type: str
+    ttl_ms: int | None
+    head: str | None  # the first 33 characters of a string value, else None
+    counter: int | None  # the value of the key's slot fence counter, if any
+
+
+def _read_string(probe: Probe) -> Held:
+    """A string: a lock when it holds a token, or one of distlock's bookkeeping keys."""
+    head = probe.head or ""
+    token = head if _TOKEN.fullmatch(head) else None
+    key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    if key.startswith(_FENCE_PREFIX) and head.isdigit():
+        return Held(key, FENCE_COUNTER, redis_type, ttl_ms, fence_counter=int(head))
+    if key.startswith(_RELEASED_PREFIX) and token is not None:
+        return Held(key, RELEASE_RECORD, redis_type, ttl_ms, token_prefix=token[:8])
+    if token is not None:
+        return Held(key, LOCK, redis_type, ttl_ms, token[:8], probe.counter)
+    return Held(key, UNKNOWN, redis_type, ttl_ms)
+
+
+#: Redis TYPE -> how a key of that type is read.  Every other type is ``unknown``.
+READERS: Final[dict[str, Callable[[Probe], Held]]] = {"string": _read_string}
+
+
+def read_only_acl(prefix: str = DEFAULT_PREFIX) -> list[str]:
+    """The ACL rules (after ``ACL SETUSER <user>``) of a user that can inspect ``prefix``
+    and nothing more: read access to its keys and the fence counters, and the five read
+    commands :func:`inspect` sends.  Add ``on`` and a password (``>...``)."""
+    return [
+        "resetkeys", f"%R~{match_pattern(prefix)}", "%R~distlock:fence:*",
+        "-@all", "+scan", "+type", "+pttl", "+getrange", "+get",
+    ]
+
+
+def match_pattern(prefix: str) -> str:
+    """The SCAN MATCH pattern of the keys ``<prefix>:<id>``, glob characters escaped."""
+    return _GLOB.sub(r"\\\1", check_prefix(prefix)) + ":*"
+
+
+def shows_bookkeeping(prefix: str) -> bool:
+    """Whether distlock's own keys are listed: only when the prefix asks for them."""
+    return prefix == BOOKKEEPING or prefix.startswith(BOOKKEEPING + ":")
+
+
+def _is_bookkeeping(key: str) -> bool:
+    return key.startswith((_FENCE_PREFIX, _RELEASED_PREFIX))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+
+
+def _slot_counter_key(key: bytes | str) -> str | None:
+    """The fence counter of ``key``'s slot; None for a key that is not UTF-8 (distlock
+    makes none)."""
+    try:
+        return fence_key(key.decode() if isinstance(key, bytes) else key)
+    except UnicodeDecodeError:
+        return None
+
+
+def inspect(
+    client: redis.Redis,
+    prefix: str = DEFAULT_PREFIX,
+    *,
+    count: int = DEFAULT_COUNT,
+    limit: int | None = None,
+) -> Inspection:
+    """List what is held under ``prefix`` on the node ``client`` is connected to.
+
+    ``count`` is the SCAN batch size; ``limit`` stops after that many keys (the result is
+    then ``truncated``).  Sends only SCAN, TYPE, GETRANGE, PTTL and GET.  Raises
+    :class:`ValidationError` for a bad argument, :class:`InspectRefusedError` when an ACL
+    refuses a command and :class:`InspectError` when Redis cannot be reached or fails.
+    """
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValidationError(f"count must be a positive int, got {count!r}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValidationError(f"limit must be a positive int or None, got {limit!r}")
+    pattern = match_pattern(prefix)
+    bookkeeping = shows_bookkeeping(prefix)
+    found: dict[str, Held] = {}
+    truncated = False
+    for batch in _scan(client, pattern, count):
+        # SCAN may return a key twice; a key already read is not read again.
+        fresh = [k for k in batch if _text(k) not in found]
+        if not bookkeeping:
+            fresh = [k for k in fresh if not _is_bookkeeping(_text(k))]
+        for held in _read_batch(client, fresh, pattern):
+            if limit is not None and len(found) >= limit:
+                truncated = True
+                break
+            found[held.key] = held
+        if truncated:
+            break
+    return Inspection(prefix, tuple(found[k] for k in sorted(found)), truncated)
+
+
+def _scan(client: redis.Redis, pattern: str, count: int) -> Iterator[list[Any]]:
+    cursor = 0
+    while True:
+        with _translated("SCAN", "+scan"):
+            cursor, keys = client.scan(cursor=cursor, match=pattern, count=count)
+        if keys:
+            yield keys
+        if int(cursor) == 0:
+            return
+
+
+def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held]:
+    """One round trip for the whole batch: TYPE, GETRANGE, PTTL of each key (PTTL last,
+    so a key gone at any point of its reading is seen gone), then the fence counters."""
+    if not keys:
+        return []
+    counters = sorted({c for c in map(_slot_counter_key, keys) if c is not None})
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.type(key)
+        pipe.getrange(key, 0, _TOKEN_READ)
+        pipe.pttl(key)
+    for counter in counters:
+        pipe.get(counter)
+    with _translated("a pipeline of TYPE, GETRANGE, PTTL and GET", "+type +pttl +getrange +get"):
+        replies = pipe.execute(raise_on_error=False)
+    n = 3 * len(keys)
+    counter_values: dict[str, int | None] = {}
+    for counter, reply in zip(counters, replies[n:], strict=True):
+        _check(reply, "GET", counter, "distlock:fence:*")
+        counter_values[counter] = _int_or_none(reply)
+    held: list[Held] = []
+    for i, raw in enumerate(keys):
+        key = _text(raw)
+        kind, head_reply, ttl = replies[3 * i : 3 * i + 3]
+        _check(kind, "TYPE", key, pattern)
+        _check(ttl, "PTTL", key, pattern)
+        redis_type = _text(kind)
+        if redis_type == "none" or ttl == -2:
+            continue  # gone since SCAN: released, expired or deleted
+        head: str | None = None
+        if isinstance(head_reply, Exception):
+            if redis_type == "string" or not _wrong_type(head_reply):
+                _check(head_reply, "GETRANGE", key, pattern)
+                continue  # a string replaced by another type while it was read
+        else:
+            head = _text(head_reply)
+        slot_counter = _slot_counter_key(raw)
+        probe = Probe(
+            key=key,
+            redis_type=redis_type,
+            ttl_ms=None if ttl == -1 else int(ttl),
+            head=head,
+            counter=None if slot_counter is None else counter_values.get(slot_counter),
+        )
+        reader = READERS.get(redis_type)
+        if reader is None:
+            held.append(Held(key, UNKNOWN, redis_type, probe.ttl_ms))
+        else:
+            held.append(reader(probe))
+    return held
+
+
+def _int_or_none(reply: object) -> int | None:
+    if isinstance(reply, bytes | str):
+        text = _text(reply)
+        if text.lstrip("-").isdigit():
+            return int(text)
+    return None
+
+
+def _wrong_type(error: Exception) -> bool:
+    return str(error).startswith("WRONGTYPE")
+
+
+def _check(reply: object, command: str, key: str, pattern: str) -> None:
+    """Raise the typed error for a failed reply in a pipeline."""
+    if not isinstance(reply, Exception):
+        return
+    if isinstance(reply, redis.exceptions.NoPermissionError):
+        raise _refused(command, f"+{command.lower()}", reply, key, pattern) from reply
+    raise InspectError(f"Redis failed {command} on {key!r}: {reply}", key) from reply
+
+
+def _refused(
+    command: str, permission: str, error: Exception, key: str | None, pattern: str | None
+) -> InspectRefusedError:
+    detail = str(error)
+    if pattern is not None and "key" in detail.lower():
+        permission = f"read access to the keys {pattern!r} (%R~{pattern})"
+    return InspectRefusedError(command, permission, detail, key)
+
+
+@contextlib.contextmanager
+def _translated(command: str, permission: str) -> Iterator[None]:
+    """Turn redis-py's errors raised by one step into distlock's typed ones."""
+    try:
+        yield
+    except redis.exceptions.NoPermissionError as error:
+        raise _refused(command, permission, error, None, None) from error
+    except redis.exceptions.AuthenticationError as error:
+        raise InspectError(
+            f"Redis refused the credentials: {str(error).rstrip('.')}; check the user and "
+            "password in the URL"
+        ) from error
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+        raise InspectError(
+            f"cannot reach Redis: {str(error).rstrip('.')}; check the URL and that Redis is running"
+        ) from error
+    except redis.exceptions.RedisError as error:
+        raise InspectError(f"Redis failed {command}: {error}") from error
+
+
+# -- the command line: python -m distlock inspect URL ---------------------------------------
+
+#: Explains the fence column wherever it is shown.
+FENCE_NOTE: Final = (
+    "fence_counter is the last fence issued in the key's slot: an upper bound on the "
+    "holder's fence"
+)
+
+
+def _cell(text: str) -> str:
+    return text if text.isprintable() else repr(text)
+
+
+def format_table(inspection: Inspection) -> str:
+    """The human table of :func:`inspect`'s result: one row per key, sorted by key, and
+    a warning naming every key that has no TTL."""
+    held = inspection.held
+    if not held:
+        return f"nothing held under prefix {inspection.prefix!r}"
+    header = ("KEY", "KIND", "TTL_MS", "TOKEN", "FENCE_COUNTER")
+    rows = [header]
+    for h in held:
+        kind = h.kind if h.kind != UNKNOWN else f"unknown ({h.redis_type})"
+        ttl = str(h.ttl_ms) if h.ttl_ms is not None else "none!" if h.stuck else "none"
+        token = h.token_prefix or "-"
+        fence = str(h.fence_counter) if h.fence_counter is not None else "-"
+        rows.append((_cell(h.key), kind, ttl, token, fence))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    lines.append("")
+    lines.append(
+        f"{len(held)} key{'' if len(held) == 1 else 's'} under prefix {inspection.prefix!r}"
+        " on this node"
+    )
+    if any(h.kind == LOCK and h.fence_counter is not None for h in held):
+        lines.append(FENCE_NOTE)
+    persistent = [h.key for h in held if h.stuck]
+    if persistent:
+        lines.append(
+            f"warning: {len(persistent)} key{'' if len(persistent) == 1 else 's'} without a "
+            f"TTL (none!) will never expire: {', '.join(map(_cell, persistent))}; a lock in "
+            "that state blocks its id until it is deleted"
+        )
+    if inspection.truncated:
+        lines.append("stopped at --limit: more keys may be held")
+    return "\n".join(lines)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", metavar="URL", help="redis://, rediss:// or unix:// URL of one node")
+    parser.add_argument(
+        "--prefix", default=DEFAULT_PREFIX, help=f"the Lock's prefix (default: {DEFAULT_PREFIX})"
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    parser.add_argument(
+        "--count", type=_positive, default=DEFAULT_COUNT,
+        help=f"SCAN batch size (default: {DEFAULT_COUNT})",
+    )
+    parser.add_argument("--limit", type=_positive, help="stop after this many keys")
+
+
+def _client(url: str) -> redis.Redis:
+    """A client that fails fast: a few seconds to connect, one retry, no long backoff.
+    Options in the URL's query string (``?socket_timeout=30``) win over these."""
+    if not url.startswith(_URL_SCHEMES):
+        raise ValidationError(f"the URL must start with {', '.join(_URL_SCHEMES)}; got {url!r}")
+    try:
+        return redis.Redis.from_url(
+            url,
+            socket_connect_timeout=5,
+            socket_timeout=10,
+            retry=Retry(NoBackoff(), 1),
+        )
+    except ValueError as exc:
+        raise ValidationError(f"bad Redis URL {url!r}: {exc}") from exc
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """0 when the node was read (also when nothing is held), 2 for a bad URL or argument,
+    1 when Redis could not be read; errors are one line on stderr."""
+    try:
+        client = _client(args.url)
+    except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        inspection = inspect(client, args.prefix, count=args.count, limit=args.limit)
+    except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except InspectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    if args.json:
+        print(json.dumps([h.as_dict() for h in inspection.held], indent=2))
+        if inspection.truncated:
+            print("stopped at --limit: more keys may be held", file=sys.stderr)
+    else:
+        print(format_table(inspection))
+    return 0
