@@ -15,8 +15,10 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
 
 - ``lock``: a string holding a token (32 hex digits), the key of a :class:`distlock.Lock`;
 - ``fence-counter`` and ``release-record``: distlock's own bookkeeping
-  (``distlock:fence:{<tag>}`` and ``distlock:released:{<tag>}:<key>``), listed only when
-  the prefix is ``distlock`` or starts with ``distlock:``;
+  (``distlock:fence:{<tag>}`` and ``distlock:released:{<tag>}:<key>``).  They live under
+  ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
+  these kinds rather than as locks, only when the prefix is ``distlock`` (or starts with
+  ``distlock:``);
 - ``unknown``: anything else under the prefix (another type, or a string that is not a
   token), with its Redis type.  A primitive stored in another type adds its reader to
   :data:`READERS`.
@@ -65,8 +67,7 @@ FENCE_COUNTER: Final = "fence-counter"
 RELEASE_RECORD: Final = "release-record"
 UNKNOWN: Final = "unknown"
 
-#: The namespace of distlock's bookkeeping keys, and their two families.
-BOOKKEEPING: Final = "distlock"
+#: The two families of distlock's bookkeeping keys.
 _FENCE_PREFIX: Final = "distlock:fence:"
 _RELEASED_PREFIX: Final = "distlock:released:"
 
@@ -196,15 +197,6 @@ def match_pattern(prefix: str) -> str:
     return _GLOB.sub(r"\\\1", check_prefix(prefix)) + ":*"
 
 
-def shows_bookkeeping(prefix: str) -> bool:
-    """Whether distlock's own keys are listed: only when the prefix asks for them."""
-    return prefix == BOOKKEEPING or prefix.startswith(BOOKKEEPING + ":")
-
-
-def _is_bookkeeping(key: str) -> bool:
-    return key.startswith((_FENCE_PREFIX, _RELEASED_PREFIX))
-
-
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
 
@@ -237,14 +229,11 @@ def inspect(
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValidationError(f"limit must be a positive int or None, got {limit!r}")
     pattern = match_pattern(prefix)
-    bookkeeping = shows_bookkeeping(prefix)
     found: dict[str, Held] = {}
     truncated = False
     for batch in _scan(client, pattern, count):
         # SCAN may return a key twice; a key already read is not read again.
         fresh = [k for k in batch if _text(k) not in found]
-        if not bookkeeping:
-            fresh = [k for k in fresh if not _is_bookkeeping(_text(k))]
         for held in _read_batch(client, fresh, pattern):
             if limit is not None and len(found) >= limit:
                 truncated = True
