@@ -402,3 +402,17 @@ def test_unreachable_redis_is_a_typed_error() -> None:
     with pytest.raises(InspectError, match="cannot reach Redis"):
         inspect(client)
     client.close()
+
+
+def test_cli_wrong_credentials_are_one_line_and_nonzero(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    admin.execute_command(  # type: ignore[no-untyped-call]
+        "ACL", "SETUSER", "inspector", "on", ">right", *read_only_acl()
+    )
+    admin.close()
+    done = cli("inspect", f"redis://inspector:wrong@127.0.0.1:{fresh_redis.port}/0")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: Redis refused the credentials")
+    right = cli("inspect", f"redis://inspector:right@127.0.0.1:{fresh_redis.port}/0")
+    assert (right.returncode, right.stdout) == (0, "nothing held under prefix 'lock'\n")
