@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from distlock.tools import tracecheck, verify
+from distlock.tools.chaos import cli as chaos_cli
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 RunCommand = Callable[[argparse.Namespace], int]
@@ -26,6 +27,11 @@ SUBCOMMANDS: dict[str, tuple[str, AddArguments, RunCommand]] = {
         "ask TLC whether a recorded NDJSON trace is a behaviour of the specification",
         tracecheck.add_arguments,
         tracecheck.run_cli,
+    ),
+    "chaos": (
+        "run the chaos scenarios (faults through Toxiproxy) against a Redis and print the table",
+        chaos_cli.add_arguments,
+        chaos_cli.run_cli,
     ),
 }
 

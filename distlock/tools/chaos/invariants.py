@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from tests.chaos.recorder import Recorder, Section
+from distlock.tools.chaos.recorder import Recorder, Section
 
 
 @dataclass
