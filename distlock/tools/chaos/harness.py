@@ -56,7 +56,7 @@ from distlock.tools.chaos.toxiproxy import Proxy
 from distlock.trace import NdjsonRecorder, iter_events, read_events, write_events
 
 #: Socket timeouts on every client: long against the TTLs used here (a hang is a hang for
-#: the lease), short enough that a stuck call ends within the test.
+#: the lease), short enough that a stuck call ends within the scenario.
 SOCKET_TIMEOUT = 1.0
 #: Upper bound for one trial's threads and tasks to finish.
 TRIAL_TIMEOUT = 30.0

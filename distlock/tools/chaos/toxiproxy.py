@@ -56,7 +56,7 @@ class Proxy:
     upstream: str
     enabled: bool
     toxics: list[Toxic] = field(default_factory=list)
-    #: Where the tests reach ``listen`` (differs when Toxiproxy runs in a container).
+    #: Where the clients reach ``listen`` (differs when Toxiproxy runs in a container).
     address: str | None = None
 
     @property
