@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,10 @@ NOT_RUN = "needs a Redis this tool started"
 FAST = "bandwidth-limit-alone-is-ridden-out"
 
 
-def _chaos(*args: str) -> subprocess.CompletedProcess[str]:
+def _chaos(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
     # This checkout's distlock, whatever the installed one is.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return subprocess.run(
@@ -142,19 +145,30 @@ def test_an_external_redis_is_never_paused_or_killed(
     assert len(listed) == 4 and all(line.endswith(NOT_RUN) for line in listed), proc.stdout
 
 
-def test_process_faults_run_against_the_redis_the_tool_starts(
+def test_process_faults_run_against_the_redis_the_tool_starts_and_no_tlc_is_said(
     toxiproxy: ToxiproxyClient, tmp_path: Path
 ) -> None:
+    """No ``--redis``: a redis-server from PATH, which the tool may pause.  And a PATH with
+    nothing but that redis-server on it (no ``java``): the traces go unchecked, saying so."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    redis_server = shutil.which("redis-server")
+    assert redis_server is not None
+    (bin_dir / "redis-server").symlink_to(redis_server)
     out = tmp_path / "report.json"
     proc = _chaos(
         "--toxiproxy", toxiproxy.url,
         "--scenarios", "redis-paused-past-the-ttl-sync",
         "--json", str(out),
+        path=str(bin_dir),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (row,) = _rows(out)
     assert row["scenario"] == "Redis paused (SIGSTOP) 2.5xTTL [sync]"
     assert row["status"] == "passed" and row["trials"] == 3 and row["lost"] >= 3, row
+    assert row["traces_validated"] is None and row["trace_note"] == "not checked: no TLC", row
+    assert "not checked: no TLC" in proc.stdout
+    assert "traces not checked against the spec (no TLC" in proc.stderr
 
 
 def test_an_unknown_scenario_is_named() -> None:
