@@ -153,12 +153,6 @@ def run_cli(args: argparse.Namespace) -> int:
         trace_dir=args.trace_dir,
         validate_traces=validate,
     )
-    if not validate:
-        print(
-            "distlock chaos: traces not checked against the spec (no TLC: it needs `java` "
-            "on PATH and `pip install 'distlock[chaos]'`)",
-            file=sys.stderr,
-        )
     report = ChaosReport()
     with ExitStack() as stack:
         toxiproxy: ToxiproxyClient
@@ -175,6 +169,12 @@ def run_cli(args: argparse.Namespace) -> int:
             stack.callback(server.stop)
             server.start()
             toxiproxy = ToxiproxyClient(server.url)
+        if not validate:
+            print(
+                "distlock chaos: traces not checked against the spec (no TLC: it needs "
+                "`java` on PATH and `pip install 'distlock[chaos]'`)",
+                file=sys.stderr,
+            )
         runner = Runner(settings, toxiproxy, report)
         for entry in entries:
             print(f"chaos: {entry.name} ...", file=sys.stderr, flush=True)
