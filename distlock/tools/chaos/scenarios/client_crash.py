@@ -6,27 +6,26 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
-
-import pytest
 
 from distlock import Lock
-from tests.chaos.harness import Body, Scenario
-from tests.chaos.processes import Child
-from tests.chaos.recorder import Section, now
-
-pytestmark = pytest.mark.chaos
+from distlock.tools.chaos.harness import Body, Scenario, require
+from distlock.tools.chaos.processes import Child
+from distlock.tools.chaos.recorder import Section, now
+from distlock.tools.chaos.registry import Context, scenario
 
 TRIALS = 3
 POLLERS = 2
 #: Redis reports PTTL in whole milliseconds; the poll replies are timed on our side.
 TOLERANCE = 0.002
 
-MakeScenario = Callable[..., Scenario]
 
-
-def test_holder_killed_mid_section(chaos: MakeScenario) -> None:
-    sc = chaos("client process killed (SIGKILL) mid-section [sync]", ttl_ms=300)
+@scenario(
+    "holder-killed-mid-section",
+    "client process killed (SIGKILL) mid-section [sync]",
+    "the holder process SIGKILLed after a renewal: refused until the key's PTTL runs out",
+)
+def holder_killed_mid_section(ctx: Context) -> None:
+    sc = ctx.scenario(ttl_ms=300)
     sc.exclude_trace(
         "the holder is another process, SIGKILLed mid-section: the spec has no crash "
         "action, and without the dead holder's section the pollers' refusals have no owner"
@@ -67,35 +66,42 @@ def test_holder_killed_mid_section(chaos: MakeScenario) -> None:
             owner = sc.admin.get(sc.key)
             for t in pollers:
                 t.join(timeout=sc.ttl + 10)
-            assert not any(t.is_alive() for t in pollers), "pollers never finished"
+            require(not any(t.is_alive() for t in pollers), "pollers never finished")
         finally:
             child.close()
         sc.close_sync()
 
         # Held by the dead process right after the kill, for at most one TTL more.
-        assert isinstance(owner, bytes) and owner.decode() == acquired["token"], (owner, acquired)
-        assert 0 < pttl <= sc.ttl_ms, f"PTTL right after the kill: {pttl} ms"
+        require(
+            isinstance(owner, bytes) and owner.decode() == acquired["token"],
+            f"the key's owner right after the kill: {owner!r}, want {acquired}",
+        )
+        require(0 < pttl <= sc.ttl_ms, f"PTTL right after the kill: {pttl} ms")
         expires_lo = asked + pttl / 1000 - TOLERANCE
         expires_hi = answered + pttl / 1000 + TOLERANCE
         granted = sorted((s for s in attempts if s.entered), key=lambda s: s.attempt_started)
         refused = [s for s in attempts if s.outcome == "not_acquired"]
-        assert granted, "nobody got the lock after its holder died"
+        require(granted, "nobody got the lock after its holder died")
         first = granted[0]
         assert first.start is not None
         # Not before: every answer that came back before the key could have expired was no.
         early = [s for s in granted if s.start is not None and s.start < expires_lo]
-        assert not early, f"granted before the dead holder's TTL ran out: {early}"
-        assert any(
-            s.attempt_started > killed_at and s.finished is not None and s.finished < expires_lo
-            for s in refused
-        ), (
+        require(not early, f"granted before the dead holder's TTL ran out: {early}")
+        require(
+            any(
+                s.attempt_started > killed_at
+                and s.finished is not None
+                and s.finished < expires_lo
+                for s in refused
+            ),
             "no attempt was refused between the kill and the expiry: the 'not before' check "
-            "proved nothing"
+            "proved nothing",
         )
         # And after: promptly, within the TTL of the kill (plus polling and slack).
-        assert first.start <= max(expires_hi, killed_at + sc.ttl) + sc.slack, (
+        require(
+            first.start <= max(expires_hi, killed_at + sc.ttl) + sc.slack,
             f"the key was freed {1000 * (first.start - killed_at):.0f} ms after the kill "
-            f"(TTL {sc.ttl_ms} ms, PTTL {pttl} ms)"
+            f"(TTL {sc.ttl_ms} ms, PTTL {pttl} ms)",
         )
     sc.finish(expect="none")
 

@@ -1,25 +1,27 @@
-"""Where the suite finds Redis and Toxiproxy, and how it hurts Redis.
+"""Where the chaos scenarios find Redis and Toxiproxy, and how they hurt Redis.
 
-By default everything is local and owned by the suite: a redis-server per test (started
-without persistence on a free loopback port) and one Toxiproxy server for the session.
-A team points the suite at its own infrastructure with environment variables:
+By default everything is local and owned by the tool: a redis-server per scenario
+(started without persistence on a free loopback port) and one Toxiproxy server for the
+run.  A team points it at its own infrastructure with ``python -m distlock chaos
+--redis URL --toxiproxy URL`` (see :mod:`distlock.tools.chaos.cli`), and the project's
+pytest wrappers read the same settings from the environment (:meth:`Settings.from_env`):
 
 ``TOXIPROXY_URL``         an already running Toxiproxy API, e.g. ``http://127.0.0.1:8474``
-``CHAOS_REDIS_URL``       a Redis the tests reach directly, e.g. ``redis://127.0.0.1:6380/0``
+``CHAOS_REDIS_URL``       a Redis the clients reach directly, e.g. ``redis://127.0.0.1:6380/0``
 ``CHAOS_REDIS_UPSTREAM``  how Toxiproxy reaches that Redis (``redis:6379`` inside compose);
                           defaults to the host and port of ``CHAOS_REDIS_URL``
 ``CHAOS_PROXY_LISTEN``    where Toxiproxy listens for the proxy, e.g. ``0.0.0.0:26379``
-``CHAOS_PROXY_ADDRESS``   where the tests reach that listener, e.g. ``127.0.0.1:26379``
+``CHAOS_PROXY_ADDRESS``   where the clients reach that listener, e.g. ``127.0.0.1:26379``
 ``CHAOS_DETECTION_SLACK_MS``  scheduling slack on top of the TTL for detection (default
                           ``max(150, ttl / 2)`` per scenario)
 ``CHAOS_TRACE_DIR``       keep each scenario's traced trial there (``<scenario>.ndjson``),
                           for ``python -m distlock validate-trace``
 
-With ``CHAOS_REDIS_URL`` the suite cannot SIGSTOP or SIGKILL that Redis: a pause becomes
-``CLIENT PAUSE <ms> ALL`` (Redis >= 6.2; it also holds key expiry, like SIGSTOP) and a
-restart that loses the data becomes the deletion of every key under the scenario's own
-unique prefix (the lock keys and their release records; the fence counters are shared by
-every key of a hash slot, so they are left alone).  Nothing else is touched.
+A Redis the tool did not start is never paused, killed or restarted: the scenarios that
+need that (:attr:`~distlock.tools.chaos.registry.Entry.needs_own_redis`) are reported as
+not run against it.  Against such a Redis the tool touches only keys under each
+scenario's own random prefix (``chaos-<hex>``), deleted after the scenario, and bumps the
+fence counters of their hash slots (``distlock:fence:*``, which only ever grow).
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from urllib.parse import urlsplit
 
 import redis
 
-from tests.redis_server import RedisServer
+from distlock.tools.chaos.servers import RedisServer
+
+#: Every scenario's keys start with this (``chaos-<hex>:res`` and the like).
+KEY_PREFIX = "chaos-"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class Settings:
     slack_ms: float | None
     #: Where to keep each scenario's traced trial as NDJSON (None: not kept).
     trace_dir: str | None = None
+    #: Ask TLC whether each traced trial is a behaviour of the spec.  False where TLC is
+    #: not installed: the report then says "not checked: no TLC" instead of a count.
+    validate_traces: bool = True
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -80,20 +88,17 @@ class RedisTarget(Protocol):
         ...
 
     @property
-    def external(self) -> bool: ...
-
-    def pause(self, seconds: float) -> None:
-        """Answer nothing and expire nothing for ``seconds``; returns when it is over."""
+    def external(self) -> bool:
+        """A Redis this tool did not start (never paused, killed or restarted)."""
         ...
 
-    def lose_data(self, prefix: str, down_for: float = 0.0) -> None:
-        """Forget every key under ``prefix``, as a restart without persistence does
-        (a local server is killed, stays down ``down_for`` seconds, and comes back empty)."""
+    def cleanup(self, prefix: str) -> None:
+        """Delete what a scenario with keys under ``prefix`` left behind."""
         ...
 
 
 class LocalTarget:
-    """A redis-server child process: SIGSTOP/SIGCONT and SIGKILL + restart, for real."""
+    """A redis-server this tool started: SIGSTOP/SIGCONT and SIGKILL + restart, for real."""
 
     def __init__(self, server: RedisServer) -> None:
         self.server = server
@@ -113,6 +118,7 @@ class LocalTarget:
         return False
 
     def pause(self, seconds: float) -> None:
+        """SIGSTOP for ``seconds``: answer nothing and expire nothing; returns when over."""
         self.server.pause()
         try:
             # The pause's length is the fault being injected, not a wait for something.
@@ -120,15 +126,19 @@ class LocalTarget:
         finally:
             self.server.resume()
 
-    def lose_data(self, prefix: str, down_for: float = 0.0) -> None:
+    def lose_data(self, down_for: float = 0.0) -> None:
+        """SIGKILL, down ``down_for`` seconds, back on the same port with no data."""
         self.server.kill()
         # How long Redis stays down is part of the fault, not a wait for something.
         time.sleep(down_for)
         self.server.start()
 
+    def cleanup(self, prefix: str) -> None:
+        """Nothing: the server goes away with the scenario."""
+
 
 class ExternalTarget:
-    """A Redis the team runs itself; the faults stay inside the scenario's key prefix."""
+    """A Redis the team runs itself; only the scenario's own keys are touched."""
 
     def __init__(self, url: str, upstream: str | None) -> None:
         parts = urlsplit(url)
@@ -149,23 +159,40 @@ class ExternalTarget:
     def external(self) -> bool:
         return True
 
-    def _admin(self) -> redis.Redis:
-        return redis.Redis.from_url(self._url, socket_timeout=10)
-
-    def pause(self, seconds: float) -> None:
-        admin = self._admin()
-        try:
-            admin.client_pause(max(1, int(seconds * 1000)), all=True)
-        finally:
-            admin.close()
-        time.sleep(seconds)
-
-    def lose_data(self, prefix: str, down_for: float = 0.0) -> None:
-        time.sleep(down_for)
-        admin = self._admin()
+    def cleanup(self, prefix: str) -> None:
+        """Delete the scenario's keys: ``<prefix>:*`` and their release records."""
+        admin = redis.Redis.from_url(self._url, socket_timeout=10)
         try:
             keys = list(admin.scan_iter(match=f"*{prefix}*", count=1000))
             if keys:
                 admin.delete(*keys)
         finally:
             admin.close()
+
+
+def is_own_key(key: str) -> bool:
+    """A key the chaos scenarios write: under ``chaos-``, a release record of one, or a
+    fence counter (shared per hash slot, created by any distlock lock)."""
+    return (
+        key.startswith(KEY_PREFIX)
+        or key.startswith("distlock:fence:")
+        or (key.startswith("distlock:released:") and f":{KEY_PREFIX}" in key)
+    )
+
+
+def foreign_keys(client: redis.Redis, *, limit: int = 100_000) -> int:
+    """How many keys outside the tool's own (see :func:`is_own_key`): 0 on an empty
+    Redis at the cost of one DBSIZE; otherwise counted with SCAN (never KEYS), up to
+    ``limit`` keys looked at."""
+    size = int(client.dbsize())
+    if size == 0:
+        return 0
+    foreign = 0
+    for seen, raw in enumerate(client.scan_iter(count=1000)):
+        if seen >= limit:
+            # Past the limit: the rest are counted as foreign (the refusal stands).
+            return foreign + max(0, size - seen)
+        key = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        if not is_own_key(key):
+            foreign += 1
+    return foreign

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from tests.chaos.recorder import Recorder, Section
+from distlock.tools.chaos.recorder import Recorder, Section
 
 
 @dataclass
@@ -163,6 +163,6 @@ def _check_lease(
             f"(at {(last - origin) * 1000:.1f} ms): {s.describe(origin)}"
         )
     # A late grant (its lease over before the body started) is not a detection delay of
-    # the renewal machinery; tests/chaos/test_network.py checks those on their own.
+    # the renewal machinery; the network scenarios (scenarios/network.py) check those.
     if fired_in_body and s.signal_at is not None and s.start <= last + ttl:
         verdict.detections_ms.append((s.signal_at - last) * 1000)

@@ -1,6 +1,6 @@
 """Faults on the wire between the lock's clients and Redis, injected by Toxiproxy.
 
-Each test runs several trials; in each, three victims (behind the proxy, two of them
+Each scenario runs several trials; in each, three victims (behind the proxy, two of them
 sharing one Lock) contend for one key with an intruder on a direct connection, and the
 injector hurts the proxy once a victim is inside its body with a renewal on the wire.
 Faults the lock must ride out end with ``expect="none"`` (no loss may be reported at
@@ -13,19 +13,14 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-import pytest
 import redis
 
-from tests.chaos.harness import Body, Scenario
-from tests.chaos.recorder import Section
-from tests.chaos.toxiproxy import Proxy, Stream
-
-pytestmark = pytest.mark.chaos
+from distlock.tools.chaos.harness import Body, Scenario, require
+from distlock.tools.chaos.recorder import Section
+from distlock.tools.chaos.registry import MODES, Context, scenario
+from distlock.tools.chaos.toxiproxy import Proxy, Stream
 
 TRIALS = 3
-MODES = ["sync", "asyncio"]
-
-MakeScenario = Callable[..., Scenario]
 
 
 def _proxy(sc: Scenario) -> Proxy:
@@ -41,13 +36,18 @@ def _trial(sc: Scenario, mode: str) -> Callable[..., None]:
     return sc.sync_trial if mode == "sync" else sc.async_trial
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_mild_latency_and_jitter_is_ridden_out(chaos: MakeScenario, mode: str) -> None:
+@scenario(
+    "mild-latency-and-jitter-is-ridden-out",
+    "latency 30+-30 ms each way [{mode}]",
+    "latency 30±30 ms each way (TTL 1 s): ridden out, no loss",
+    modes=MODES,
+)
+def mild_latency_and_jitter_is_ridden_out(ctx: Context, mode: str) -> None:
     """Every byte delayed by 0-60 ms each way: inside the heartbeat margin, so no loss.
 
     The lease is long against the delays (a 250 ms heartbeat): the claim is about the
     network's delays, and a TTL near them would also measure how loaded the machine is."""
-    sc = chaos(f"latency 30+-30 ms each way [{mode}]", ttl_ms=1_000)
+    sc = ctx.scenario(ttl_ms=1_000)
     proxy = _proxy(sc)
 
     def fault(victim: Section) -> None:
@@ -63,9 +63,14 @@ def test_mild_latency_and_jitter_is_ridden_out(chaos: MakeScenario, mode: str) -
     sc.finish(expect="none")
 
 
-def test_latency_beyond_the_ttl_surfaces_the_loss(chaos: MakeScenario) -> None:
+@scenario(
+    "latency-beyond-the-ttl-surfaces-the-loss",
+    "latency 2xTTL +- TTL/2 on replies [sync]",
+    "replies delayed 400±100 ms (TTL 200 ms): the lapse is surfaced",
+)
+def latency_beyond_the_ttl_surfaces_the_loss(ctx: Context) -> None:
     """Replies delayed by more than the TTL: renewals answer too late to count."""
-    sc = chaos("latency 2xTTL +- TTL/2 on replies [sync]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
 
     def fault(victim: Section) -> None:
@@ -78,11 +83,16 @@ def test_latency_beyond_the_ttl_surfaces_the_loss(chaos: MakeScenario) -> None:
     sc.finish(expect="lapse", min_overlaps=1)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_renewal_that_hangs_forever(chaos: MakeScenario, mode: str) -> None:
+@scenario(
+    "renewal-that-hangs-forever",
+    "renewal hangs forever (timeout toxic) [{mode}]",
+    "requests or replies dropped on an open connection: the lapse is surfaced by the deadline",
+    modes=MODES,
+)
+def renewal_that_hangs_forever(ctx: Context, mode: str) -> None:
     """Toxiproxy ``timeout`` with timeout=0: data is dropped and the connection stays open,
     so the renewal in flight never answers.  Only the deadline can see that."""
-    sc = chaos(f"renewal hangs forever (timeout toxic) [{mode}]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
 
     for trial in range(TRIALS):
@@ -98,11 +108,16 @@ def test_renewal_that_hangs_forever(chaos: MakeScenario, mode: str) -> None:
     sc.finish(expect="lapse", min_overlaps=1)
 
 
-def test_connection_reset_mid_renewal_is_not_a_loss(chaos: MakeScenario) -> None:
+@scenario(
+    "connection-reset-mid-renewal-is-not-a-loss",
+    "connection reset mid-renewal [sync]",
+    "connection reset until a renewal fails: no loss (the next heartbeat retries)",
+)
+def connection_reset_mid_renewal_is_not_a_loss(ctx: Context) -> None:
     """A renewal whose connection is reset (after Redis ran it, or before) fails its round
     trip; the next heartbeat retries on a new connection and the lease survives (a long
     lease, so that the claim does not also depend on how loaded the machine is)."""
-    sc = chaos("connection reset mid-renewal [sync]", ttl_ms=1_000)
+    sc = ctx.scenario(ttl_ms=1_000)
     proxy = _proxy(sc)
     victims: list[Section] = []
 
@@ -117,15 +132,22 @@ def test_connection_reset_mid_renewal_is_not_a_loss(chaos: MakeScenario) -> None
 
         sc.sync_trial(trial, partial(sc.inject, fault, expect_lapse=False))
     for victim in victims:
-        assert victim.renew_errors > 0, f"the reset never failed a renewal: {victim.describe()}"
+        require(
+            victim.renew_errors > 0, f"the reset never failed a renewal: {victim.describe()}"
+        )
     sc.finish(expect="none")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_connection_reset_mid_release(chaos: MakeScenario, mode: str) -> None:
+@scenario(
+    "connection-reset-mid-release",
+    "connection reset mid-release [{mode}]",
+    "connection reset as the body returns: the section reports the loss",
+    modes=MODES,
+)
+def connection_reset_mid_release(ctx: Context, mode: str) -> None:
     """The release runs in Redis but its reply is lost to a reset: no proof the key was ours
     at the end, so the section must not report success."""
-    sc = chaos(f"connection reset mid-release [{mode}]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
     reset: list[Section] = []
 
@@ -150,18 +172,23 @@ def test_connection_reset_mid_release(chaos: MakeScenario, mode: str) -> None:
 
     for trial in range(TRIALS):
         _trial(sc, mode)(trial, heal, bodies=bodies)
-    assert len(reset) == 3 * TRIALS
+    require(len(reset) == 3 * TRIALS, f"{len(reset)} releases reset, want {3 * TRIALS}")
     for section in reset:
-        assert section.outcome == "lost", f"reset release reported {section.describe()}"
+        require(section.outcome == "lost", f"reset release reported {section.describe()}")
     sc.finish(expect="any")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_proxy_down_past_the_ttl(chaos: MakeScenario, mode: str) -> None:
+@scenario(
+    "proxy-down-past-the-ttl",
+    "proxy disabled 2xTTL then re-enabled [{mode}]",
+    "proxy down for 2xTTL, then back: the lapse is surfaced",
+    modes=MODES,
+)
+def proxy_down_past_the_ttl(ctx: Context, mode: str) -> None:
     """The proxy is disabled (connections closed, new ones refused) for twice the TTL,
     then brought back: renewals fail fast, the deadline declares the loss, the intruder
     takes the key, and the victim's release once the proxy is back finds it gone."""
-    sc = chaos(f"proxy disabled 2xTTL then re-enabled [{mode}]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
 
     def fault(victim: Section) -> None:
@@ -179,10 +206,15 @@ def test_proxy_down_past_the_ttl(chaos: MakeScenario, mode: str) -> None:
     sc.finish(expect="lapse", min_overlaps=1)
 
 
-def test_replies_sliced_into_small_delayed_packets(chaos: MakeScenario) -> None:
+@scenario(
+    "replies-sliced-into-small-delayed-packets",
+    "replies sliced 1-5 B / 2 ms [sync]",
+    "replies cut into 1-5 byte packets 2 ms apart: no loss",
+)
+def replies_sliced_into_small_delayed_packets(ctx: Context) -> None:
     """Replies cut into 1-5 byte packets 2 ms apart: parsers see partial reads, the lease
     must not suffer."""
-    sc = chaos("replies sliced 1-5 B / 2 ms [sync]", ttl_ms=300)
+    sc = ctx.scenario(ttl_ms=300)
     proxy = _proxy(sc)
 
     def fault(victim: Section) -> None:
@@ -196,9 +228,14 @@ def test_replies_sliced_into_small_delayed_packets(chaos: MakeScenario) -> None:
     sc.finish(expect="none")
 
 
-def test_replies_sliced_slower_than_the_ttl(chaos: MakeScenario) -> None:
+@scenario(
+    "replies-sliced-slower-than-the-ttl",
+    "replies sliced 1 B / 0.4 TTL [asyncio]",
+    "replies sliced one byte per 80 ms (TTL 200 ms): the lapse is surfaced",
+)
+def replies_sliced_slower_than_the_ttl(ctx: Context) -> None:
     """One byte every 0.4 TTL: a four-byte renewal reply takes 1.6 TTL to arrive."""
-    sc = chaos("replies sliced 1 B / 0.4 TTL [asyncio]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
 
     def fault(victim: Section) -> None:
@@ -213,11 +250,16 @@ def test_replies_sliced_slower_than_the_ttl(chaos: MakeScenario) -> None:
     sc.finish(expect="lapse", min_overlaps=1)
 
 
-def test_bandwidth_limit_alone_is_ridden_out(chaos: MakeScenario) -> None:
+@scenario(
+    "bandwidth-limit-alone-is-ridden-out",
+    "bandwidth 4 KB/s each way [sync]",
+    "bandwidth 4 KB/s each way: no loss",
+)
+def bandwidth_limit_alone_is_ridden_out(ctx: Context) -> None:
     """4 KB/s each way: a renewal (about 150 bytes out, 4 back) takes some 40 ms, well
     inside the heartbeat margin, so no loss.  (At 1 KB/s the round trip exceeds half the
     TTL, and the lease counted from the send time rightly lapses.)"""
-    sc = chaos("bandwidth 4 KB/s each way [sync]", ttl_ms=300)
+    sc = ctx.scenario(ttl_ms=300)
     proxy = _proxy(sc)
 
     def fault(victim: Section) -> None:
@@ -232,10 +274,15 @@ def test_bandwidth_limit_alone_is_ridden_out(chaos: MakeScenario) -> None:
     sc.finish(expect="none")
 
 
-def test_bandwidth_starvation_behind_a_bulk_reply(chaos: MakeScenario) -> None:
+@scenario(
+    "bandwidth-starvation-behind-a-bulk-reply",
+    "bandwidth starvation: renewals behind a bulk reply [sync]",
+    "renewals queued behind a 2 KB reply at 4 KB/s: the lapse is surfaced",
+)
+def bandwidth_starvation_behind_a_bulk_reply(ctx: Context) -> None:
     """Each victim's client has a single connection, and its body reads a 2 KB value over
     a 4 KB/s link: the renewals queue behind the bulk reply for 2.5 TTL."""
-    sc = chaos("bandwidth starvation: renewals behind a bulk reply [sync]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
     bulk_key = f"{sc.prefix}:bulk"
     sc.admin.set(bulk_key, b"x" * 2048)
@@ -264,13 +311,18 @@ def test_bandwidth_starvation_behind_a_bulk_reply(chaos: MakeScenario) -> None:
     sc.finish(expect="lapse", min_overlaps=1)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_grant_arriving_after_its_lease_starts_no_body(chaos: MakeScenario, mode: str) -> None:
+@scenario(
+    "grant-arriving-after-its-lease-starts-no-body",
+    "grant arrives after its lease (reply latency 1.5xTTL) [{mode}]",
+    "replies delayed 1.5xTTL: no body starts on a late grant, run raises at once",
+    modes=MODES,
+)
+def grant_arriving_after_its_lease_starts_no_body(ctx: Context, mode: str) -> None:
     """Replies delayed by 1.5 TTL from the start: each grant arrives after the lease it
     grants has run out (Redis set the key when the request came in, and expired it while
     the reply travelled).  The loss is known the moment the grant arrives, so no body may
     start on it: ``run`` releases the key and raises ``LockLeaseLostError`` at once."""
-    sc = chaos(f"grant arrives after its lease (reply latency 1.5xTTL) [{mode}]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
 
     def bodies(trial: int, index: int) -> list[Body]:
@@ -289,11 +341,13 @@ def test_grant_arriving_after_its_lease_starts_no_body(chaos: MakeScenario, mode
     try:
         sc.finish(expect="any")
     finally:
-        assert late, "no grant arrived after its lease"
-        assert all("arrived after the lease it granted" in (s.error or "") for s in late), [
-            s.describe(sc.recorder.origin) for s in late
-        ]
-        assert not started, (
+        require(late, "no grant arrived after its lease")
+        require(
+            all("arrived after the lease it granted" in (s.error or "") for s in late),
+            f"late grants not reported as such: {[s.describe(sc.recorder.origin) for s in late]}",
+        )
+        require(
+            not started,
             "bodies started on a grant that arrived after its own lease deadline:\n  "
-            + "\n  ".join(started)
+            + "\n  ".join(started),
         )

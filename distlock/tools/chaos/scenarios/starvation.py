@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
-from tests.chaos.harness import Body, Scenario
-from tests.chaos.processes import Child, merge_result
-from tests.chaos.recorder import Section
-
-pytestmark = pytest.mark.chaos
+from distlock.tools.chaos.harness import Body, Scenario
+from distlock.tools.chaos.processes import Child, merge_result
+from distlock.tools.chaos.recorder import Section
+from distlock.tools.chaos.registry import Context, scenario
 
 TRIALS = 3
-
-MakeScenario = Callable[..., Scenario]
 
 #: Why these scenarios' traces are not checked against the spec.
 STARVATION_ENDS_MID_BODY = (
@@ -44,9 +39,14 @@ def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]
     return bodies
 
 
-def test_asyncio_body_blocks_the_event_loop(chaos: MakeScenario) -> None:
+@scenario(
+    "asyncio-body-blocks-the-event-loop",
+    "asyncio body blocks the event loop 2xTTL [asyncio]",
+    "time.sleep(2xTTL) inside the coroutine: the loss is surfaced when the loop resumes",
+)
+def asyncio_body_blocks_the_event_loop(ctx: Context) -> None:
     """``time.sleep`` inside the coroutine for 2 TTL: no timer of the loop runs."""
-    sc = chaos("asyncio body blocks the event loop 2xTTL [asyncio]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
     for trial in range(TRIALS):
@@ -54,11 +54,16 @@ def test_asyncio_body_blocks_the_event_loop(chaos: MakeScenario) -> None:
     sc.finish(expect="lapse", min_overlaps=1)
 
 
-def test_sync_body_holds_the_gil(chaos: MakeScenario) -> None:
+@scenario(
+    "sync-body-holds-the-gil",
+    "sync body holds the GIL 2xTTL in a C call [sync]",
+    "a C call keeps the GIL for 2xTTL (intruder in another process): the loss is surfaced",
+)
+def sync_body_holds_the_gil(ctx: Context) -> None:
     """A C call that keeps the GIL (``usleep`` through ``ctypes.PyDLL``) for 2 TTL: no
     thread of the process runs, the Lock's timer thread included.  The intruder has to be
     another process."""
-    sc = chaos("sync body holds the GIL 2xTTL in a C call [sync]", ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200)
     sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
     for trial in range(TRIALS):

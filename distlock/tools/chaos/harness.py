@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 import redis.asyncio
 from redis.asyncio.retry import Retry as AsyncRetry
@@ -42,22 +41,22 @@ from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
 from distlock.tools import tracecheck
-from distlock.trace import NdjsonRecorder, iter_events, read_events, write_events
-from tests.chaos.invariants import Verdict, check
-from tests.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
-from tests.chaos.recorder import (
+from distlock.tools.chaos.invariants import Verdict, check
+from distlock.tools.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
+from distlock.tools.chaos.recorder import (
     Recorder,
     RecordingAsyncRedis,
     RecordingRedis,
     Section,
     now,
 )
-from tests.chaos.report import ChaosReport, Row
-from tests.chaos.targets import RedisTarget, Settings
-from tests.chaos.toxiproxy import Proxy
+from distlock.tools.chaos.report import ChaosReport, Row
+from distlock.tools.chaos.targets import LocalTarget, RedisTarget, Settings
+from distlock.tools.chaos.toxiproxy import Proxy
+from distlock.trace import NdjsonRecorder, iter_events, read_events, write_events
 
 #: Socket timeouts on every client: long against the TTLs used here (a hang is a hang for
-#: the lease), short enough that a stuck call ends within the test.
+#: the lease), short enough that a stuck call ends within the scenario.
 SOCKET_TIMEOUT = 1.0
 #: Upper bound for one trial's threads and tasks to finish.
 TRIAL_TIMEOUT = 30.0
@@ -90,6 +89,27 @@ TRACE_TICKS = 4
 _usleep = ctypes.PyDLL(None).usleep  # PyDLL: the GIL stays held during the call
 _usleep.argtypes = [ctypes.c_uint]
 _usleep.restype = ctypes.c_int
+
+
+#: The report's note where TLC is not installed and traces go unchecked.
+NO_TLC = "not checked: no TLC"
+#: Why a scenario that pauses or kills Redis does not run against a Redis it did not start.
+NEEDS_OWN_REDIS = "needs a Redis this tool started"
+
+
+class ScenarioFailed(Exception):
+    """A scenario's check failed: the message says which, with the trial's timeline."""
+
+
+class ScenarioNotRun(Exception):
+    """A scenario cannot run here (the message says why); it neither passed nor failed."""
+
+
+def require(condition: object, message: str) -> None:
+    """Fail the scenario with ``message`` unless ``condition`` holds (an ``assert`` that
+    survives ``python -O`` and carries a type of its own)."""
+    if not condition:
+        raise ScenarioFailed(message)
 
 
 def hold_gil(ms: float) -> None:
@@ -166,6 +186,13 @@ class Scenario:
         self.prefix = self.tag
         self.admin.ping()
         self.baseline = Baseline.take()
+
+    def own_redis(self) -> LocalTarget:
+        """The redis-server this tool started, for a fault that pauses or kills it; a Redis
+        the tool did not start is never touched that way (:class:`ScenarioNotRun`)."""
+        if not isinstance(self.target, LocalTarget):
+            raise ScenarioNotRun(NEEDS_OWN_REDIS)
+        return self.target
 
     # -- parameters -----------------------------------------------------------------------
 
@@ -282,6 +309,9 @@ class Scenario:
         if keep is not None:
             name = re.sub(r"[^A-Za-z0-9]+", "-", self.name).strip("-")
             write_events(Path(keep) / f"{name}.ndjson", self._trace_events)
+        if not self.settings.validate_traces:
+            self.trace_note = NO_TLC
+            return
         # TLC (one core) runs while the next trials do.
         self._trace_check = threading.Thread(
             target=self._validate_trace, name="chaos-tlc", daemon=True
@@ -509,7 +539,9 @@ class Scenario:
     def inject(self, fault: Fault, *, expect_lapse: bool, renewed: bool = True) -> None:
         victim = self.wait_for_victim(renewed=renewed)
         if victim is None:
-            pytest.fail(f"{self.name}: no victim renewed inside its body within {ARM_TIMEOUT}s")
+            raise ScenarioFailed(
+                f"{self.name}: no victim renewed inside its body within {ARM_TIMEOUT}s"
+            )
         if expect_lapse:
             self.targets.append(victim)
         fault(victim)
@@ -611,7 +643,7 @@ class Scenario:
             t.join(timeout=max(0.0, give_up - now()))
         hung = [t.name for t in [*victims, *helpers] if t.is_alive()]
         if hung:
-            pytest.fail(
+            raise ScenarioFailed(
                 f"{self.name}: still running after {TRIAL_TIMEOUT}s: {hung}\n" + self.timeline()
             )
         if injector is not None and injector.errors:
@@ -691,7 +723,7 @@ class Scenario:
         if hung:
             problems.append(f"still running: {hung}")
         if problems:
-            pytest.fail(f"{self.name}: " + "; ".join(problems) + "\n" + self.timeline())
+            raise ScenarioFailed(f"{self.name}: " + "; ".join(problems) + "\n" + self.timeline())
         if injector is not None and injector.errors:
             raise injector.errors[0]
         self.close_sync()
@@ -807,7 +839,11 @@ class Scenario:
                     if verdict.worst_detection_ms is None
                     else round(verdict.worst_detection_ms, 1)
                 ),
-                traces_validated=None if self.trace_excluded else self.traces_validated,
+                traces_validated=(
+                    None
+                    if self.trace_excluded or not self.settings.validate_traces
+                    else self.traces_validated
+                ),
                 trace_seconds=round(self.trace_seconds, 1),
                 trace_excluded=self.trace_excluded,
                 trace_note=self.trace_note,
@@ -833,7 +869,7 @@ class Scenario:
                 "the fault never let another client take the key, so the check proved nothing"
             )
         if problems:
-            pytest.fail(
+            raise ScenarioFailed(
                 f"{self.name}:\n  "
                 + "\n  ".join(problems)
                 + "\n--- timeline ---\n"

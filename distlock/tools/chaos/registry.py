@@ -1,0 +1,145 @@
+"""The scenarios, by name: what ``python -m distlock chaos`` runs and the pytest wrappers
+parametrize over.
+
+A scenario is a plain function of a :class:`Context` (and, for the ones run in both
+drivers, of ``mode``: ``"sync"`` or ``"asyncio"``), registered with :func:`scenario`.
+It makes its :class:`~distlock.tools.chaos.harness.Scenario` with
+:meth:`Context.scenario`, runs its trials, and ends with ``Scenario.finish``; a failed
+check raises :class:`~distlock.tools.chaos.harness.ScenarioFailed`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from distlock.tools.chaos.harness import Scenario
+from distlock.tools.chaos.report import ChaosReport
+from distlock.tools.chaos.targets import RedisTarget, Settings
+from distlock.tools.chaos.toxiproxy import Proxy
+
+MODES = ("sync", "asyncio")
+
+
+@dataclass
+class Context:
+    """What a scenario function gets: the Redis, the proxy in front of it, the report."""
+
+    title: str
+    target: RedisTarget
+    proxy: Proxy
+    settings: Settings
+    report: ChaosReport
+    admin: redis.Redis
+    made: list[Scenario] = field(default_factory=list)
+
+    def scenario(self, *, ttl_ms: int) -> Scenario:
+        """The scenario's recorder, clients and checks, for locks of ``ttl_ms``."""
+        made = Scenario(
+            name=self.title,
+            ttl_ms=ttl_ms,
+            target=self.target,
+            proxy=self.proxy,
+            settings=self.settings,
+            report=self.report,
+            admin=self.admin,
+        )
+        self.made.append(made)
+        return made
+
+    def close(self) -> None:
+        """Close every client and Lock left open, and delete the scenario's keys."""
+        for made in self.made:
+            made.close_sync()
+            self.target.cleanup(made.prefix)
+
+
+@dataclass(frozen=True)
+class Entry:
+    #: What ``--scenarios`` and pytest's test ids call it, e.g. ``proxy-down-past-the-ttl-sync``.
+    name: str
+    #: The name without the driver, selecting both (``proxy-down-past-the-ttl``).
+    group: str
+    #: The report row's name, e.g. ``proxy disabled 2xTTL then re-enabled [sync]``.
+    title: str
+    #: One line: the fault and what the lock must do about it.
+    summary: str
+    run: Callable[[Context], None]
+    #: Pauses or kills Redis itself: runs only against a redis-server this tool started.
+    needs_own_redis: bool = False
+
+
+REGISTRY: dict[str, Entry] = {}
+
+
+def scenario(
+    name: str,
+    title: str,
+    summary: str,
+    *,
+    modes: Iterable[str] | None = None,
+    needs_own_redis: bool = False,
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register the decorated function; with ``modes``, once per driver (it then takes
+    ``mode`` as a keyword, and ``{mode}`` in ``title`` names it)."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        variants: list[tuple[str, str, Callable[[Context], None]]] = []
+        if modes is None:
+            variants.append((name, title, fn))
+        else:
+            for mode in modes:
+                run: Callable[[Context], None] = functools.partial(fn, mode=mode)
+                variants.append((f"{name}-{mode}", title.format(mode=mode), run))
+        for full, full_title, run in variants:
+            if full in REGISTRY:
+                raise ValueError(f"two chaos scenarios named {full!r}")
+            REGISTRY[full] = Entry(full, name, full_title, summary, run, needs_own_redis)
+        return fn
+
+    return register
+
+
+def entries() -> list[Entry]:
+    """Every registered scenario, in the order the suite runs them."""
+    _load()
+    return list(REGISTRY.values())
+
+
+def select(names: Iterable[str] | None) -> list[Entry]:
+    """The entries named (a full name, or a group naming both drivers); every one for
+    ``None``.  An unknown name is a ``KeyError`` listing the known ones."""
+    every = entries()
+    if names is None:
+        return every
+    wanted = list(names)
+    unknown = [n for n in wanted if not any(n in (e.name, e.group) for e in every)]
+    if unknown:
+        raise KeyError(
+            f"unknown chaos scenario(s) {', '.join(unknown)}: "
+            "`python -m distlock chaos --list` names them all"
+        )
+    return [e for e in every if e.name in wanted or e.group in wanted]
+
+
+def _load() -> None:
+    # Importing the modules registers their scenarios.
+    from distlock.tools.chaos.scenarios import (  # noqa: F401
+        client_crash,
+        network,
+        redis_process,
+        starvation,
+    )
+
+
+def describe(entry: Entry) -> dict[str, Any]:
+    return {
+        "name": entry.name,
+        "title": entry.title,
+        "summary": entry.summary,
+        "needs_own_redis": entry.needs_own_redis,
+    }

@@ -1,0 +1,146 @@
+"""``redis-server`` processes this tool starts itself, on free loopback ports.
+
+Started without persistence (``--save '' --appendonly no``) so a restart loses every key,
+which is exactly the "Redis lost the key" fault the lock must surface.  Paused, killed and
+stopped by pid, never by port or name, so no other Redis on the machine is ever touched.
+(``tests/redis_server.py`` is the test suite's own copy; this one ships in the package.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+class ServerNotFound(RuntimeError):
+    """A server binary the tool needs is not installed."""
+
+
+def redis_server_binary() -> str:
+    """``redis-server`` on PATH, or a :class:`ServerNotFound` saying what to install."""
+    found = shutil.which("redis-server")
+    if found is None:
+        raise ServerNotFound(
+            "redis-server not found on PATH: install Redis (Debian/Ubuntu: "
+            "`apt-get install redis-server`, macOS: `brew install redis`), "
+            "or pass --redis URL to test a Redis you run"
+        )
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 10 s; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+class RedisServer:
+    """One redis-server child process. ``restart()`` keeps the port and loses the data."""
+
+    def __init__(self, port: int | None = None, binary: str | None = None) -> None:
+        self.binary = binary or redis_server_binary()
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self._dir = Path(tempfile.mkdtemp(prefix="distlock-redis-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"redis-server on port {self.port} is already running")
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                *("--port", str(self.port)),
+                *("--bind", self.host),
+                *("--save", ""),
+                *("--appendonly", "no"),
+                *("--dir", str(self._dir)),
+                *("--daemonize", "no"),
+                *("--protected-mode", "no"),
+                *("--loglevel", "warning"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.paused = False
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self, timeout: float = 10.0) -> None:
+        # Polling a port for readiness is the one wait with no event to block on.
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"redis-server exited with {self.proc.returncode} on port {self.port}"
+                )
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.01)
+        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout}s")
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError("redis-server is not running")
+        return self.proc.pid
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing and expires nothing."""
+        os.kill(self.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+        self.paused = False
+
+    def kill(self) -> None:
+        """SIGKILL: the data is gone (no persistence)."""
+        if self.proc is None:
+            return
+        if self.paused:
+            self.resume()
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.paused:
+                self.resume()
+            stop_process(self.proc)
+            self.proc = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
