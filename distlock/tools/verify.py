@@ -302,6 +302,10 @@ def run_tlc(
     command = [
         java,
         "-XX:+UseParallelGC",
+        # A refuted run stops at its shortest counterexample, before the optimising JIT pays
+        # for itself: the quick JIT alone takes 30-40% off those, where it adds 40% to the
+        # default model and 45% to liveness checking.
+        *(["-XX:TieredStopAtLevel=1"] if run.expected == "violates" else []),
         f"-Djava.io.tmpdir={tmp}",
         "-cp",
         str(jar_path()),
