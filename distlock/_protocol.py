@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Final
+from typing import Any, Final, cast
 
 from distlock._core.commands import Command, Op
 from distlock._slots import key_slot, slot_tag
@@ -27,6 +27,20 @@ class Script:
         return f"Script({self.sha[:8]})"
 
 
+#: Reads a key in a script without the risk of a WRONGTYPE error: ``read(cmd, key, ...)``
+#: returns the command's reply and ``false``, or ``false, true`` when the key holds another
+#: type (a ``Lock``'s string where a ``ReentrantLock`` keeps a hash, or the other way round):
+#: such a key is held by someone else, never an error.  Any other error is raised as it is.
+_READ: Final = """local function read(...)
+  local v = redis.pcall(...)
+  if type(v) == 'table' and v.err then
+    if string.find(v.err, 'WRONGTYPE', 1, true) then return false, true end
+    error(v)
+  end
+  return v, false
+end
+"""
+
 #: KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
 #: Returns the new fence, or 0 when another token holds the key.  Idempotent for the same
 #: token: a client-side retry of a request that already ran gets its own fence back
@@ -34,7 +48,9 @@ class Script:
 #: moved on since (other keys of the slot share it): its current value is still above every
 #: earlier owner's fence and below every later owner's, which is all a fence promises.
 ACQUIRE: Final = Script(
-    """local cur = redis.call('GET', KEYS[1])
+    _READ
+    + """local cur, foreign = read('GET', KEYS[1])
+if foreign then return 0 end
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return tonumber(redis.call('GET', KEYS[2]) or '1')
@@ -47,7 +63,8 @@ return redis.call('INCR', KEYS[2])
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 if extended, 0 if not ours.
 EXTEND: Final = Script(
-    """if redis.call('GET', KEYS[1]) == ARGV[1] then
+    _READ
+    + """if read('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -64,7 +81,8 @@ RELEASE_MEMORY_MS: Final = 30_000
 #: key is not ours and we did not release it.  The record is a short-lived key of its own,
 #: so the lock key is gone the moment it is released.
 RELEASE: Final = Script(
-    """if redis.call('GET', KEYS[1]) == ARGV[1] then
+    _READ
+    + """if read('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
   return 1
@@ -74,7 +92,93 @@ return 0
 """
 )
 
+# -- the reentrant lock: a hash {<token>: depth, fence: <fence>} under the lock key ---------
+
+#: KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
+#: {1, fence} when granted: a new hash with our token at depth 1 and a fresh fence, or our
+#: own hash again (the client library resent our outermost acquire: the TTL is re-set, the
+#: depth is left alone and the stored fence comes back).  {0, 0} when the key is held by
+#: another token, or is another type (a ``Lock``'s string): refused, never an error.
+R_ACQUIRE: Final = Script(
+    _READ
+    + """local cur, foreign = read('HGET', KEYS[1], ARGV[1])
+if foreign then return {0, 0} end
+if cur then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', fence)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, fence}
+"""
+)
+
+#: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the new depth.
+#: A re-entry: 1 if the hash holds our token (its depth is set, its TTL refreshed), else 0.
+#: Setting rather than incrementing makes a resend harmless.
+R_ENTER: Final = Script(
+    _READ
+    + """if read('HGET', KEYS[1], ARGV[1]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+)
+
+#: KEYS[1] lock key; ARGV[1] token, ARGV[2] the new depth (at least 1).
+#: An inner exit: 1 if the hash holds our token (its depth is set), else 0.  Never deletes:
+#: only the outermost exit frees the key.
+R_LEAVE: Final = Script(
+    _READ
+    + """if read('HGET', KEYS[1], ARGV[1]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+)
+
+#: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.  1 if extended, 0 if not ours.  The
+#: depth is left as it is: the renewal runs on its own schedule and knows nothing of it.
+R_RENEW: Final = Script(
+    _READ
+    + """if read('HGET', KEYS[1], ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+)
+
+#: KEYS[1] lock key, KEYS[2] fence counter (unused), KEYS[3] release record; ARGV[1] token,
+#: ARGV[2] memory ms.  The outermost exit: 1 if deleted now, or if this token's release
+#: already deleted it (a resend); else 0.  The record is the one ``RELEASE`` writes.
+R_RELEASE: Final = Script(
+    _READ
+    + """if read('HGET', KEYS[1], ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
+return 0
+"""
+)
+
 SCRIPTS: Final = {Op.ACQUIRE: ACQUIRE, Op.RENEW: EXTEND, Op.EXTEND: EXTEND, Op.RELEASE: RELEASE}
+#: The reentrant lock's scripts, by the operation they carry out.
+R_SCRIPTS: Final = {
+    Op.ACQUIRE: R_ACQUIRE,
+    Op.RENEW: R_RENEW,
+    Op.EXTEND: R_RENEW,
+    Op.RELEASE: R_RELEASE,
+    Op.REENTER: R_ENTER,
+    Op.LEAVE: R_LEAVE,
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -98,8 +202,38 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     """The script, KEYS and ARGV that carry out ``command``."""
     op = command.op
     key = command.key
+    if command.reentrant:
+        return _encode_reentrant(command)
     if op is Op.ACQUIRE:
         return ACQUIRE, [key, fence_key(key)], [command.token, command.ttl_ms]
     if op is Op.RELEASE:
         return RELEASE, [key, released_key(key)], [command.token, RELEASE_MEMORY_MS]
     return EXTEND, [key], [command.token, command.ttl_ms]
+
+
+def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | int]]:
+    op = command.op
+    key = command.key
+    token = command.token
+    if op is Op.ACQUIRE:
+        return R_ACQUIRE, [key, fence_key(key)], [token, command.ttl_ms]
+    if op is Op.RELEASE:
+        return (
+            R_RELEASE,
+            [key, fence_key(key), released_key(key)],
+            [token, RELEASE_MEMORY_MS],
+        )
+    if op is Op.REENTER:
+        return R_ENTER, [key], [token, command.ttl_ms, command.depth]
+    if op is Op.LEAVE:
+        return R_LEAVE, [key], [token, command.depth]
+    return R_RENEW, [key], [token, command.ttl_ms]
+
+
+def decode(command: Command, reply: object) -> int:
+    """The integer a machine takes from ``command``'s reply: the fence for an acquire (0:
+    refused), 1 or 0 for everything else."""
+    if isinstance(reply, list):
+        # R_ACQUIRE's {granted, fence}
+        return int(reply[1]) if int(reply[0]) == 1 else 0
+    return int(cast(Any, reply))

@@ -43,6 +43,8 @@ class LossReason(enum.Enum):
     DEADLINE_AT_COMPLETION = "the body finished after the lease deadline had passed"
     RELEASE_REJECTED = "the release found the key expired or held by another owner"
     RELEASE_UNANSWERED = "the release got no answer, so whether the key was still ours is unknown"
+    REENTER_REJECTED = "a re-entry found the key expired or held by another owner"
+    LEAVE_REJECTED = "an inner exit found the key expired or held by another owner"
 
 
 class LockLeaseLostError(LockError):

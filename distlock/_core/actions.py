@@ -33,6 +33,18 @@ CLIENT_ACTIONS: Final[dict[str, str]] = {
     "ReleaseFail": "release round trip failed or never answered: the outcome is unknown, so it is reported as a loss",
 }
 
+#: The reentrant lock's own client-side actions (``spec/Reentrant.tla``), one method each of
+#: :class:`distlock._core.reentrant.ReentrantSection`.  Its outermost level takes exactly
+#: the lock's actions above; these are the levels inside it, per holder.
+REENTRANT_ACTIONS: Final[dict[str, str]] = {
+    "Reenter": "the holder, at depth d >= 1 of a held section not known lost, sends R_ENTER with depth d+1 (a lease write: it refreshes the TTL)",
+    "ReenterReply": "R_ENTER replies: 1 is depth d+1 and the deadline moves to send time + ttl, like a renewal; 0 is the loss, and the re-entry raises it",
+    "ReenterFail": "R_ENTER got no reply: the depth stays d and the re-entry raises the error; not a loss (Redis may hold d+1 until the next depth write)",
+    "Leave": "an inner level (depth d >= 2) exits: depth d-1 at once on the client, and R_LEAVE(d-1) is sent",
+    "LeaveReply": "R_LEAVE replies: 1 is nothing more; 0 is the loss, and that inner exit raises it",
+    "LeaveFail": "R_LEAVE got no reply: not a loss (the depth in Redis is advisory until the next depth write)",
+}
+
 #: Environment actions: in the specification only, never in the core.
 ENVIRONMENT_ACTIONS: Final[dict[str, str]] = {
     "Tick": "time advances one unit: the key expires at its instant, countdowns and message ages move; a client clock may lag (drift within the bound); a due heartbeat timer fires first unless the loop is starved",

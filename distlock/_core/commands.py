@@ -23,6 +23,10 @@ class Op(enum.Enum):
     #: A manual extend from a handle.
     EXTEND = "extend"
     RELEASE = "release"
+    #: A reentrant lock's re-entry: set the holder's depth and refresh the TTL.
+    REENTER = "reenter"
+    #: A reentrant lock's inner exit: set the holder's depth (never frees the key).
+    LEAVE = "leave"
 
 
 class Command:
@@ -32,9 +36,11 @@ class Command:
     ``best_effort``: a cleanup whose failure changes nothing for the caller (the release
     after an acquire whose reply never came): one attempt, without the client library's
     retries, so a Redis that is down is not waited for twice.
+    ``reentrant``: the key is a reentrant lock's hash (the ``R_*`` scripts carry it out);
+    ``depth``: the depth a re-entry or an inner exit writes.
     """
 
-    __slots__ = ("best_effort", "key", "op", "token", "ttl_ms", "write")
+    __slots__ = ("best_effort", "depth", "key", "op", "reentrant", "token", "ttl_ms", "write")
 
     def __init__(
         self,
@@ -44,6 +50,9 @@ class Command:
         ttl_ms: int,
         write: Write | None = None,
         best_effort: bool = False,
+        *,
+        reentrant: bool = False,
+        depth: int = 0,
     ) -> None:
         self.op = op
         self.key = key
@@ -51,6 +60,8 @@ class Command:
         self.ttl_ms = ttl_ms
         self.write = write
         self.best_effort = best_effort
+        self.reentrant = reentrant
+        self.depth = depth
 
     def __repr__(self) -> str:
         return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"

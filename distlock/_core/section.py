@@ -261,8 +261,10 @@ class Section:
         self._alarm(Lost(self.key, self.client, now, reason, now - self.lease.confirmed_at))
         return Step(loss=self.lost, cancel_body=cancel)
 
-    def _command(self, op: Op, ttl_ms: int, write: Write | None) -> Command:
-        return Command(op, self.key, self.token, ttl_ms, write)
+    def _command(
+        self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
+    ) -> Command:
+        return Command(op, self.key, self.token, ttl_ms, write, best_effort)
 
     # -- replies, routed by the command they answer ------------------------------------------
 
@@ -514,9 +516,7 @@ class Section:
         self.phase = Phase.RELEASING
         if self.recording:
             self._record("Release", now)
-        return Step(
-            send=Command(Op.RELEASE, self.key, self.token, self.config.ttl_ms, None, cleanup)
-        )
+        return Step(send=self._command(Op.RELEASE, self.config.ttl_ms, None, cleanup))
 
     def _abandoned(self) -> bool:
         return self.fence is None

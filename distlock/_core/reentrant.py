@@ -1,0 +1,207 @@
+"""The reentrant lock's pure machine: a lock section plus its holder's depth.
+
+The outermost level of a reentrant hold is a lock section, action for action
+(:class:`~distlock._core.section.Section`: Acquire, RenewSend, Release, ...), run by the
+``R_*`` scripts of :mod:`distlock._protocol` on a hash instead of a string.  The levels
+inside it add six actions, one method each, named after the actions of
+``spec/Reentrant.tla`` in snake case (``ReenterReply`` is
+:meth:`ReentrantSection.reenter_reply`):
+
+- ``Reenter``: the holder, at depth d of a held section not known lost, writes depth d+1
+  (the write refreshes the TTL, so it is a lease write like a renewal);
+- ``ReenterReply``: 1 is depth d+1 and a confirmed lease write; 0 is the loss;
+- ``ReenterFail``: no reply: the depth stays d and the caller gets the error (Redis may hold
+  d+1 until the next write of the depth: the depth in Redis is advisory);
+- ``Leave``: an inner level exits: depth d-1 at once on the client, and written to Redis;
+- ``LeaveReply``: 1 is nothing more; 0 is the loss;
+- ``LeaveFail``: no reply: not a loss.
+
+Who the holder is (a thread, a task) is the driver's business; the machine knows one
+holder's depth on one key.  A re-entry or an inner exit on a section known lost (or no
+longer held) takes no action at all and sends nothing: the re-entry raises the loss, and
+the inner level only stops counting.
+
+``Section`` itself is left untouched, so ``tests/test_parity.py`` keeps comparing it with
+``spec/DistLock.tla``; :data:`distlock._core.actions.REENTRANT_ACTIONS` lists the actions
+added here.
+"""
+
+from __future__ import annotations
+
+from distlock._core.commands import NOTHING, Command, Op, Step
+from distlock._core.lease import Write
+from distlock._core.section import Phase, Section, SectionConfig
+from distlock.errors import LossReason, UsageError
+
+__all__ = ["ReentrantSection"]
+
+
+class ReentrantSection(Section):
+    """One holder's hold on one reentrant key: the outermost section and the depth in it."""
+
+    __slots__ = ("depth", "depth_op", "depth_unsettled", "enter_write")
+
+    def __init__(
+        self,
+        key: str,
+        token: str,
+        config: SectionConfig,
+        *,
+        client: str = "c",
+        record: bool = False,
+    ) -> None:
+        super().__init__(key, token, config, client=client, record=record)
+        #: Levels open on the client: 0 before the grant, 1 for the outermost level.
+        self.depth = 0
+        #: The depth write in flight (Op.REENTER or Op.LEAVE), if any: one at a time,
+        #: because one holder does one thing at a time.
+        self.depth_op: Op | None = None
+        #: The lease write of the re-entry in flight (its TTL refresh).
+        self.enter_write: Write | None = None
+        #: A depth write failed since the last one that was answered: Redis's depth may
+        #: differ from ours until the next answered write.
+        self.depth_unsettled = False
+
+    # -- what the spec observes -------------------------------------------------------------
+
+    @property
+    def depth_mirrored(self) -> bool:
+        """Nothing in flight and nothing failed since the last settled write: Redis holds
+        our depth (while it holds our token)."""
+        return self.depth_op is None and not self.depth_unsettled
+
+    def _command(
+        self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
+    ) -> Command:
+        return Command(
+            op, self.key, self.token, ttl_ms, write, best_effort, reentrant=True, depth=self.depth
+        )
+
+    def _depth_command(self, op: Op, depth: int, write: Write | None) -> Command:
+        return Command(
+            op, self.key, self.token, self.config.ttl_ms, write, reentrant=True, depth=depth
+        )
+
+    # -- the outermost level -----------------------------------------------------------------
+
+    def acquire_reply(self, now: float, fence: int) -> Step:
+        """AcquireReply (the lock's): a grant opens the outermost level."""
+        step = super().acquire_reply(now, fence)
+        if self.phase is Phase.HELD:
+            self.depth = 1
+        return step
+
+    def release(self, now: float) -> Step:
+        """Release (the lock's): only the outermost level frees the key."""
+        if self.depth > 1 and self.phase is Phase.HELD:
+            raise UsageError(
+                f"{self.depth - 1} inner level(s) of {self.key!r} are still open: exit them "
+                "(innermost first) before the outermost level",
+                self.key,
+            )
+        return super().release(now)
+
+    # -- re-entry --------------------------------------------------------------------------
+
+    def reenter(self, now: float) -> Step:
+        """Reenter: at depth d of a held section not known lost, write depth d+1 and
+        refresh the TTL.  Nothing to send (no action) when the section is no longer held
+        or known lost: the driver raises the loss instead."""
+        if not self.holding:
+            return NOTHING
+        self._guard(
+            "Reenter",
+            self.holding and self.depth >= 1 and self.depth_op is None,
+        )
+        ttl = self.config.ttl_ms
+        self.enter_write = write = self.lease.send(now, ttl)
+        self.depth_op = Op.REENTER
+        if self.recording:
+            self._record("Reenter", now, depth=self.depth, to=self.depth + 1)
+        return Step(send=self._depth_command(Op.REENTER, self.depth + 1, write))
+
+    def reenter_reply(self, now: float, ok: bool) -> Step:
+        """ReenterReply: 1 is depth d+1 (and the TTL refreshed from the send time, like a
+        renewal); 0 means the key is not ours: the loss.  A reply that finds the loss
+        already known opens no level."""
+        write = self.enter_write
+        self._guard("ReenterReply", self.depth_op is Op.REENTER and write is not None)
+        assert write is not None
+        self.depth_op = None
+        self.enter_write = None
+        step = NOTHING
+        if ok:
+            self.depth_unsettled = False
+            if self.holding:
+                self.lease.confirm(write)
+                self.depth += 1
+            else:
+                # Redis now holds d+1 for a level that will never open.
+                self.lease.settle(write)
+                self.depth_unsettled = True
+        else:
+            self.lease.settle(write)
+            step = self._lose(now, LossReason.REENTER_REJECTED, body_running=False)
+        if self.recording:
+            self._record("ReenterReply", now, ok=ok, depth=self.depth)
+        return step
+
+    def reenter_fail(self, now: float) -> Step:
+        """ReenterFail: no reply; the depth stays and the caller gets the error.  Not a loss:
+        the write may still run, so Redis may hold d+1 until the next depth write."""
+        write = self.enter_write
+        self._guard("ReenterFail", self.depth_op is Op.REENTER and write is not None)
+        assert write is not None
+        self.depth_op = None
+        self.enter_write = None
+        self.depth_unsettled = True
+        self.lease.fail(write)
+        if self.recording:
+            self._record("ReenterFail", now, depth=self.depth)
+        return NOTHING
+
+    # -- inner exits -------------------------------------------------------------------------
+
+    def leave(self, now: float) -> Step:
+        """Leave: an inner level (depth d >= 2) exits; depth d-1 at once, and written.
+
+        Nothing to send (no action) when the section is no longer held or known lost: the
+        level only stops counting, and the driver reports the loss.
+        """
+        if not self.holding:
+            if self.depth >= 2:
+                self.depth -= 1
+            return NOTHING
+        self._guard(
+            "Leave",
+            self.holding and self.depth >= 2 and self.depth_op is None,
+        )
+        self.depth -= 1
+        self.depth_op = Op.LEAVE
+        if self.recording:
+            self._record("Leave", now, depth=self.depth)
+        return Step(send=self._depth_command(Op.LEAVE, self.depth, None))
+
+    def leave_reply(self, now: float, ok: bool) -> Step:
+        """LeaveReply: 1 is nothing more; 0 means the key is not ours: the loss, which
+        that inner exit raises."""
+        self._guard("LeaveReply", self.depth_op is Op.LEAVE)
+        self.depth_op = None
+        step = NOTHING
+        if ok:
+            self.depth_unsettled = False
+        else:
+            step = self._lose(now, LossReason.LEAVE_REJECTED, body_running=False)
+        if self.recording:
+            self._record("LeaveReply", now, ok=ok, depth=self.depth)
+        return step
+
+    def leave_fail(self, now: float) -> Step:
+        """LeaveFail: no reply.  Not a loss: the depth in Redis is advisory until the next
+        depth write, and only the outermost release frees the key."""
+        self._guard("LeaveFail", self.depth_op is Op.LEAVE)
+        self.depth_op = None
+        self.depth_unsettled = True
+        if self.recording:
+            self._record("LeaveFail", now, depth=self.depth)
+        return NOTHING
