@@ -6,7 +6,9 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
@@ -151,6 +153,9 @@ HandleT = TypeVar("HandleT", bound=HandleBase)
 class LockBase:
     """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
 
+    #: The machine of each acquisition: a lock's section, or a reentrant one.
+    _section_type: type[Section] = Section
+
     def __init__(self, allowed: frozenset[str], options: Mapping[str, object]) -> None:
         self.defaults: Options = DEFAULTS.override(allowed, options)
         self.prefix = self.defaults.prefix
@@ -211,7 +216,7 @@ class LockBase:
         config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
         record = self._trace is not None
         sections = [
-            Section(
+            self._section_type(
                 key,
                 secrets.token_hex(16),
                 config,
@@ -253,6 +258,56 @@ class LockBase:
                 except Exception:
                     # An observer's bug must not cost anyone a lease: log it and go on.
                     log.exception("distlock observer %r failed on %r", observer, event)
+
+
+class Holders(Generic[HandleT]):
+    """Who holds which key through one reentrant lock: holder -> key -> outermost handle.
+
+    A holder is a thread or a task, keyed by the object itself (never by a number a dead
+    thread's successor may reuse) and held weakly, so a holder that ends is forgotten even
+    if it never exited its outermost level.  Entries are removed at the outermost exit.
+    """
+
+    __slots__ = ("_by_holder", "_mutex")
+
+    def __init__(self) -> None:
+        self._by_holder: weakref.WeakKeyDictionary[object, dict[str, HandleT]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._mutex = threading.Lock()
+
+    def get(self, holder: object, key: str) -> HandleT | None:
+        with self._mutex:
+            held = self._by_holder.get(holder)
+            return None if held is None else held.get(key)
+
+    def add(self, holder: object, key: str, handle: HandleT) -> None:
+        with self._mutex:
+            self._by_holder.setdefault(holder, {})[key] = handle
+
+    def remove(self, holder: object, key: str, handle: HandleT) -> None:
+        """Forget ``handle`` (and only it) as ``holder``'s outermost level of ``key``."""
+        with self._mutex:
+            held = self._by_holder.get(holder)
+            if held is not None and held.get(key) is handle:
+                del held[key]
+                if not held:
+                    del self._by_holder[holder]
+
+    def __len__(self) -> int:
+        with self._mutex:
+            return sum(len(held) for held in self._by_holder.values())
+
+
+def inner_verdict(section: Section, body_error: BaseException | None) -> None:
+    """What an inner level's ``with`` block raises on exit: the section's loss, if known
+    (chained from the body's exception; unchanged if the body raised the loss itself)."""
+    loss = section.lost
+    if loss is None or body_error is loss:
+        return
+    if body_error is None:
+        raise loss
+    raise loss from body_error
 
 
 def conclude(machine: Group, body_error: BaseException | None) -> None:

@@ -25,7 +25,9 @@ from typing import Any, Protocol, TypeVar
 
 from distlock._base import HandleBase
 from distlock._core.commands import NOTHING, Command, Step
+from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
+from distlock.errors import UsageError
 from distlock.events import Event, Transition
 
 T = TypeVar("T")
@@ -237,3 +239,65 @@ def tick(fx: Effects[H], handle: H) -> None:
     """
     handle._armed_at = None
     act(fx, handle, Section.tick)
+
+
+# -- the reentrant lock's inner levels --------------------------------------------------------
+#
+# ``handle`` is always the holder's outermost handle: it owns the section's timer, so a
+# re-entry's lease write re-arms the same renewal schedule every level shares.
+
+
+def reenter(fx: Effects[H], handle: H) -> Flow[None]:
+    """Open one more level of a held reentrant section (never waits).
+
+    A section known lost sends nothing and raises the loss at once; a reply 0 is the loss
+    (the signal fires) and raises it; a failed round trip raises its error with the depth
+    unchanged.
+    """
+    section = handle._section
+    assert isinstance(section, ReentrantSection)
+    command = act(fx, handle, ReentrantSection.reenter).send
+    if command is None:
+        raise _gone(section)
+    try:
+        reply = yield command
+    except GeneratorExit:
+        raise
+    except BaseException:
+        act(fx, handle, ReentrantSection.reenter_fail)
+        raise
+    act(fx, handle, ReentrantSection.reenter_reply, reply == 1)
+    if section.lost is not None:
+        raise section.lost
+
+
+def leave(fx: Effects[H], handle: H) -> Flow[bool]:
+    """Close the innermost inner level.  True if Redis confirmed our token still holds the
+    key; False if the loss is known (nothing is sent) or the reply was 0 (the signal
+    fires).  A failed round trip raises its error: not a loss, and the level is closed."""
+    section = handle._section
+    assert isinstance(section, ReentrantSection)
+    command = act(fx, handle, ReentrantSection.leave).send
+    if command is None:
+        return False
+    try:
+        reply = yield command
+    except GeneratorExit:
+        raise
+    except BaseException:
+        act(fx, handle, ReentrantSection.leave_fail)
+        raise
+    ok = reply == 1
+    act(fx, handle, ReentrantSection.leave_reply, ok)
+    return ok and section.lost is None
+
+
+def _gone(section: Section) -> BaseException:
+    """Why a re-entry sent nothing: the loss, or a section already over."""
+    if section.lost is not None:
+        return section.lost
+    return UsageError(
+        f"the outermost level of {section.key!r} was already released: a re-entry needs "
+        "the outermost level open",
+        section.key,
+    )

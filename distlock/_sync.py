@@ -9,9 +9,11 @@ slow observer holds up another section's deadline.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, Unpack, cast
@@ -26,20 +28,23 @@ from distlock import _flows as flows
 from distlock._base import (
     GroupBase,
     HandleBase,
+    Holders,
     HoldingBase,
     LockBase,
     conclude,
+    inner_verdict,
     now_ms,
     split_client,
 )
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
+from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._flows import Flow, Sleep
-from distlock._protocol import encode
+from distlock._protocol import decode, encode
 from distlock._scheduler import Scheduler, Timer
 from distlock._workers import Workers
-from distlock.errors import ValidationError
+from distlock.errors import UsageError, ValidationError
 from distlock.events import Event, Observer, Transition
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -162,6 +167,9 @@ class Lock(LockBase):
     >>> locks.run("42", lambda handle: charge(handle.fence))  # doctest: +SKIP
     """
 
+    #: The handle each acquisition gets.
+    _handle_type: type[LockHandle] = LockHandle
+
     def __init__(
         self,
         client: Client | str | Callable[[], Client],
@@ -278,7 +286,8 @@ class Lock(LockBase):
             ids, opts, watch=watch, cancel_on_loss=False
         )
         signal = LeaseSignal()
-        handles = [LockHandle(self, s, machine, observers, signal) for s in sections]
+        make = self._handle_type
+        handles = [make(self, s, machine, observers, signal) for s in sections]
         return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with blocking calls ---------------------------
@@ -287,17 +296,18 @@ class Lock(LockBase):
         client = self.client
         script, keys, args = encode(command)
         if command.best_effort and isinstance(client, redis.Redis):
-            return self._call_once(client, script.sha, script.source, keys, args)
+            reply = self._call_once(client, script.sha, script.source, keys, args)
+            return decode(command, reply)
         try:
             reply = client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
             reply = client.eval(script.source, len(keys), *keys, *args)
-        return int(cast(Any, reply))
+        return decode(command, reply)
 
     @staticmethod
     def _call_once(
         client: redis.Redis, sha: str, source: str, keys: list[str], args: list[str | int]
-    ) -> int:
+    ) -> object:
         """One attempt on a connection of its own, with no retry (of the command or of
         the connect): the pool's connections retry as the client was configured."""
         # Typed Any: parts of redis-py's connection API carry no annotations.
@@ -313,7 +323,7 @@ class Lock(LockBase):
                 reply = api.parse_response(conn, "EVAL")
         finally:
             conn.disconnect()
-        return int(cast(Any, reply))
+        return reply
 
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its end; whatever interrupts a wait is thrown into the flow."""
@@ -374,4 +384,248 @@ def _check_body(fn: Callable[..., object]) -> None:
         )
 
 
-__all__ = ["Lock", "LockGroup", "LockHandle"]
+# -- the reentrant lock ------------------------------------------------------------------------
+
+
+class ReentrantHandle(LockHandle):
+    """One level of a :class:`ReentrantLock` held by the current thread.
+
+    ``depth`` is 1 for the outermost level, 2 for the one inside it, and so on.  Every level
+    shares the outermost level's ``key``, ``token``, ``fence``, ``signal`` and renewal.
+    """
+
+    __slots__ = ("_depth", "_holder", "_level_open", "_root")
+
+    def __init__(
+        self,
+        lock: Lock,
+        section: Section,
+        machine: Group,
+        observers: tuple[Observer, ...],
+        signal: LeaseSignal,
+    ) -> None:
+        super().__init__(lock, section, machine, observers, signal)
+        self._depth = 1
+        #: The outermost level's handle (None: this is it).
+        self._root: ReentrantHandle | None = None
+        self._level_open = True
+        #: The thread holding the outermost level (only while registered).
+        self._holder: weakref.ref[threading.Thread] | None = None
+
+    @property
+    def depth(self) -> int:
+        """1 for the outermost level, 2 for a re-entry inside it, and so on."""
+        return self._depth
+
+    @property
+    def held(self) -> bool:
+        """This level is open and the key is held and not known lost."""
+        return self._level_open and self._section.holding
+
+    def _outermost(self) -> ReentrantHandle:
+        return self if self._root is None else self._root
+
+    def extend(self, ttl_ms: int | None = None) -> bool:
+        """As :meth:`LockHandle.extend`: the one lease every level shares."""
+        root = self._outermost()
+        return LockHandle.extend(root, ttl_ms) if root is not self else super().extend(ttl_ms)
+
+    def release(self) -> bool:
+        """Exit this level.  An inner level writes the depth to Redis and never frees the
+        key: True if our token still held it, False if the lease is known lost or the level
+        was already released.  The outermost level frees the key, as
+        :meth:`LockHandle.release` does, once every inner level has exited.
+        """
+        lock = cast(ReentrantLock, self._lock)
+        if self._root is None:
+            return lock._release_outermost(self)
+        return lock._leave(self)
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._root is None:
+            super().__exit__(et, ev, tb)
+            return
+        self.release()
+        inner_verdict(self._section, ev)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]} depth={self._depth}>"
+
+
+class _ReentrantHold:
+    """``with locks.hold(id)`` on a :class:`ReentrantLock`: the outermost level if the
+    current thread does not hold ``id`` through this lock yet, a re-entry if it does."""
+
+    __slots__ = ("_entered", "_hold", "_inner", "_lock")
+
+    def __init__(self, lock: ReentrantLock, id: str, options: HoldOptions) -> None:
+        self._lock = lock
+        #: Options are validated now, before any command; used if this is the outermost level.
+        self._hold = _Hold(lock, [id], options)
+        self._inner: ReentrantHandle | None = None
+        self._entered = False
+
+    def __enter__(self) -> ReentrantHandle:
+        if self._entered:
+            raise UsageError(
+                "this hold() was already entered; call hold() again for another section"
+            )
+        self._entered = True
+        lock = self._lock
+        key = self._hold._group.handles[0].key
+        lock._check_open(key)
+        holder = threading.current_thread()
+        outer = lock._holders.get(holder, key)
+        if outer is not None:
+            self._inner = lock._reenter(outer)
+            return self._inner
+        handle = cast(ReentrantHandle, self._hold.__enter__())
+        lock._register(holder, handle)
+        return handle
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        inner = self._inner
+        if inner is None:
+            handle = cast(ReentrantHandle, self._hold._group.handles[0])
+            try:
+                self._hold.__exit__(et, ev, tb)
+            finally:
+                handle._level_open = False
+                self._lock._unregister(handle)
+            return
+        # LeaveFail: not a loss (the depth in Redis is advisory); the outermost exit is
+        # what frees the key and decides the verdict.
+        with contextlib.suppress(Exception):
+            self._lock._leave(inner)
+        inner_verdict(inner._section, ev)
+
+
+class ReentrantLock(Lock):
+    """A reentrant Redis lock namespace: the thread holding ``id`` may take it again.
+
+    Everything a :class:`Lock` takes (client forms, options, errors, signal, renewal)
+    applies.  The holder is the current thread; re-entry is recognised per
+    ``ReentrantLock`` object, so a second object for the same key, like another thread, is
+    another holder and is refused.  A re-entry never waits, costs one round trip, and
+    returns a handle with ``depth`` one more than the level it is in; the key is freed only
+    when the outermost level exits.  The key is a hash (``<token>`` -> depth, ``fence``), so
+    a :class:`Lock` and a ``ReentrantLock`` on the same key refuse each other.
+
+    >>> locks = ReentrantLock("redis://127.0.0.1:6379/0", prefix="cart")  # doctest: +SKIP
+    >>> with locks.hold("7") as outer, locks.hold("7") as inner:  # doctest: +SKIP
+    ...     assert (outer.depth, inner.depth) == (1, 2)
+    """
+
+    _section_type = ReentrantSection
+    _handle_type = ReentrantHandle
+
+    def __init__(
+        self,
+        client: Client | str | Callable[[], Client],
+        **options: Unpack[LockOptions],
+    ) -> None:
+        super().__init__(client, **options)
+        self._holders: Holders[ReentrantHandle] = Holders()
+
+    def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> ReentrantHandle | None:
+        """Take the lock, or return None if another holder has it (after any retries).
+
+        If the current thread already holds ``id`` through this lock, this is a re-entry:
+        it never waits and returns the next level's handle (release it before the outer
+        levels).  The outermost handle is not renewed in the background, as for
+        :meth:`Lock.acquire`.
+        """
+        key = self.key(id)
+        self._check_open(key)
+        holder = threading.current_thread()
+        outer = self._holders.get(holder, key)
+        if outer is not None:
+            self.defaults.override(ACQUIRE_KEYS, options)  # validated all the same
+            return self._reenter(outer)
+        handle = cast("ReentrantHandle | None", super().acquire(id, **options))
+        if handle is not None:
+            self._register(holder, handle)
+        return handle
+
+    def hold(self, id: str, **options: Unpack[HoldOptions]) -> _ReentrantHold:  # type: ignore[override]
+        """Hold the lock for a ``with`` block, as :meth:`Lock.hold`; inside a block of the
+        same thread on the same ``id``, a re-entry (the outer level's renewal covers it)."""
+        return _ReentrantHold(self, id, options)
+
+    def run(
+        self, id: str, fn: Callable[[ReentrantHandle], T], **options: Unpack[HoldOptions]
+    ) -> T:
+        """Run ``fn(handle)`` under the lock, as :meth:`Lock.run`, re-entering if the
+        current thread already holds ``id`` through this lock."""
+        _check_body(fn)
+        with self.hold(id, **options) as handle:
+            return fn(handle)
+
+    def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
+        """Not offered: a reentrant lock is taken one key at a time (use :class:`Lock`'s
+        ``hold_many`` for several keys at once)."""
+        raise UsageError(
+            "ReentrantLock takes one key at a time: nest hold() calls, or use Lock.hold_many"
+        )
+
+    def run_many(
+        self, ids: Sequence[str], fn: Callable[[LockGroup], T], **options: Unpack[HoldOptions]
+    ) -> T:
+        """Not offered: see :meth:`hold_many`."""
+        raise UsageError(
+            "ReentrantLock takes one key at a time: nest run() calls, or use Lock.run_many"
+        )
+
+    # -- levels ------------------------------------------------------------------------------
+
+    def _register(self, holder: threading.Thread, handle: ReentrantHandle) -> None:
+        handle._holder = weakref.ref(holder)
+        self._holders.add(holder, handle.key, handle)
+
+    def _unregister(self, handle: ReentrantHandle) -> None:
+        ref = handle._holder
+        holder = ref() if ref is not None else None
+        if holder is not None:
+            self._holders.remove(holder, handle.key, handle)
+        handle._holder = None
+
+    def _reenter(self, outer: ReentrantHandle) -> ReentrantHandle:
+        self._run(flows.reenter(self, outer))
+        inner = ReentrantHandle(
+            self, outer._section, outer._machine, outer._observers, outer.signal
+        )
+        inner._root = outer
+        inner._depth = cast(ReentrantSection, outer._section).depth
+        return inner
+
+    def _leave(self, inner: ReentrantHandle) -> bool:
+        if not inner._level_open:
+            return False
+        section = cast(ReentrantSection, inner._section)
+        if section.depth != inner._depth:
+            raise UsageError(
+                f"level {inner._depth} of {inner.key!r} cannot exit while level "
+                f"{section.depth} is open: exit the innermost level first",
+                inner.key,
+            )
+        inner._level_open = False
+        root = inner._root
+        assert root is not None
+        return self._run(flows.leave(self, root))
+
+    def _release_outermost(self, handle: ReentrantHandle) -> bool:
+        try:
+            # Raises UsageError while inner levels are open; after a release that got no
+            # answer, sends again (as a Lock's handle does).
+            return LockHandle.release(handle)
+        finally:
+            if handle._section.phase is not Phase.HELD:
+                handle._level_open = False
+                self._unregister(handle)
+
+
+__all__ = ["Lock", "LockGroup", "LockHandle", "ReentrantHandle", "ReentrantLock"]

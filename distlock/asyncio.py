@@ -38,7 +38,7 @@ from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.section import Phase, Section
 from distlock._flows import Flow, Request, Sleep
-from distlock._protocol import encode
+from distlock._protocol import decode, encode
 from distlock.events import Observer
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -319,17 +319,18 @@ class Lock(LockBase):
         client = self._client if self._client is not None else await self.client()
         script, keys, args = encode(command)
         if command.best_effort and isinstance(client, aredis.Redis):
-            return await self._call_once(client, script.sha, script.source, keys, args)
+            reply = await self._call_once(client, script.sha, script.source, keys, args)
+            return decode(command, reply)
         try:
             reply = await client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
             reply = await client.eval(script.source, len(keys), *keys, *args)
-        return int(cast(Any, reply))
+        return decode(command, reply)
 
     @staticmethod
     async def _call_once(
         client: aredis.Redis, sha: str, source: str, keys: list[str], args: list[str | int]
-    ) -> int:
+    ) -> object:
         """One attempt on a connection of its own, with no retry (of the command or of
         the connect): the pool's connections retry as the client was configured."""
         # Typed Any: parts of redis-py's connection API carry no annotations.
@@ -345,7 +346,7 @@ class Lock(LockBase):
                 reply = await api.parse_response(conn, "EVAL")
         finally:
             await conn.disconnect()
-        return int(cast(Any, reply))
+        return reply
 
     async def _run(self, flow: Flow[T], request: Request | None = None) -> T:
         """Run ``flow``; ``request`` resumes one whose pending request was interrupted.
