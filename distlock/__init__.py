@@ -1,10 +1,10 @@
 """distlock: a Redis lock whose behaviour is specified in TLA+ and model-checked with TLC.
 
->>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError
+>>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError, ReentrantLock
 """
 
 from distlock import events
-from distlock._sync import Lock, LockGroup, LockHandle
+from distlock._sync import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
 from distlock.errors import (
     LockClosedError,
     LockError,
@@ -34,6 +34,8 @@ __all__ = [
     "LockOptions",
     "LossReason",
     "ProtocolError",
+    "ReentrantHandle",
+    "ReentrantLock",
     "UsageError",
     "ValidationError",
     "events",

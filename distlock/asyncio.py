@@ -12,7 +12,9 @@ cancelling a caller never drops the token before Redis has answered a release.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
@@ -28,17 +30,21 @@ from distlock import _flows as flows
 from distlock._base import (
     GroupBase,
     HandleBase,
+    Holders,
     HoldingBase,
     LockBase,
     conclude,
+    inner_verdict,
     now_ms,
     split_client,
 )
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
+from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._flows import Flow, Request, Sleep
 from distlock._protocol import decode, encode
+from distlock.errors import UsageError
 from distlock.events import Observer
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -182,6 +188,9 @@ class Lock(LockBase):
     Options (see :class:`distlock.options.AsyncLockOptions`) are the defaults of every call.
     """
 
+    #: The handle each acquisition gets.
+    _handle_type: type[LockHandle] = LockHandle
+
     def __init__(
         self,
         client: Client | str | ClientFactory,
@@ -310,7 +319,8 @@ class Lock(LockBase):
             ids, opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
         )
         signal = AsyncLeaseSignal()
-        handles = [LockHandle(self, s, machine, observers, signal) for s in sections]
+        make = self._handle_type
+        handles = [make(self, s, machine, observers, signal) for s in sections]
         return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
@@ -420,4 +430,300 @@ class Lock(LockBase):
         handle._timer = asyncio.get_running_loop().call_later(delay, flows.tick, self, handle)
 
 
-__all__ = ["Lock", "LockGroup", "LockHandle"]
+# -- the reentrant lock ------------------------------------------------------------------------
+
+
+def _current_task(key: str) -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    if task is None:
+        raise UsageError(
+            f"a ReentrantLock's holder is the current task, and there is none: take {key!r} "
+            "from inside a task (a coroutine run by asyncio)",
+            key,
+        )
+    return task
+
+
+class ReentrantHandle(LockHandle):
+    """One level of a :class:`ReentrantLock` held by the current task (asyncio).
+
+    ``depth`` is 1 for the outermost level, 2 for the one inside it, and so on.  Every level
+    shares the outermost level's ``key``, ``token``, ``fence``, ``signal`` and renewal.
+    """
+
+    __slots__ = ("_depth", "_holder", "_level_open", "_root")
+
+    def __init__(
+        self,
+        lock: Lock,
+        section: Section,
+        machine: Group,
+        observers: tuple[Observer, ...],
+        signal: AsyncLeaseSignal,
+    ) -> None:
+        super().__init__(lock, section, machine, observers, signal)
+        self._depth = 1
+        #: The outermost level's handle (None: this is it).
+        self._root: ReentrantHandle | None = None
+        self._level_open = True
+        #: The task holding the outermost level (only while registered).
+        self._holder: weakref.ref[asyncio.Task[Any]] | None = None
+
+    @property
+    def depth(self) -> int:
+        """1 for the outermost level, 2 for a re-entry inside it, and so on."""
+        return self._depth
+
+    @property
+    def held(self) -> bool:
+        """This level is open and the key is held and not known lost."""
+        return self._level_open and self._section.holding
+
+    async def extend(self, ttl_ms: int | None = None) -> bool:
+        """As :meth:`LockHandle.extend`: the one lease every level shares."""
+        root = self._root
+        if root is None:
+            return await super().extend(ttl_ms)
+        return await root.extend(ttl_ms)
+
+    async def release(self) -> bool:
+        """Exit this level.  An inner level writes the depth to Redis and never frees the
+        key: True if our token still held it, False if the lease is known lost or the level
+        was already released.  The outermost level frees the key, as
+        :meth:`LockHandle.release` does, once every inner level has exited.
+        """
+        lock = cast(ReentrantLock, self._lock)
+        if self._root is None:
+            return await lock._release_outermost(self)
+        return await lock._leave(self)
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._root is None:
+            await super().__aexit__(et, ev, tb)
+            return
+        await self.release()
+        inner_verdict(self._section, ev)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]} depth={self._depth}>"
+
+
+class _OuterHold(_Hold):
+    """The outermost level's ``hold()``: a lock's, except that the cancel a loss sent to
+    the body is consumed by whichever level's exit sees it first (the innermost open one),
+    so that every level surfaces :class:`LockLeaseLostError`, never ``CancelledError``."""
+
+    __slots__ = ("_consumed",)
+
+    def __init__(self, lock: Lock, ids: Sequence[str], options: AsyncHoldOptions) -> None:
+        super().__init__(lock, ids, options)
+        self._consumed = False
+
+    def _take_loss_cancel(self, ev: BaseException | None) -> bool | None:
+        """None: no loss cancel to consume (or consumed already).  Otherwise consume it:
+        True if a cancel from outside came on top of it (that one propagates), else False."""
+        task = self.task
+        if not self._machine.body_cancelled or self._consumed or task is None:
+            return None
+        self._consumed = True
+        return task.uncancel() > self._cancelling and isinstance(ev, asyncio.CancelledError)
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        outside_cancel = self._take_loss_cancel(ev) is True
+        await self._lock._run(flows.finish_all(self._lock, self._group.handles))
+        if outside_cancel:
+            return
+        self._conclude(self._machine, ev)
+
+
+class _ReentrantHold:
+    """``async with locks.hold(id)`` on a :class:`ReentrantLock`: the outermost level if
+    the current task does not hold ``id`` through this lock yet, a re-entry if it does."""
+
+    __slots__ = ("_entered", "_hold", "_inner", "_lock")
+
+    def __init__(self, lock: ReentrantLock, id: str, options: AsyncHoldOptions) -> None:
+        self._lock = lock
+        #: Options are validated now, before any command; used if this is the outermost level.
+        self._hold = _OuterHold(lock, [id], options)
+        self._inner: ReentrantHandle | None = None
+        self._entered = False
+
+    async def __aenter__(self) -> ReentrantHandle:
+        if self._entered:
+            raise UsageError(
+                "this hold() was already entered; call hold() again for another section"
+            )
+        self._entered = True
+        lock = self._lock
+        key = self._hold._group.handles[0].key
+        lock._check_open(key)
+        holder = _current_task(key)
+        outer = lock._holders.get(holder, key)
+        if outer is not None:
+            self._inner = await lock._reenter(outer)
+            return self._inner
+        handle = cast(ReentrantHandle, await self._hold.__aenter__())
+        lock._register(holder, handle)
+        return handle
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        inner = self._inner
+        if inner is None:
+            handle = cast(ReentrantHandle, self._hold._group.handles[0])
+            try:
+                await self._hold.__aexit__(et, ev, tb)
+            finally:
+                handle._level_open = False
+                self._lock._unregister(handle)
+            return
+        root = inner._root
+        assert root is not None
+        holding = root._holding
+        took = None
+        if isinstance(ev, asyncio.CancelledError) and isinstance(holding, _OuterHold):
+            took = holding._take_loss_cancel(ev)
+        # LeaveFail: not a loss (the depth in Redis is advisory); the outermost exit is
+        # what frees the key and decides the verdict.
+        with contextlib.suppress(Exception):
+            await self._lock._leave(inner)
+        if took is None and isinstance(ev, asyncio.CancelledError):
+            return  # a cancel from outside, not the loss's: it propagates
+        if took is True:
+            return
+        inner_verdict(inner._section, ev)
+
+
+class ReentrantLock(Lock):
+    """A reentrant Redis lock namespace for asyncio: the task holding ``id`` may take it
+    again.
+
+    Everything :class:`Lock` takes (client forms, options, errors, signal, renewal,
+    cancellation) applies.  The holder is the current task (``asyncio.current_task()``,
+    never a context variable: a child task the holder creates is another holder and is
+    refused, as it would deadlock on a key its parent holds only if it waited).  Re-entry
+    is recognised per ``ReentrantLock`` object.  A re-entry never waits, costs one round
+    trip, and returns a handle with ``depth`` one more than the level it is in; the key is
+    freed only when the outermost level exits.
+    """
+
+    _section_type = ReentrantSection
+    _handle_type = ReentrantHandle
+
+    def __init__(
+        self,
+        client: Client | str | ClientFactory,
+        **options: Unpack[AsyncLockOptions],
+    ) -> None:
+        super().__init__(client, **options)
+        self._holders: Holders[ReentrantHandle] = Holders()
+
+    async def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> ReentrantHandle | None:
+        """Take the lock, or return None if another holder has it (after any retries).
+
+        If the current task already holds ``id`` through this lock, this is a re-entry: it
+        never waits and returns the next level's handle (release it before the outer
+        levels).  The outermost handle is not renewed in the background, as for
+        :meth:`Lock.acquire`.
+        """
+        key = self.key(id)
+        self._check_open(key)
+        holder = _current_task(key)
+        outer = self._holders.get(holder, key)
+        if outer is not None:
+            self.defaults.override(ACQUIRE_KEYS, options)  # validated all the same
+            return await self._reenter(outer)
+        handle = cast("ReentrantHandle | None", await super().acquire(id, **options))
+        if handle is not None:
+            self._register(holder, handle)
+        return handle
+
+    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _ReentrantHold:  # type: ignore[override]
+        """``async with locks.hold(id) as handle``, as :meth:`Lock.hold`; inside a block of
+        the same task on the same ``id``, a re-entry (the outer level's renewal covers it)."""
+        return _ReentrantHold(self, id, options)
+
+    async def run(
+        self,
+        id: str,
+        fn: Callable[[ReentrantHandle], Awaitable[T]],
+        **options: Unpack[AsyncHoldOptions],
+    ) -> T:
+        """``await fn(handle)`` under the lock, re-entering if the current task already
+        holds ``id`` through this lock; see :meth:`hold`."""
+        async with self.hold(id, **options) as handle:
+            return await fn(handle)
+
+    def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
+        """Not offered: a reentrant lock is taken one key at a time (use :class:`Lock`'s
+        ``hold_many`` for several keys at once)."""
+        raise UsageError(
+            "ReentrantLock takes one key at a time: nest hold() calls, or use Lock.hold_many"
+        )
+
+    async def run_many(
+        self,
+        ids: Sequence[str],
+        fn: Callable[[LockGroup], Awaitable[T]],
+        **options: Unpack[AsyncHoldOptions],
+    ) -> T:
+        """Not offered: see :meth:`hold_many`."""
+        raise UsageError(
+            "ReentrantLock takes one key at a time: nest run() calls, or use Lock.run_many"
+        )
+
+    # -- levels ------------------------------------------------------------------------------
+
+    def _register(self, holder: asyncio.Task[Any], handle: ReentrantHandle) -> None:
+        handle._holder = weakref.ref(holder)
+        self._holders.add(holder, handle.key, handle)
+
+    def _unregister(self, handle: ReentrantHandle) -> None:
+        ref = handle._holder
+        holder = ref() if ref is not None else None
+        if holder is not None:
+            self._holders.remove(holder, handle.key, handle)
+        handle._holder = None
+
+    async def _reenter(self, outer: ReentrantHandle) -> ReentrantHandle:
+        await self._run(flows.reenter(self, outer))
+        inner = ReentrantHandle(
+            self, outer._section, outer._machine, outer._observers, outer.signal
+        )
+        inner._root = outer
+        inner._depth = cast(ReentrantSection, outer._section).depth
+        return inner
+
+    async def _leave(self, inner: ReentrantHandle) -> bool:
+        if not inner._level_open:
+            return False
+        section = cast(ReentrantSection, inner._section)
+        if section.depth != inner._depth:
+            raise UsageError(
+                f"level {inner._depth} of {inner.key!r} cannot exit while level "
+                f"{section.depth} is open: exit the innermost level first",
+                inner.key,
+            )
+        inner._level_open = False
+        root = inner._root
+        assert root is not None
+        return await self._run(flows.leave(self, root))
+
+    async def _release_outermost(self, handle: ReentrantHandle) -> bool:
+        try:
+            # Raises UsageError while inner levels are open; after a release that got no
+            # answer, sends again (as a Lock's handle does).
+            return await LockHandle.release(handle)
+        finally:
+            if handle._section.phase is not Phase.HELD:
+                handle._level_open = False
+                self._unregister(handle)
+
+
+__all__ = ["Lock", "LockGroup", "LockHandle", "ReentrantHandle", "ReentrantLock"]
