@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, Unpack, cast
+from typing import Any, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
@@ -212,7 +212,7 @@ class Lock(LockBase):
         if self._owns_client and self._client is not None:
             self._client.close()
 
-    def __enter__(self) -> Lock:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -618,9 +618,9 @@ class ReentrantLock(Lock):
         return self._run(flows.leave(self, root))
 
     def _release_outermost(self, handle: ReentrantHandle) -> bool:
+        cast(ReentrantSection, handle._section).check_outermost_exit()
         try:
-            # Raises UsageError while inner levels are open; after a release that got no
-            # answer, sends again (as a Lock's handle does).
+            # After a release that got no answer, this sends again (as a Lock's handle does).
             return LockHandle.release(handle)
         finally:
             if handle._section.phase is not Phase.HELD:

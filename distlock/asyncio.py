@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
-from typing import Any, TypeVar, Unpack, cast
+from typing import Any, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
@@ -248,7 +248,7 @@ class Lock(LockBase):
         if self._owns_client and self._client is not None:
             await self._client.aclose()
 
-    async def __aenter__(self) -> Lock:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -716,9 +716,9 @@ class ReentrantLock(Lock):
         return await self._run(flows.leave(self, root))
 
     async def _release_outermost(self, handle: ReentrantHandle) -> bool:
+        cast(ReentrantSection, handle._section).check_outermost_exit()
         try:
-            # Raises UsageError while inner levels are open; after a release that got no
-            # answer, sends again (as a Lock's handle does).
+            # After a release that got no answer, this sends again (as a Lock's handle does).
             return await LockHandle.release(handle)
         finally:
             if handle._section.phase is not Phase.HELD:

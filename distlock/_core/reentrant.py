@@ -91,15 +91,14 @@ class ReentrantSection(Section):
             self.depth = 1
         return step
 
-    def release(self, now: float) -> Step:
-        """Release (the lock's): only the outermost level frees the key."""
+    def check_outermost_exit(self) -> None:
+        """Not an action: the outermost level may exit only once no inner level is open."""
         if self.depth > 1 and self.phase is Phase.HELD:
             raise UsageError(
                 f"{self.depth - 1} inner level(s) of {self.key!r} are still open: exit them "
                 "(innermost first) before the outermost level",
                 self.key,
             )
-        return super().release(now)
 
     # -- re-entry --------------------------------------------------------------------------
 
