@@ -155,3 +155,29 @@ def test_toxics_really_hurt(chaos_proxy: Proxy) -> None:
         assert client.ping()
     finally:
         client.close()
+
+
+def _starved(
+    rec: Recorder, client: str, start: float, starve_s: float, end: float, signal: float
+) -> Section:
+    s = _section(rec, client, start, end, "lost", signal=signal, sends=(start - 0.001,))
+    s.starved_from = rec.origin + start
+    s.starved_until = rec.origin + start + starve_s
+    return s
+
+
+def test_a_starved_signal_is_judged_from_the_end_of_the_whole_starvation() -> None:
+    # Two sections of one process: the second starves it 2 ms after the first's starvation
+    # ended, so the first one's timers could not run until 0.802 s.
+    rec = Recorder("synthetic")
+    _starved(rec, "v1", 0.0, 0.4, 0.81, signal=0.805)
+    _starved(rec, "v0", 0.402, 0.4, 0.9, signal=0.806)
+    assert check(rec, slack_ms=150).violations == []
+
+
+def test_a_starved_signal_late_after_the_whole_starvation_is_caught() -> None:
+    rec = Recorder("synthetic")
+    _starved(rec, "v1", 0.0, 0.4, 1.2, signal=1.1)
+    _starved(rec, "v0", 0.402, 0.4, 0.9, signal=0.806)
+    violations = check(rec, slack_ms=150).violations
+    assert len(violations) == 1 and "after the starvation ended" in violations[0]
