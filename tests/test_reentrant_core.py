@@ -148,7 +148,7 @@ def test_guards() -> None:
     section.check_outermost_exit()
 
 
-def test_after_a_known_loss_nothing_is_sent_and_no_action_taken() -> None:
+def test_after_a_known_loss_a_reentry_sends_nothing_and_an_inner_exit_still_leaves() -> None:
     section = held()
     section.reenter(2.0)
     section.reenter_reply(3.0, True)
@@ -156,9 +156,12 @@ def test_after_a_known_loss_nothing_is_sent_and_no_action_taken() -> None:
     section.renew_reply(2_601.0, False)
     actions(section)
     assert section.reenter(2_700.0).send is None
-    assert section.leave(2_800.0).send is None
-    assert section.depth == 1
     assert actions(section) == []
+    # The spec's Leave fires while the outermost level is held, lost or not.
+    assert section.leave(2_800.0).send is not None
+    section.leave_reply(2_801.0, False)
+    assert section.depth == 1
+    assert actions(section) == ["Leave", "LeaveReply"]
 
 
 def test_manual_outermost_level() -> None:

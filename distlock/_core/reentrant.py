@@ -17,9 +17,9 @@ inside it add six actions, one method each, named after the actions of
 - ``LeaveFail``: no reply: not a loss.
 
 Who the holder is (a thread, a task) is the driver's business; the machine knows one
-holder's depth on one key.  A re-entry or an inner exit on a section known lost (or no
-longer held) takes no action at all and sends nothing: the re-entry raises the loss, and
-the inner level only stops counting.
+holder's depth on one key.  A re-entry on a section known lost (or no
+longer held) takes no action and sends nothing: it raises the loss.  An inner exit is
+``Leave`` as long as the outermost level is held, lost or not.
 
 ``Section`` itself is left untouched, so ``tests/test_parity.py`` keeps comparing it with
 ``spec/DistLock.tla``; :data:`distlock._core.actions.REENTRANT_ACTIONS` lists the actions
@@ -164,17 +164,16 @@ class ReentrantSection(Section):
     def leave(self, now: float) -> Step:
         """Leave: an inner level (depth d >= 2) exits; depth d-1 at once, and written.
 
-        Nothing to send (no action) when the section is no longer held or known lost: the
-        level only stops counting, and the driver reports the loss.
+        A section known lost still writes its depth (the spec's ``Leave`` fires whenever
+        the section is held): Redis may still hold our token, and the write is harmless
+        if not.  Once the outermost level has ended there is nothing to write to: the level
+        only stops counting.
         """
-        if not self.holding:
+        if self.phase is not Phase.HELD:
             if self.depth >= 2:
                 self.depth -= 1
             return NOTHING
-        self._guard(
-            "Leave",
-            self.holding and self.depth >= 2 and self.depth_op is None,
-        )
+        self._guard("Leave", self.depth >= 2 and self.depth_op is None)
         self.depth -= 1
         self.depth_op = Op.LEAVE
         if self.recording:
