@@ -77,6 +77,15 @@ def _refutes(name: str, config: str, prop: str, quick: bool = False) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, quick=quick)
 
 
+#: What the models of the reentrant lock check (spec/Reentrant.tla).
+#: ("safety" there is the invariants that apply: no SignalOnTime nor RejectionSignals)
+REENTRANT = "FreedOnlyAtOutermost, DepthMirrored, NoReentryAfterLoss, safety"
+
+
+def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, module="Reentrant")
+
+
 #: Every run of ``verify``, in the order of the report.  The large runs come first so
 #: that the small ones fill the second core while they finish.
 RUNS: tuple[Run, ...] = (
@@ -140,6 +149,34 @@ RUNS: tuple[Run, ...] = (
         refutes="Exclusive", module="MultiLock"),
     Run("multilock-keep-on-finish", "MultiLock_keep_on_finish.cfg", "AllFinish", "violates",
         refutes="AllFinish", module="MultiLock", deadlock_check=False),
+    # -- the reentrant lock (spec/Reentrant.tla): holders inside clients, nested levels ----
+    Run("reentrant-faults", "Reentrant.cfg", REENTRANT, "holds", min_states=5_000,
+        module="Reentrant"),
+    Run("reentrant-holders", "ReentrantHolders.cfg", REENTRANT, "holds", min_states=5_000,
+        module="Reentrant"),
+    _reentrant_refutes("reentrant-mutant-release-at-first-exit",
+                       "ReentrantMutantReleaseAtFirstExit.cfg", "FreedOnlyAtOutermost"),
+    _reentrant_refutes("reentrant-mutant-child-inherits-identity",
+                       "ReentrantMutantChildInheritsIdentity.cfg", "NoOverlappingSuccess"),
+    _reentrant_refutes("reentrant-mutant-renew-resets-count",
+                       "ReentrantMutantRenewResetsCount.cfg", "DepthMirrored"),
+    _reentrant_refutes("reentrant-mutant-reenter-after-loss",
+                       "ReentrantMutantReenterAfterLoss.cfg", "NoReentryAfterLoss"),
+    _reentrant_refutes("reentrant-mutant-leave-without-token-check",
+                       "ReentrantMutantLeaveNoTokenCheck.cfg", "NoForeignWrite"),
+    _reentrant_refutes("reentrant-mutant-reenter-deadline-from-reply",
+                       "ReentrantMutantReenterDeadlineFromReply.cfg", "SignalSound"),
+    _reentrant_refutes("reentrant-mutant-fence-from-counter",
+                       "ReentrantMutantFenceFromCounter.cfg", "FencesIncrease"),
+    _reentrant_refutes("reentrant-mutant-no-completion-check",
+                       "ReentrantMutantNoCompletionCheck.cfg", "OkWithinLease"),
+    _reentrant_refutes("reentrant-probe-depth-2", "ReentrantProbeDepth2.cfg", "ProbeDepth2"),
+    _reentrant_refutes("reentrant-probe-child-refused", "ReentrantProbeChildRefused.cfg",
+                       "ProbeChildRefused"),
+    _reentrant_refutes("reentrant-probe-lost-at-depth-2", "ReentrantProbeLostAtDepth2.cfg",
+                       "ProbeLostAtDepth2"),
+    _reentrant_refutes("reentrant-probe-reentry-refreshed",
+                       "ReentrantProbeReentryRefreshed.cfg", "ProbeReentryRefreshed"),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
