@@ -366,30 +366,31 @@ def _read_hashes(
     ``HRANDFIELD <key> 2 WITHVALUES`` (two fields at most, whatever the hash's size: a
     large foreign hash is never read whole) and ``PTTL`` of each.  No round trip when the
     batch has no hash.  A hash gone since its TYPE, or no longer a hash, is left out."""
-    hashes = [(raw, probe) for raw, probe in probes if probe.redis_type in _SECOND_READ]
+    hashes = [i for i, (_, probe) in enumerate(probes) if probe.redis_type in _SECOND_READ]
     if not hashes:
         return [probe for _, probe in probes]
     pipe = client.pipeline(transaction=False)
-    for raw, _ in hashes:
+    for raw, _ in (probes[i] for i in hashes):
         pipe.hlen(raw)
         pipe.hrandfield(raw, _REENTRANT_FIELDS, withvalues=True)
         pipe.pttl(raw)
     with _translated("a pipeline of HLEN, HRANDFIELD and PTTL", "+hlen +hrandfield +pttl"):
         replies = pipe.execute(raise_on_error=False)
-    completed: dict[str, Probe | None] = {}
-    for i, (_, probe) in enumerate(hashes):
-        length, pairs, ttl = replies[3 * i : 3 * i + 3]
+    completed: dict[int, Probe | None] = {}  # by position in probes
+    for n, i in enumerate(hashes):
+        probe = probes[i][1]
+        length, pairs, ttl = replies[3 * n : 3 * n + 3]
         key = probe.key
         if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, pairs)):
-            completed[key] = None  # no longer a hash: it changed since its TYPE was read
+            completed[i] = None  # no longer a hash: it changed since its TYPE was read
             continue
         _check(length, "HLEN", key, pattern)
         _check(pairs, "HRANDFIELD", key, pattern)
         _check(ttl, "PTTL", key, pattern)
         if length == 0 or ttl == -2:
-            completed[key] = None  # gone since its TYPE was read
+            completed[i] = None  # gone since its TYPE was read
             continue
-        completed[key] = Probe(
+        completed[i] = Probe(
             key=key,
             redis_type=probe.redis_type,
             ttl_ms=_ttl(ttl),
@@ -399,8 +400,8 @@ def _read_hashes(
             fields=_pairs(pairs),
         )
     kept: list[Probe] = []
-    for _, probe in probes:
-        now = completed.get(probe.key, probe)
+    for i, (_, probe) in enumerate(probes):
+        now = completed.get(i, probe)
         if now is not None:
             kept.append(now)
     return kept
