@@ -19,12 +19,15 @@ from distlock._protocol import fence_key
 from distlock.tools.inspect import (
     FENCE_COUNTER,
     LOCK,
+    REENTRANT,
     RELEASE_RECORD,
     UNKNOWN,
     Held,
     InspectError,
     InspectRefusedError,
+    Probe,
     _read_batch,
+    _read_hashes,
     format_table,
     inspect,
     match_pattern,
@@ -36,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "0123456789abcdef0123456789abcdef"
 
 #: What inspecting may send: the read commands, and what redis-py says on connecting.
-READ_COMMANDS = {"scan", "type", "getrange", "pttl", "get"}
+READ_COMMANDS = {"scan", "type", "getrange", "pttl", "get", "hlen", "hrandfield"}
 CONNECTING = {"client|setinfo", "hello", "auth", "select", "ping"}
 
 
@@ -128,6 +131,150 @@ def test_a_client_that_decodes_responses_reads_the_same(redis_server: RedisServe
     text.close()
 
 
+# -- the reentrant lock: a hash {<token>: depth, fence: <fence>} -----------------------------
+
+
+def test_a_held_reentrant_lock_shows_its_depth_fence_and_token(r: redis.Redis) -> None:
+    with distlock.ReentrantLock(r, prefix="cart", ttl_ms=60_000) as locks:
+        with locks.hold("7") as outer:
+            [row] = inspect(r, "cart").held
+            assert (row.key, row.kind, row.redis_type) == ("cart:7", REENTRANT, "hash")
+            assert (row.depth, row.fence, row.token_prefix) == (1, outer.fence, outer.token[:8])
+            assert row.ttl_ms is not None and 0 < row.ttl_ms <= 60_000 and not row.stuck
+            # The exact fence is the hash's; the slot's counter is a plain lock's column.
+            assert row.fence_counter is None
+            with locks.hold("7") as inner:
+                assert inner.depth == 2
+                [row] = inspect(r, "cart").held
+                assert (row.kind, row.depth, row.fence) == (REENTRANT, 2, outer.fence)
+                assert row.token_prefix == outer.token[:8]
+                assert row.as_dict()["depth"] == 2 and row.as_dict()["fence"] == outer.fence
+                table = format_table(inspect(r, "cart"))
+                cells = table.splitlines()[1].split()
+                assert cells[:2] == ["cart:7", "reentrant"]
+                assert cells[3:] == [outer.token[:8], "2", str(outer.fence), "-"]
+            # The inner exit kept the key, one level down.
+            [row] = inspect(r, "cart").held
+            assert (row.kind, row.depth, row.fence) == (REENTRANT, 1, outer.fence)
+        # The outermost exit freed it.
+        assert inspect(r, "cart").held == ()
+
+
+def test_the_fence_is_the_holders_own_not_its_slots_counter(r: redis.Redis) -> None:
+    with distlock.ReentrantLock(r, prefix="fen", ttl_ms=60_000) as locks, locks.hold(
+        "a"
+    ) as first:
+        # Later grants in the same slot move the counter on, never the holder's fence.
+        for _ in range(3):
+            r.incr(fence_key(first.key))
+        [row] = inspect(r, "fen").held
+        assert row.fence == first.fence < int(r.get(fence_key(first.key)) or 0)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"fence": "1", "notatoken": "1"},  # the other field is not a token
+        {TOKEN: "1", "other": "1"},  # no fence field
+        {TOKEN: "0", "fence": "1"},  # depth below 1
+        {TOKEN: "01", "fence": "1"},  # not a number Redis would write
+        {TOKEN: "1", "fence": "-3"},
+        {TOKEN: "1", "fence": "x"},
+        {TOKEN: "1", "fence": "9" * 5000},  # too long for an int64 (and for int())
+        {TOKEN.upper(): "1", "fence": "1"},  # tokens are lowercase
+        {TOKEN + "0": "1", "fence": "1"},
+        {"fence": "1"},  # one field
+        {TOKEN: "1", "fence": "1", "extra": "1"},  # three fields, two of them the layout
+    ],
+)
+def test_a_hash_that_is_not_the_layout_is_unknown(
+    r: redis.Redis, fields: dict[str, str]
+) -> None:
+    r.hset("odd:1", items=[part for pair in fields.items() for part in pair])
+    r.pexpire("odd:1", 60_000)
+    [row] = inspect(r, "odd").held
+    assert (row.kind, row.redis_type) == (UNKNOWN, "hash")
+    assert (row.depth, row.fence, row.token_prefix, row.fence_counter) == (None,) * 4
+    assert row.ttl_ms is not None and 0 < row.ttl_ms <= 60_000
+    assert "unknown (hash)" in format_table(inspect(r, "odd"))
+
+
+def test_a_large_foreign_hash_is_unknown_and_not_read_whole(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    fields = {f"field:{n:05}": "v" * 20 for n in range(10_000)}
+    admin.hset("big:h", items=[part for pair in fields.items() for part in pair])
+    size = sum(len(f) + len(v) for f, v in fields.items())  # what reading it whole would move
+    with distlock.ReentrantLock(admin, prefix="big", ttl_ms=60_000) as locks:
+        # A manual acquire: no renewal runs (and is counted) while the reads are counted.
+        handle = locks.acquire("lock")
+        assert handle is not None
+        admin.config_resetstat()
+        sent_before = int(admin.info("stats")["total_net_output_bytes"])
+        reader = redis.Redis(port=fresh_redis.port)
+        held = by_key(reader, "big")
+        reader.close()
+        sent = int(admin.info("stats")["total_net_output_bytes"]) - sent_before
+        assert (held["big:h"].kind, held["big:h"].redis_type) == (UNKNOWN, "hash")
+        assert (held["big:lock"].kind, held["big:lock"].fence) == (REENTRANT, handle.fence)
+        stats = admin.info("commandstats")
+        # Each hash was read by HLEN and one HRANDFIELD of two fields, and by nothing else.
+        assert stats["cmdstat_hlen"]["calls"] == 2
+        assert stats["cmdstat_hrandfield"]["calls"] == 2
+        whole = {"hgetall", "hkeys", "hvals", "hscan", "hmget", "dump"}
+        assert not {name.removeprefix("cmdstat_") for name in stats} & whole
+        # Everything the server sent while it was read is a small fraction of the hash.
+        assert sent < size // 20
+        assert handle.release() is True
+    admin.close()
+
+
+def test_a_hash_gone_or_no_longer_a_hash_after_its_type_was_read_is_skipped(
+    r: redis.Redis,
+) -> None:
+    with distlock.ReentrantLock(r, prefix="turn", ttl_ms=60_000) as locks, locks.hold(
+        "here"
+    ) as handle:
+        r.set("turn:string", TOKEN, px=60_000)
+
+        def probe(key: str) -> tuple[bytes, Probe]:
+            # What the first round trip saw: a hash, which has since changed or gone.
+            return key.encode(), Probe(key, "hash", 60_000, None, None)
+
+        probes = [probe("turn:gone"), probe("turn:string"), probe(handle.key)]
+        [row] = _read_hashes(r, probes, match_pattern("turn"))
+        assert (row.key, row.length) == (handle.key, 2)
+        assert dict(row.fields) == {handle.token: "1", "fence": str(handle.fence)}
+        # The string is then read as what it now is.
+        assert by_key(r, "turn")["turn:string"].kind == LOCK
+
+
+def test_a_batch_without_hashes_takes_one_round_trip(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    with distlock.Lock(admin, prefix="one", ttl_ms=60_000) as locks, locks.hold("1"):
+        admin.config_resetstat()
+        reader = redis.Redis(port=fresh_redis.port)
+        assert [h.kind for h in inspect(reader, "one").held] == [LOCK]
+        reader.close()
+        sent = {name.removeprefix("cmdstat_") for name in admin.info("commandstats")}
+        assert not {"hlen", "hrandfield"} & sent
+    admin.close()
+
+
+def test_a_user_without_the_hash_reads_is_told_what_it_needs(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    admin.execute_command(  # type: ignore[no-untyped-call]
+        "ACL", "SETUSER", "nohash", "on", ">pw", *read_only_acl("cart"), "-hrandfield"
+    )
+    reader = redis.Redis(port=fresh_redis.port, username="nohash", password="pw")
+    with distlock.ReentrantLock(admin, prefix="cart", ttl_ms=60_000) as locks, locks.hold("1"):
+        with pytest.raises(InspectRefusedError) as caught:
+            inspect(reader, "cart")
+        assert caught.value.command == "HRANDFIELD"
+        assert "+hrandfield" in caught.value.permission
+    reader.close()
+    admin.close()
+
+
 # -- the prefix is literal -------------------------------------------------------------------
 
 
@@ -180,6 +327,7 @@ def test_foreign_keys_show_as_unknown_with_their_redis_type(r: redis.Redis) -> N
         "mix:long": (UNKNOWN, "string"),
     }
     assert all(h.token_prefix is None and h.fence_counter is None for h in held.values())
+    assert all(h.depth is None and h.fence is None for h in held.values())
     hash_ttl = held["mix:hash"].ttl_ms
     assert hash_ttl is not None and 0 < hash_ttl <= 60_000
     table = format_table(inspect(r, "mix"))
@@ -250,20 +398,26 @@ def test_bad_arguments_are_validation_errors(r: redis.Redis) -> None:
 
 def test_inspecting_sends_only_read_commands(fresh_redis: RedisServer) -> None:
     admin = redis.Redis(port=fresh_redis.port)
-    with distlock.Lock(admin, prefix="ro", ttl_ms=60_000) as locks:
+    with distlock.Lock(admin, prefix="ro", ttl_ms=60_000) as locks, distlock.ReentrantLock(
+        admin, prefix="ro", ttl_ms=60_000
+    ) as nested:
+        # Manual acquires: no renewal runs (and is counted) while the reads are counted.
         handle = locks.acquire("1")
-        assert handle is not None
+        outer = nested.acquire("2")
+        inner = nested.acquire("2")
+        assert handle is not None and outer is not None and inner is not None
         admin.hset("ro:foreign", "a", 1)
         before = {k: admin.dump(k) for k in admin.scan_iter()}
         admin.config_resetstat()
         reader = redis.Redis(port=fresh_redis.port)
-        assert len(inspect(reader, "ro", count=1).held) == 2
+        kinds = {h.key: h.kind for h in inspect(reader, "ro", count=1).held}
+        assert kinds == {"ro:1": LOCK, "ro:2": REENTRANT, "ro:foreign": UNKNOWN}
         reader.close()
         sent = {name.removeprefix("cmdstat_") for name in admin.info("commandstats")}
         assert sent >= READ_COMMANDS  # not vacuous: the reads were counted
         assert sent - READ_COMMANDS - CONNECTING == {"config|resetstat"}
         assert {k: admin.dump(k) for k in admin.scan_iter()} == before
-        handle.release()
+        assert inner.release() and outer.release() and handle.release()
     admin.close()
 
 
@@ -272,16 +426,26 @@ def test_the_read_only_acl_is_enough(fresh_redis: RedisServer) -> None:
     rules = ["on", ">s3cret", *read_only_acl("orders")]
     admin.execute_command("ACL", "SETUSER", "inspector", *rules)  # type: ignore[no-untyped-call]
     reader = redis.Redis(port=fresh_redis.port, username="inspector", password="s3cret")
-    with distlock.Lock(admin, prefix="orders", ttl_ms=60_000) as locks:
+    with distlock.Lock(admin, prefix="orders", ttl_ms=60_000) as locks, distlock.ReentrantLock(
+        admin, prefix="orders", ttl_ms=60_000
+    ) as nested, nested.hold("r") as outer, nested.hold("r") as inner:
         handle = locks.acquire("1")
         assert handle is not None
-        [row] = inspect(reader, "orders").held
-        assert (row.key, row.kind, row.fence_counter) == ("orders:1", LOCK, handle.fence)
+        lock_row, reentrant_row = inspect(reader, "orders").held
+        assert (lock_row.key, lock_row.kind, lock_row.fence_counter) == (
+            "orders:1", LOCK, handle.fence
+        )
+        assert (reentrant_row.key, reentrant_row.kind) == ("orders:r", REENTRANT)
+        assert inner.depth == 2
+        assert (reentrant_row.depth, reentrant_row.fence) == (2, outer.fence)
+        assert reentrant_row.token_prefix == outer.token[:8]
         # Not vacuous: the user cannot write, not even to the keys it reads.
         with pytest.raises(redis.exceptions.NoPermissionError):
             reader.delete("orders:1")
         with pytest.raises(redis.exceptions.NoPermissionError):
             reader.set("orders:2", "x")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            reader.hset("orders:r", "fence", 1)
         handle.release()
     reader.close()
     admin.close()
@@ -338,9 +502,12 @@ def test_cli_table_and_json(redis_server: RedisServer, r: redis.Redis) -> None:
         table = cli("inspect", redis_server.url, "--prefix", "cli")
         assert table.returncode == 0, table.stderr
         lines = table.stdout.splitlines()
-        assert lines[0].split() == ["KEY", "KIND", "TTL_MS", "TOKEN", "FENCE_COUNTER"]
+        assert lines[0].split() == [
+            "KEY", "KIND", "TTL_MS", "TOKEN", "DEPTH", "FENCE", "FENCE_COUNTER"
+        ]
         assert [line.split()[0] for line in lines[1:4]] == ["cli:a", "cli:b", "cli:set"]
         assert lines[1].split()[1] == "lock" and lines[1].split()[3] == a.token[:8]
+        assert lines[1].split()[4:6] == ["-", "-"]  # no depth, no fence of its own
         assert "unknown (set)" in lines[3]
         assert "fence_counter is the last fence issued in the key's slot" in table.stdout
 
@@ -356,8 +523,11 @@ def test_cli_table_and_json(redis_server: RedisServer, r: redis.Redis) -> None:
         assert 0 < rows[0]["ttl_ms"] <= 60_000
         assert rows[0]["token_prefix"] == a.token[:8]
         assert rows[2]["ttl_ms"] is None and rows[2]["redis_type"] == "set"
+        # A reentrant lock's fields are there for every key, null where they do not apply.
+        assert all(row["depth"] is None and row["fence"] is None for row in rows)
+        assert rows[0]["fence_counter"] is not None
         # No columns for primitives that do not exist yet.
-        assert not {"depth", "permits", "waiters"} & rows[0].keys()
+        assert not {"permits", "waiters"} & rows[0].keys()
         a.release()
         b.release()
 

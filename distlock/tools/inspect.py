@@ -2,18 +2,23 @@
 
 :func:`inspect` walks the keys ``<prefix>:*`` with ``SCAN`` (never ``KEYS``), and reads each
 batch in one pipelined round trip: ``TYPE``, ``GETRANGE 0 32`` and ``PTTL`` of every key,
-and ``GET`` of the fence counters of their slots.  It sends no write and no script, so it
-is safe on a production Redis; a user limited to these read commands is enough
-(:func:`read_only_acl`; for the prefix ``lock``)::
+and ``GET`` of the fence counters of their slots.  A batch that holds hashes takes one more
+round trip, for its hashes only: ``HLEN``, ``HRANDFIELD <key> 2 WITHVALUES`` and ``PTTL``,
+so at most two fields of any hash are read, however large it is.  It sends no write and no
+script, so it is safe on a production Redis; a user limited to these read commands is
+enough (:func:`read_only_acl`; for the prefix ``lock``)::
 
     ACL SETUSER inspector on >s3cret resetkeys %R~lock:* %R~distlock:fence:*
-        -@all +scan +type +pttl +getrange +get
+        -@all +scan +type +pttl +getrange +get +hlen +hrandfield
 
 (one line in redis-cli).
 
 What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
 
 - ``lock``: a string holding a token (32 hex digits), the key of a :class:`distlock.Lock`;
+- ``reentrant``: a hash of exactly two fields, ``<token>`` -> depth (an integer >= 1) and
+  ``fence`` -> the fence issued at the outermost grant, the key of a
+  :class:`distlock.ReentrantLock`; any other hash is ``unknown``;
 - ``fence-counter`` and ``release-record``: distlock's own bookkeeping
   (``distlock:fence:{<tag>}`` and ``distlock:released:{<tag>}:<key>``).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
@@ -23,19 +28,21 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
   token), with its Redis type.  A primitive stored in another type adds its reader to
   :data:`READERS`.
 
-The fence a holder was granted is not stored in Redis; what can be known is its slot's
-counter (``fence_counter``): the last fence issued in the key's slot, an upper bound on
-the holder's fence (other keys of the slot share the counter).
+The fence a :class:`distlock.Lock` holder was granted is not stored in Redis; what can be
+known is its slot's counter (``fence_counter``): the last fence issued in the key's slot,
+an upper bound on the holder's fence (other keys of the slot share the counter).  A
+reentrant lock stores its holder's fence in its hash: ``fence`` is that exact value, and
+``depth`` how deep its holder has entered.
 
 A key that disappears while it is read (released, or expired, between ``SCAN`` and
-``PTTL``) is skipped.  Only the node the client is connected to is read: for a Redis
-Cluster, inspect each primary.
+``PTTL``), or a hash that changes type between its two round trips, is skipped.  Only the
+node the client is connected to is read: for a Redis Cluster, inspect each primary.
 
 >>> import redis
 >>> from distlock.tools.inspect import inspect
 >>> def show(client: redis.Redis) -> None:
 ...     for held in inspect(client, "order").held:
-...         print(held.key, held.kind, held.ttl_ms, held.token_prefix, held.fence_counter)
+...         print(held.key, held.kind, held.ttl_ms, held.token_prefix, held.depth, held.fence)
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ DEFAULT_COUNT: Final = 500
 
 #: Kinds of held keys.
 LOCK: Final = "lock"
+REENTRANT: Final = "reentrant"
 FENCE_COUNTER: Final = "fence-counter"
 RELEASE_RECORD: Final = "release-record"
 UNKNOWN: Final = "unknown"
@@ -74,6 +82,12 @@ _RELEASED_PREFIX: Final = "distlock:released:"
 #: A token is 32 lowercase hex digits; reading 33 bytes tells a token from a longer string.
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")
 _TOKEN_READ: Final = 32  # GETRANGE's end index is inclusive: bytes 0..32
+
+#: A reentrant lock's hash: two fields, ``<token>`` -> depth and ``fence`` -> fence, each an
+#: integer >= 1 written by Redis (no sign, no leading zero, at most 19 digits: an int64).
+_REENTRANT_FIELDS: Final = 2
+_FENCE_FIELD: Final = "fence"
+_POSITIVE: Final = re.compile(r"[1-9][0-9]{0,18}")
 
 #: Characters special to SCAN's MATCH globs.
 _GLOB: Final = re.compile(r"([*?\[\]\\])")
@@ -105,10 +119,12 @@ class Held:
     ``ttl_ms`` is the time it has left (``PTTL``), or None when it has no TTL: such a key
     never expires (``stuck``, unless it is a fence counter, which never expires by
     design), and a lock in that state blocks its id until someone deletes it.
-    ``token_prefix`` is the first 8 characters of the token it holds (locks and release
-    records).  ``fence_counter`` is, for a lock, the last fence issued in its slot (an
-    upper bound on the holder's fence; None if the counter is gone), and for a fence
-    counter its value.
+    ``token_prefix`` is the first 8 characters of the token it holds (locks, reentrant
+    locks and release records).  ``fence_counter`` is, for a lock, the last fence issued
+    in its slot (an upper bound on the holder's fence; None if the counter is gone), and
+    for a fence counter its value.  ``depth`` and ``fence`` are a reentrant lock's: how
+    deep its holder has entered, and the exact fence it was granted (stored in its hash);
+    None for every other kind.
     """
 
     key: str
@@ -117,6 +133,8 @@ class Held:
     ttl_ms: int | None
     token_prefix: str | None = None
     fence_counter: int | None = None
+    depth: int | None = None
+    fence: int | None = None
 
     @property
     def expires(self) -> bool:
@@ -140,6 +158,8 @@ class Held:
             "stuck": self.stuck,
             "token_prefix": self.token_prefix,
             "fence_counter": self.fence_counter,
+            "depth": self.depth,
+            "fence": self.fence,
         }
 
 
@@ -162,6 +182,8 @@ class Probe:
     ttl_ms: int | None
     head: str | None  # the first 33 characters of a string value, else None
     counter: int | None  # the value of the key's slot fence counter, if any
+    length: int | None = None  # a hash's HLEN, else None
+    fields: tuple[tuple[str, str], ...] = ()  # at most two (field, value) pairs of a hash
 
 
 def _read_string(probe: Probe) -> Held:
@@ -178,17 +200,42 @@ def _read_string(probe: Probe) -> Held:
     return Held(key, UNKNOWN, redis_type, ttl_ms)
 
 
+def _read_hash(probe: Probe) -> Held:
+    """A hash: a reentrant lock when it is exactly ``{<token>: depth, "fence": fence}``."""
+    key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    fields = dict(probe.fields)
+    fence = fields.pop(_FENCE_FIELD, None)
+    if (
+        probe.length == _REENTRANT_FIELDS
+        and len(probe.fields) == _REENTRANT_FIELDS
+        and fence is not None
+        and _POSITIVE.fullmatch(fence)
+    ):
+        [(token, depth)] = fields.items()
+        if _TOKEN.fullmatch(token) and _POSITIVE.fullmatch(depth):
+            return Held(
+                key, REENTRANT, redis_type, ttl_ms, token[:8], depth=int(depth), fence=int(fence)
+            )
+    return Held(key, UNKNOWN, redis_type, ttl_ms)
+
+
 #: Redis TYPE -> how a key of that type is read.  Every other type is ``unknown``.
-READERS: Final[dict[str, Callable[[Probe], Held]]] = {"string": _read_string}
+READERS: Final[dict[str, Callable[[Probe], Held]]] = {
+    "string": _read_string,
+    "hash": _read_hash,
+}
+
+#: The Redis types read by a second round trip of their own (:func:`_read_hashes`).
+_SECOND_READ: Final = frozenset({"hash"})
 
 
 def read_only_acl(prefix: str = DEFAULT_PREFIX) -> list[str]:
     """The ACL rules (after ``ACL SETUSER <user>``) of a user that can inspect ``prefix``
-    and nothing more: read access to its keys and the fence counters, and the five read
+    and nothing more: read access to its keys and the fence counters, and the seven read
     commands :func:`inspect` sends.  Add ``on`` and a password (``>...``)."""
     return [
         "resetkeys", f"%R~{match_pattern(prefix)}", "%R~distlock:fence:*",
-        "-@all", "+scan", "+type", "+pttl", "+getrange", "+get",
+        "-@all", "+scan", "+type", "+pttl", "+getrange", "+get", "+hlen", "+hrandfield",
     ]
 
 
@@ -220,7 +267,8 @@ def inspect(
     """List what is held under ``prefix`` on the node ``client`` is connected to.
 
     ``count`` is the SCAN batch size; ``limit`` stops after that many keys (the result is
-    then ``truncated``).  Sends only SCAN, TYPE, GETRANGE, PTTL and GET.  Raises
+    then ``truncated``).  Sends only SCAN, TYPE, GETRANGE, PTTL and GET, and for hashes
+    HLEN and HRANDFIELD (two fields at most).  Raises
     :class:`ValidationError` for a bad argument, :class:`InspectRefusedError` when an ACL
     refuses a command and :class:`InspectError` when Redis cannot be reached or fails.
     """
@@ -257,7 +305,8 @@ def _scan(client: redis.Redis, pattern: str, count: int) -> Iterator[list[Any]]:
 
 def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held]:
     """One round trip for the whole batch: TYPE, GETRANGE, PTTL of each key (PTTL last,
-    so a key gone at any point of its reading is seen gone), then the fence counters."""
+    so a key gone at any point of its reading is seen gone), then the fence counters; and
+    one more for the batch's hashes, if it has any (:func:`_read_hashes`)."""
     if not keys:
         return []
     counters = sorted({c for c in map(_slot_counter_key, keys) if c is not None})
@@ -275,7 +324,7 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
     for counter, reply in zip(counters, replies[n:], strict=True):
         _check(reply, "GET", counter, "distlock:fence:*")
         counter_values[counter] = _int_or_none(reply)
-    held: list[Held] = []
+    probes: list[tuple[Any, Probe]] = []
     for i, raw in enumerate(keys):
         key = _text(raw)
         kind, head_reply, ttl = replies[3 * i : 3 * i + 3]
@@ -295,16 +344,83 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
         probe = Probe(
             key=key,
             redis_type=redis_type,
-            ttl_ms=None if ttl == -1 else int(ttl),
+            ttl_ms=_ttl(ttl),
             head=head,
             counter=None if slot_counter is None else counter_values.get(slot_counter),
         )
-        reader = READERS.get(redis_type)
+        probes.append((raw, probe))
+    held: list[Held] = []
+    for probe in _read_hashes(client, probes, pattern):
+        reader = READERS.get(probe.redis_type)
         if reader is None:
-            held.append(Held(key, UNKNOWN, redis_type, probe.ttl_ms))
+            held.append(Held(probe.key, UNKNOWN, probe.redis_type, probe.ttl_ms))
         else:
             held.append(reader(probe))
     return held
+
+
+def _read_hashes(
+    client: redis.Redis, probes: list[tuple[Any, Probe]], pattern: str
+) -> list[Probe]:
+    """The probes of a batch, its hashes completed by one more round trip: ``HLEN``,
+    ``HRANDFIELD <key> 2 WITHVALUES`` (two fields at most, whatever the hash's size: a
+    large foreign hash is never read whole) and ``PTTL`` of each.  No round trip when the
+    batch has no hash.  A hash gone since its TYPE, or no longer a hash, is left out."""
+    hashes = [i for i, (_, probe) in enumerate(probes) if probe.redis_type in _SECOND_READ]
+    if not hashes:
+        return [probe for _, probe in probes]
+    pipe = client.pipeline(transaction=False)
+    for raw, _ in (probes[i] for i in hashes):
+        pipe.hlen(raw)
+        pipe.hrandfield(raw, _REENTRANT_FIELDS, withvalues=True)
+        pipe.pttl(raw)
+    with _translated("a pipeline of HLEN, HRANDFIELD and PTTL", "+hlen +hrandfield +pttl"):
+        replies = pipe.execute(raise_on_error=False)
+    completed: dict[int, Probe | None] = {}  # by position in probes
+    for n, i in enumerate(hashes):
+        probe = probes[i][1]
+        length, pairs, ttl = replies[3 * n : 3 * n + 3]
+        key = probe.key
+        if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, pairs)):
+            completed[i] = None  # no longer a hash: it changed since its TYPE was read
+            continue
+        _check(length, "HLEN", key, pattern)
+        _check(pairs, "HRANDFIELD", key, pattern)
+        _check(ttl, "PTTL", key, pattern)
+        if length == 0 or ttl == -2:
+            completed[i] = None  # gone since its TYPE was read
+            continue
+        completed[i] = Probe(
+            key=key,
+            redis_type=probe.redis_type,
+            ttl_ms=_ttl(ttl),
+            head=None,
+            counter=probe.counter,
+            length=int(length),
+            fields=_pairs(pairs),
+        )
+    kept: list[Probe] = []
+    for i, (_, probe) in enumerate(probes):
+        now = completed.get(i, probe)
+        if now is not None:
+            kept.append(now)
+    return kept
+
+
+def _pairs(reply: object) -> tuple[tuple[str, str], ...]:
+    """HRANDFIELD ... WITHVALUES as (field, value) pairs: a flat list under RESP2, a list
+    of pairs under RESP3."""
+    if not isinstance(reply, list | tuple):
+        return ()
+    if all(isinstance(item, list | tuple) for item in reply):
+        return tuple((_text(f), _text(v)) for f, v in reply)
+    items = iter(reply)
+    return tuple((_text(f), _text(v)) for f, v in zip(items, items, strict=True))
+
+
+def _ttl(reply: Any) -> int | None:
+    """PTTL's reply as a TTL: None for a key without one (-1)."""
+    return None if reply == -1 else int(reply)
 
 
 def _int_or_none(reply: object) -> int | None:
@@ -370,20 +486,26 @@ def _cell(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
+def _number(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def format_table(inspection: Inspection) -> str:
     """The human table of :func:`inspect`'s result: one row per key, sorted by key, and
     a warning naming every key that has no TTL."""
     held = inspection.held
     if not held:
         return f"nothing held under prefix {inspection.prefix!r}"
-    header = ("KEY", "KIND", "TTL_MS", "TOKEN", "FENCE_COUNTER")
+    header = ("KEY", "KIND", "TTL_MS", "TOKEN", "DEPTH", "FENCE", "FENCE_COUNTER")
     rows = [header]
     for h in held:
         kind = h.kind if h.kind != UNKNOWN else f"unknown ({h.redis_type})"
         ttl = str(h.ttl_ms) if h.ttl_ms is not None else "none!" if h.stuck else "none"
         token = h.token_prefix or "-"
-        fence = str(h.fence_counter) if h.fence_counter is not None else "-"
-        rows.append((_cell(h.key), kind, ttl, token, fence))
+        depth = _number(h.depth)
+        fence = _number(h.fence)
+        counter = _number(h.fence_counter)
+        rows.append((_cell(h.key), kind, ttl, token, depth, fence, counter))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
