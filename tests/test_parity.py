@@ -121,3 +121,57 @@ def test_core_has_no_action_the_spec_lacks() -> None:
 def test_helpers_listed_as_not_actions_exist() -> None:
     stale = set(NOT_ACTIONS) - _public_methods()
     assert not stale, f"NOT_ACTIONS lists methods Section no longer has: {sorted(stale)}"
+
+
+# -- the reentrant lock: spec/Reentrant.tla against ReentrantSection ----------------------
+
+REENTRANT_SPEC = SPEC.with_name("Reentrant.tla")
+
+
+def _reentrant_text() -> str:
+    text = _COMMENT.sub("", REENTRANT_SPEC.read_text())
+    return "\n".join(line.split("\\*")[0] for line in text.splitlines())
+
+
+def _reentrant_actions(name: str) -> list[str]:
+    text = _reentrant_text()
+    starts = [(m.group(1), m.end()) for m in _DEFINITION.finditer(text)]
+    for i, (defined, end) in enumerate(starts):
+        if defined == name:
+            stop = starts[i + 1][1] if i + 1 < len(starts) else len(text)
+            return _actions(text[end:stop])
+    raise AssertionError(f"{name} is not defined in {REENTRANT_SPEC.name}")
+
+
+def test_reentrant_spec_holder_actions_are_the_lock_s_and_the_reentrant_ones() -> None:
+    from distlock._core.actions import REENTRANT_ACTIONS
+
+    spec = _reentrant_actions("HolderStep")
+    assert len(spec) == len(set(spec)), f"an action twice in HolderStep: {spec}"
+    ours = set(REENTRANT_ACTIONS)
+    assert ours <= set(spec), f"not in Reentrant.tla's HolderStep: {sorted(ours - set(spec))}"
+    # Every other holder action is one of the lock's, with the lock's name and method.
+    others = set(spec) - ours
+    strangers = sorted(others - set(CLIENT_ACTIONS))
+    assert not strangers, f"holder actions neither the lock's nor reentrant: {strangers}"
+
+
+def test_reentrant_spec_environment_actions_are_the_lock_s() -> None:
+    spec = set(_reentrant_actions("EnvStep"))
+    assert spec <= set(ENVIRONMENT_ACTIONS), sorted(spec - set(ENVIRONMENT_ACTIONS))
+
+
+def test_reentrant_section_has_a_method_per_reentrant_action_and_no_other() -> None:
+    from distlock._core.actions import REENTRANT_ACTIONS
+    from distlock._core.reentrant import ReentrantSection
+
+    for action in REENTRANT_ACTIONS:
+        assert callable(getattr(ReentrantSection, method_name(action), None)), action
+    own = {
+        name
+        for name, member in vars(ReentrantSection).items()
+        if not name.startswith("_") and inspect.isfunction(member)
+    }
+    helpers = {"acquire_reply", "check_outermost_exit"}  # an override; not an action
+    extra = own - {method_name(a) for a in REENTRANT_ACTIONS} - helpers
+    assert not extra, f"ReentrantSection methods with no spec action: {sorted(extra)}"
