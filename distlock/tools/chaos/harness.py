@@ -37,13 +37,15 @@ from redis.backoff import ExponentialBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
-from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
+from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError, ReentrantLock
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
+from distlock.asyncio import ReentrantLock as AsyncReentrantLock
 from distlock.tools import tracecheck
 from distlock.tools.chaos.invariants import Verdict, check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
 from distlock.tools.chaos.recorder import (
+    Level,
     Recorder,
     RecordingAsyncRedis,
     RecordingRedis,
@@ -90,6 +92,14 @@ _usleep = ctypes.PyDLL(None).usleep  # PyDLL: the GIL stays held during the call
 _usleep.argtypes = [ctypes.c_uint]
 _usleep.restype = ctypes.c_int
 
+
+#: Depth of the inner level a reentrant victim's body opens and spends its time in.
+INNER_DEPTH = 2
+#: Why the reentrant scenarios' traces are not checked against the spec.
+REENTRANT_TRACE_EXCLUDED = (
+    "reentrant lock: its trace (Reenter, Leave, ...) is checked against spec/Reentrant.tla, "
+    "and the trace validation of that spec is not built yet"
+)
 
 #: The report's note where TLC is not installed and traces go unchecked.
 NO_TLC = "not checked: no TLC"
@@ -158,6 +168,9 @@ class Scenario:
     settings: Settings
     report: ChaosReport
     admin: redis.Redis
+    #: Victims and intruder on a ReentrantLock; each victim's body re-enters the key and
+    #: spends its time at depth 2 (the intruder holds its own key at depth 1).
+    reentrant: bool = False
     recorder: Recorder = field(init=False)
     tag: str = field(init=False)
     prefix: str = field(init=False)
@@ -186,6 +199,8 @@ class Scenario:
         self.prefix = self.tag
         self.admin.ping()
         self.baseline = Baseline.take()
+        if self.reentrant:
+            self.exclude_trace(REENTRANT_TRACE_EXCLUDED)
 
     def own_redis(self) -> LocalTarget:
         """The redis-server this tool started, for a fault that pauses or kills it; a Redis
@@ -258,15 +273,24 @@ class Scenario:
         )
 
     def sync_lock(self, client: redis.Redis, **options: Any) -> Lock:
-        lock = Lock(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace, **options)
+        kind = ReentrantLock if self.reentrant else Lock
+        lock = kind(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace, **options)
         self._locks.append(lock)
         return lock
+
+    def async_lock(self, client: redis.asyncio.Redis) -> AsyncLock:
+        kind = AsyncReentrantLock if self.reentrant else AsyncLock
+        return kind(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace)
 
     # -- the trace checked against the spec ------------------------------------------------
 
     def exclude_trace(self, reason: str) -> None:
-        """Record no trace: the spec cannot explain this scenario's runs, for ``reason``."""
-        self.trace_excluded = reason
+        """Record no trace: the spec cannot explain this scenario's runs, for ``reason``
+        (a second reason is added to the first)."""
+        if self.trace_excluded is None:
+            self.trace_excluded = reason
+        elif reason not in self.trace_excluded:
+            self.trace_excluded = f"{self.trace_excluded}; and {reason}"
 
     def _start_trace(self, trial: int) -> None:
         if trial == TRACED_TRIAL and self.trace_excluded is None and self._trace is None:
@@ -388,13 +412,23 @@ class Scenario:
         return hook
 
     def run_sync_section(
-        self, lock: Lock, role: str, body: Body, *, retries: int, retry_delay_ms: float
+        self,
+        lock: Lock,
+        role: str,
+        body: Body,
+        *,
+        retries: int,
+        retry_delay_ms: float,
+        nest: bool = False,
     ) -> Section:
+        """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
+        its work at depth 2."""
         section = self._section(role)
+        reenter = lock if nest else None
         try:
             lock.run(
                 self.key_id,
-                lambda handle: self._sync_body(section, body, handle),
+                lambda handle: self._sync_body(section, body, handle, reenter),
                 retries=retries,
                 retry_delay_ms=retry_delay_ms,
                 on_renew_error=self._renew_hook(section),
@@ -409,7 +443,9 @@ class Scenario:
             self.recorder.settle(section, "ok")
         return section
 
-    def _sync_body(self, section: Section, body: Body, handle: LockHandle) -> None:
+    def _sync_body(
+        self, section: Section, body: Body, handle: LockHandle, reenter: Lock | None = None
+    ) -> None:
         rec = self.recorder
         rec.enter(section, handle.token, handle.fence, handle.signal.aborted)
         started = now()
@@ -421,24 +457,68 @@ class Scenario:
         )
         watcher.start()
         try:
-            if body.at_start is not None:
-                body.at_start(section)
-            if body.starve_ms:
-                section.starved_from = now()
-                hold_gil(body.starve_ms)
-                section.starved_until = now()
-            left = body.ms / 1000.0 - (now() - started)
-            if left > 0 and handle.signal.wait(left):
-                if body.cooperative:
-                    handle.signal.raise_if_aborted()
-                left = body.ms / 1000.0 - (now() - started)
-                if left > 0:
-                    time.sleep(left)  # oblivious: the work goes on
-            if body.at_end is not None:
-                body.at_end(section)
+            if reenter is None:
+                self._sync_work(section, body, handle, started)
+            else:
+                self._sync_nested(section, body, handle, started, reenter)
         finally:
             rec.leave(section)
             watcher.join(timeout=5)
+
+    def _check_level(
+        self,
+        level: Level,
+        outer: LockHandle | AsyncLockHandle,
+        inner: LockHandle | AsyncLockHandle,
+    ) -> None:
+        """The inner handle is the next level of the outer one, sharing what it must."""
+        depth = getattr(inner, "depth", None)
+        if depth != level.depth:
+            level.problems.append(f"re-entry opened depth {depth}, want {level.depth}")
+        if (inner.token, inner.fence, inner.signal) != (outer.token, outer.fence, outer.signal):
+            level.problems.append("the inner level's token, fence or signal is not the outer's")
+
+    def _sync_nested(
+        self, section: Section, body: Body, handle: LockHandle, started: float, lock: Lock
+    ) -> None:
+        """``with lock.hold(key)`` inside the body: a re-entry, where the work is done."""
+        rec = self.recorder
+        level = rec.reenter(section, INNER_DEPTH)
+        try:
+            with lock.hold(self.key_id) as inner:
+                rec.level_entered(level)
+                self._check_level(level, handle, inner)
+                try:
+                    self._sync_work(section, body, inner, started)
+                finally:
+                    rec.level_left(level)
+        except LockLeaseLostError as exc:
+            rec.level_settled(level, "lost", exc)
+            raise
+        except BaseException as exc:
+            rec.level_settled(level, "error", exc)
+            raise
+        rec.level_settled(level, "ok")
+
+    def _sync_work(
+        self, section: Section, body: Body, handle: LockHandle, started: float
+    ) -> None:
+        """The body's work (``started``: when the outermost body began)."""
+        if body.at_start is not None:
+            body.at_start(section)
+        if body.starve_ms:
+            section.starved_from = now()
+            hold_gil(body.starve_ms)
+            section.starved_until = now()
+        left = body.ms / 1000.0 - (now() - started)
+        if left > 0 and handle.signal.wait(left):
+            if body.cooperative:
+                handle.signal.raise_if_aborted()
+            left = body.ms / 1000.0 - (now() - started)
+            if left > 0:
+                time.sleep(left)  # oblivious: the work goes on
+        if body.at_end is not None:
+            body.at_end(section)
 
     def _watch_sync(self, section: Section, handle: LockHandle) -> None:
         # Bounded: a body lasts at most TRIAL_TIMEOUT.
@@ -457,12 +537,16 @@ class Scenario:
         retries: int,
         retry_delay_ms: float,
         cancel_on_loss: bool = True,
+        nest: bool = False,
     ) -> Section:
+        """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
+        its work at depth 2."""
         section = self._section(role)
+        reenter = lock if nest else None
         try:
             await lock.run(
                 self.key_id,
-                lambda handle: self._async_body(section, body, handle),
+                lambda handle: self._async_body(section, body, handle, reenter),
                 retries=retries,
                 retry_delay_ms=retry_delay_ms,
                 on_renew_error=self._renew_hook(section),
@@ -478,33 +562,22 @@ class Scenario:
             self.recorder.settle(section, "ok")
         return section
 
-    async def _async_body(self, section: Section, body: Body, handle: AsyncLockHandle) -> None:
+    async def _async_body(
+        self,
+        section: Section,
+        body: Body,
+        handle: AsyncLockHandle,
+        reenter: AsyncLock | None = None,
+    ) -> None:
         rec = self.recorder
         rec.enter(section, handle.token, handle.fence, handle.signal.aborted)
         started = now()
         watcher = asyncio.create_task(self._watch_async(section, handle), name="chaos-watch")
         try:
-            if body.at_start is not None:
-                body.at_start(section)
-            if body.starve_ms:
-                section.starved_from = now()
-                time.sleep(body.starve_ms / 1000.0)  # noqa: ASYNC251 (blocks the loop on purpose)
-                section.starved_until = now()
-            left = body.ms / 1000.0 - (now() - started)
-            fired = False
-            if left > 0:
-                try:
-                    fired = await asyncio.wait_for(handle.signal.wait(), left)
-                except TimeoutError:
-                    fired = False
-            if fired:
-                if body.cooperative:
-                    handle.signal.raise_if_aborted()
-                left = body.ms / 1000.0 - (now() - started)
-                if left > 0:
-                    await asyncio.sleep(left)
-            if body.at_end is not None:
-                body.at_end(section)
+            if reenter is None:
+                await self._async_work(section, body, handle, started)
+            else:
+                await self._async_nested(section, body, handle, started, reenter)
         except asyncio.CancelledError:
             # cancel_on_loss: the cancellation is how the loss reaches the body.
             rec.signal_fired(section)
@@ -513,6 +586,64 @@ class Scenario:
             rec.leave(section)
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _async_nested(
+        self,
+        section: Section,
+        body: Body,
+        handle: AsyncLockHandle,
+        started: float,
+        lock: AsyncLock,
+    ) -> None:
+        """``async with lock.hold(key)`` inside the body: a re-entry, where the work is done.
+        A loss cancels the body at this level; each level's exit must turn that into
+        ``LockLeaseLostError``."""
+        rec = self.recorder
+        level = rec.reenter(section, INNER_DEPTH)
+        try:
+            async with lock.hold(self.key_id) as inner:
+                rec.level_entered(level)
+                self._check_level(level, handle, inner)
+                try:
+                    await self._async_work(section, body, inner, started)
+                except asyncio.CancelledError:
+                    rec.signal_fired(section)
+                    raise
+                finally:
+                    rec.level_left(level)
+        except LockLeaseLostError as exc:
+            rec.level_settled(level, "lost", exc)
+            raise
+        except BaseException as exc:
+            rec.level_settled(level, "error", exc)
+            raise
+        rec.level_settled(level, "ok")
+
+    async def _async_work(
+        self, section: Section, body: Body, handle: AsyncLockHandle, started: float
+    ) -> None:
+        """The body's work (``started``: when the outermost body began)."""
+        if body.at_start is not None:
+            body.at_start(section)
+        if body.starve_ms:
+            section.starved_from = now()
+            time.sleep(body.starve_ms / 1000.0)  # noqa: ASYNC251 (blocks the loop on purpose)
+            section.starved_until = now()
+        left = body.ms / 1000.0 - (now() - started)
+        fired = False
+        if left > 0:
+            try:
+                fired = await asyncio.wait_for(handle.signal.wait(), left)
+            except TimeoutError:
+                fired = False
+        if fired:
+            if body.cooperative:
+                handle.signal.raise_if_aborted()
+            left = body.ms / 1000.0 - (now() - started)
+            if left > 0:
+                await asyncio.sleep(left)
+        if body.at_end is not None:
+            body.at_end(section)
 
     async def _watch_async(self, section: Section, handle: AsyncLockHandle) -> None:
         await handle.signal.wait()
@@ -655,7 +786,7 @@ class Scenario:
             # try again so that every planned body runs.
             for _ in range(VICTIM_ATTEMPTS):
                 section = self.run_sync_section(
-                    lock, role, body, retries=RETRIES, retry_delay_ms=10
+                    lock, role, body, retries=RETRIES, retry_delay_ms=10, nest=self.reentrant
                 )
                 if section.entered or section.outcome != "error":
                     break
@@ -763,7 +894,7 @@ class Scenario:
         def new_lock(role: str) -> AsyncLock:
             client = self.async_client(role, via_proxy=via_proxy)
             clients.append(client)
-            lock = AsyncLock(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace)
+            lock = self.async_lock(client)
             locks.append(lock)
             return lock
 
@@ -779,6 +910,7 @@ class Scenario:
                         retries=RETRIES,
                         retry_delay_ms=10,
                         cancel_on_loss=cancel_on_loss,
+                        nest=self.reentrant,
                     )
                     if section.entered or section.outcome != "error":
                         break
@@ -803,6 +935,44 @@ class Scenario:
         lines = [s.describe(rec.origin) for s in rec.entered()]
         lines += [f"fault at {(t - rec.origin) * 1000:.1f} ms: {what}" for t, what in rec.fault_log]
         return "\n".join(lines)
+
+    def _reentered(self) -> list[str]:
+        """Every victim body opened depth 2 (or was refused it with the loss), and each
+        re-entry's R_ENTER is on the wire, matched to its section by the token."""
+        rec = self.recorder
+        problems: list[str] = []
+        for s in rec.entered():
+            if not s.client.startswith("victim"):
+                continue
+            inner = s.inner
+            if inner is None or (not inner.entered and inner.outcome != "lost"):
+                problems.append(
+                    f"the body never reached depth {INNER_DEPTH}: {s.describe(rec.origin)}"
+                )
+            elif inner.start is not None and not any(
+                c.depth_write == "enter" and c.ok and inner.asked <= c.sent <= inner.start
+                for c in rec.commands_of(s)
+            ):
+                problems.append(
+                    f"no re-entry on the wire for depth {INNER_DEPTH}: {s.describe(rec.origin)}"
+                )
+        return problems
+
+    def _levels_surfaced(self, s: Section) -> list[str]:
+        """A targeted reentrant victim: the fault landed at depth 2, and both levels
+        raised ``LockLeaseLostError``."""
+        inner = s.inner
+        if inner is None or not inner.entered:
+            return [
+                f"the fault did not land at depth {INNER_DEPTH}: "
+                + s.describe(self.recorder.origin)
+            ]
+        if inner.outcome != "lost" or s.outcome != "lost":
+            return [
+                "a level did not raise LockLeaseLostError on its exit: "
+                + s.describe(self.recorder.origin)
+            ]
+        return []
 
     def finish(
         self,
@@ -852,10 +1022,14 @@ class Scenario:
         problems = list(verdict.violations) + leaks + trace_problems
         if rec.faults < rec.trials:
             problems.append(f"only {rec.faults} faults injected in {rec.trials} trials")
+        if self.reentrant:
+            problems += self._reentered()
         if expect == "lapse":
             for s in self.targets:
                 if not s.surfaced:
                     problems.append(f"lapsed lease not surfaced: {s.describe(rec.origin)}")
+                if self.reentrant and s.client.startswith("victim"):
+                    problems += self._levels_surfaced(s)
             if verdict.surfaced < rec.trials:
                 problems.append(
                     f"{verdict.surfaced} losses surfaced in {rec.trials} lapsing trials"

@@ -8,6 +8,8 @@
     sections and the lock commands it sent, as JSON, so the parent can check them along
     with its own (``time.monotonic()`` is one clock for every process on the machine);
     with TRACE, its lock events go there as NDJSON, for the parent's trace.
+``python -m distlock.tools.chaos.holder intrude-reentrant URL PREFIX ID TTL_MS``
+    the same on a ``ReentrantLock`` (each section holds the key at depth 1).
 
 Used when the parent's own threads cannot run: a body holding the GIL, or the holder
 being killed with SIGKILL.
@@ -25,7 +27,7 @@ from typing import Any
 
 from redis.connection import parse_url
 
-from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError
+from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError, ReentrantLock
 from distlock.tools.chaos.recorder import Recorder, RecordingRedis, Section
 from distlock.trace import NdjsonRecorder
 
@@ -80,11 +82,21 @@ def hold(url: str, prefix: str, id: str, ttl_ms: int) -> None:
         client.close()
 
 
-def intrude(url: str, prefix: str, id: str, ttl_ms: int, trace: str | None = None) -> None:
+def intrude(
+    url: str,
+    prefix: str,
+    id: str,
+    ttl_ms: int,
+    trace: str | None = None,
+    *,
+    reentrant: bool = False,
+) -> None:
+    """Keep taking the key (a ReentrantLock's, with ``reentrant``, held at depth 1)."""
     recorder = Recorder("intruder")
     client = _client(url, recorder, f"{prefix}-intruder")
     events = NdjsonRecorder(trace, append=False) if trace else None
-    lock = Lock(client, prefix=prefix, ttl_ms=ttl_ms, trace=events)
+    kind = ReentrantLock if reentrant else Lock
+    lock = kind(client, prefix=prefix, ttl_ms=ttl_ms, trace=events)
     stop = threading.Event()
 
     def watch_stdin() -> None:
@@ -134,7 +146,7 @@ def main(argv: list[str]) -> None:
     if mode == "hold":
         hold(url, prefix, id, int(ttl))
     else:
-        intrude(url, prefix, id, int(ttl), *trace)
+        intrude(url, prefix, id, int(ttl), *trace, reentrant=mode == "intrude-reentrant")
 
 
 if __name__ == "__main__":

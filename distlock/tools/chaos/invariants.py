@@ -7,7 +7,12 @@
   succeeded, at least one of the pair) must have raised ``LockLeaseLostError`` or seen its
   signal fire.  And a body that outlived its lease (it ran past a full TTL after the send
   time of its last successful acquire or renewal) must end in ``LockLeaseLostError``.
-- At most one renewal in flight per section.
+- At most one renewal in flight per section (a reentrant lock's depth writes, sent by the
+  holder on its own schedule, are not renewals).
+- Every open level surfaced the loss: for a reentrant section, the inner level's ``with``
+  raised ``LockLeaseLostError`` whenever the loss was known before it exited (the signal
+  fired) or its lease ran out before it exited, the outermost level raised it whenever the
+  inner one did, and the inner handle shared the outer's token and fence at depth 2.
 - Detection: a body still running a full TTL after its last successful renewal was sent
   must have seen its signal fire by then, give or take a scheduling slack (or, when the
   grant itself arrived after that, by the start of the body, give or take the slack).  Starved
@@ -81,7 +86,42 @@ def check(recorder: Recorder, *, slack_ms: float) -> Verdict:
     for s in sections:
         _check_lease(recorder, s, slack_ms, verdict, starvations)
         _check_one_renewal_in_flight(recorder, s, verdict)
+        _check_levels(recorder, s, verdict)
     return verdict
+
+
+def _check_levels(recorder: Recorder, s: Section, verdict: Verdict) -> None:
+    """A reentrant section's inner level surfaced the loss as its outermost level did."""
+    inner = s.inner
+    if inner is None or s.start is None or s.end is None:
+        return
+    origin = recorder.origin
+    verdict.violations += [f"{p}: {s.describe(origin)}" for p in inner.problems]
+    if inner.outcome == "pending":
+        verdict.violations.append(f"inner level never settled: {s.describe(origin)}")
+        return
+    if inner.outcome == "lost" and s.outcome != "lost":
+        verdict.violations.append(
+            f"the inner level raised LockLeaseLostError but the outermost did not: "
+            f"{s.describe(origin)}"
+        )
+    if inner.start is None or inner.end is None:
+        return
+    if inner.outcome == "lost":
+        return
+    if s.signal_at is not None and s.signal_at <= inner.end:
+        verdict.violations.append(
+            f"the signal fired at depth {inner.depth} but its exit did not raise "
+            f"LockLeaseLostError: {s.describe(origin)}"
+        )
+        return
+    last = recorder.last_ok_send(s, before=inner.end)
+    if last is not None and inner.end > last + s.ttl_ms / 1000.0:
+        verdict.violations.append(
+            f"depth {inner.depth} outlived its lease ({(inner.end - last) * 1000:.0f} ms after "
+            f"the last successful send, ttl {s.ttl_ms} ms) without LockLeaseLostError: "
+            f"{s.describe(origin)}"
+        )
 
 
 def _check_one_renewal_in_flight(recorder: Recorder, s: Section, verdict: Verdict) -> None:
@@ -91,7 +131,12 @@ def _check_one_renewal_in_flight(recorder: Recorder, s: Section, verdict: Verdic
         return
     start, end = s.start, s.end
     renewals = sorted(
-        (c for c in recorder.commands_of(s) if start <= c.sent < end), key=lambda c: c.sent
+        (
+            c
+            for c in recorder.commands_of(s)
+            if start <= c.sent < end and c.depth_write is None
+        ),
+        key=lambda c: c.sent,
     )
     origin = recorder.origin
     for earlier, later in itertools.pairwise(renewals):

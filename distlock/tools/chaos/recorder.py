@@ -23,10 +23,22 @@ from typing import Any, Literal
 import redis
 import redis.asyncio
 
+from distlock._protocol import R_ENTER, R_LEAVE
+
 Outcome = Literal["pending", "ok", "lost", "error", "not_acquired"]
 
 #: The commands the lock's scripts travel in.
 SCRIPT_COMMANDS = frozenset({"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO"})
+#: A reentrant lock's depth writes, by the first argument they travel with (the script's
+#: SHA for EVALSHA, its source for EVAL).  They carry the section's token like every other
+#: script, but the holder sends them, not the renewal: a re-entry (``R_ENTER``) refreshes
+#: the TTL, an inner exit (``R_LEAVE``) does not.
+DEPTH_SCRIPTS = {
+    R_ENTER.sha: "enter",
+    R_ENTER.source: "enter",
+    R_LEAVE.sha: "leave",
+    R_LEAVE.source: "leave",
+}
 
 
 def now() -> float:
@@ -47,6 +59,37 @@ class Command:
 
     def carries(self, token: str) -> bool:
         return token in self.args
+
+    @property
+    def depth_write(self) -> str | None:
+        """``"enter"`` or ``"leave"`` for a reentrant lock's depth write, else None."""
+        return DEPTH_SCRIPTS.get(self.args[0]) if self.args else None
+
+    @property
+    def lease_write(self) -> bool:
+        """A reply of 1 confirms the lease from this send (acquire, renewal, re-entry): an
+        inner exit's reply says the key was ours, but refreshes nothing."""
+        return self.depth_write != "leave"
+
+
+@dataclass
+class Level:
+    """An inner level of a reentrant section (``with locks.hold(key)`` inside the body):
+    when it opened and closed (inside the outermost body) and how its ``with`` ended."""
+
+    depth: int
+    #: When the re-entry was asked for (its round trip starts here).
+    asked: float
+    start: float | None = None
+    end: float | None = None
+    outcome: Outcome = "pending"
+    error: str | None = None
+    #: What the inner handle got wrong (depth, token, fence differing from the outer's).
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def entered(self) -> bool:
+        return self.start is not None
 
 
 @dataclass
@@ -72,6 +115,8 @@ class Section:
     #: ``handle.signal.aborted`` as the body's first statement saw it.
     aborted_at_entry: bool | None = None
     notes: list[str] = field(default_factory=list)
+    #: A reentrant victim's inner level (None: the body does not re-enter).
+    inner: Level | None = None
 
     @property
     def entered(self) -> bool:
@@ -93,11 +138,18 @@ class Section:
         def ms(t: float | None) -> str:
             return "-" if t is None else f"{(t - origin) * 1000:.1f}"
 
+        inner = self.inner
         return (
             f"{self.client}#{self.seq} fence={self.fence} "
             f"body=[{ms(self.start)}, {ms(self.end)}]ms "
             f"signal={ms(self.signal_at)} outcome={self.outcome}"
             + (f" ({self.error})" if self.error else "")
+            + (
+                ""
+                if inner is None
+                else f" depth {inner.depth}=[{ms(inner.start)}, {ms(inner.end)}]ms "
+                f"outcome={inner.outcome}" + (f" ({inner.error})" if inner.error else "")
+            )
         )
 
 
@@ -144,6 +196,33 @@ class Recorder:
     def leave(self, section: Section) -> None:
         with self._cond:
             section.end = now()
+            self._cond.notify_all()
+
+    def reenter(self, section: Section, depth: int) -> Level:
+        """The body asks for an inner level of ``section``."""
+        level = Level(depth, now())
+        with self._cond:
+            section.inner = level
+            self._cond.notify_all()
+        return level
+
+    def level_entered(self, level: Level) -> None:
+        with self._cond:
+            level.start = now()
+            self._cond.notify_all()
+
+    def level_left(self, level: Level) -> None:
+        with self._cond:
+            level.end = now()
+            self._cond.notify_all()
+
+    def level_settled(
+        self, level: Level, outcome: Outcome, error: BaseException | None = None
+    ) -> None:
+        with self._cond:
+            level.outcome = outcome
+            if error is not None:
+                level.error = f"{type(error).__name__}: {error}"
             self._cond.notify_all()
 
     def signal_fired(self, section: Section, at: float | None = None) -> None:
@@ -195,15 +274,26 @@ class Recorder:
             return [c for c in self.commands if c.carries(token)]
 
     def renewed_in_body(self, section: Section) -> bool:
-        """At least one successful lock command was sent after the body started."""
+        """At least one successful lease write was sent after the body started (after its
+        inner level opened, for a reentrant section: the fault must land at depth 2)."""
         start = section.start
         if start is None or section.end is not None:
             return False
-        return any(c.ok and c.sent >= start for c in self.commands_of(section))
+        inner = section.inner
+        if inner is not None:
+            if inner.start is None or inner.end is not None:
+                return False
+            start = inner.start
+        return any(c.ok and c.lease_write and c.sent >= start for c in self.commands_of(section))
 
     def last_ok_send(self, section: Section, before: float) -> float | None:
-        """When the last successful acquire/renewal answered before ``before`` was sent."""
-        sends = [c.sent for c in self.commands_of(section) if c.ok and c.replied <= before]
+        """When the last successful lease write (acquire, renewal, re-entry) answered before
+        ``before`` was sent."""
+        sends = [
+            c.sent
+            for c in self.commands_of(section)
+            if c.ok and c.lease_write and c.replied <= before
+        ]
         return max(sends) if sends else None
 
     def entered(self) -> list[Section]:

@@ -37,11 +37,13 @@ class Context:
     admin: redis.Redis
     made: list[Scenario] = field(default_factory=list)
 
-    def scenario(self, *, ttl_ms: int) -> Scenario:
-        """The scenario's recorder, clients and checks, for locks of ``ttl_ms``."""
+    def scenario(self, *, ttl_ms: int, reentrant: bool = False) -> Scenario:
+        """The scenario's recorder, clients and checks, for locks of ``ttl_ms``; with
+        ``reentrant``, on ReentrantLocks whose victims re-enter the key in their bodies."""
         made = Scenario(
             name=self.title,
             ttl_ms=ttl_ms,
+            reentrant=reentrant,
             target=self.target,
             proxy=self.proxy,
             settings=self.settings,
@@ -132,6 +134,7 @@ def _load() -> None:
         client_crash,
         network,
         redis_process,
+        reentrant,
         starvation,
     )
 

@@ -89,10 +89,10 @@ def latency_beyond_the_ttl_surfaces_the_loss(ctx: Context) -> None:
     "requests or replies dropped on an open connection: the lapse is surfaced by the deadline",
     modes=MODES,
 )
-def renewal_that_hangs_forever(ctx: Context, mode: str) -> None:
+def renewal_that_hangs_forever(ctx: Context, mode: str, *, reentrant: bool = False) -> None:
     """Toxiproxy ``timeout`` with timeout=0: data is dropped and the connection stays open,
     so the renewal in flight never answers.  Only the deadline can see that."""
-    sc = ctx.scenario(ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
     proxy = _proxy(sc)
 
     for trial in range(TRIALS):

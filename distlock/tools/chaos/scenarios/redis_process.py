@@ -26,10 +26,10 @@ def _trial(sc: Scenario, mode: str) -> Callable[..., None]:
     modes=MODES,
     needs_own_redis=True,
 )
-def redis_paused_past_the_ttl(ctx: Context, mode: str) -> None:
+def redis_paused_past_the_ttl(ctx: Context, mode: str, *, reentrant: bool = False) -> None:
     """SIGSTOP for 2.5 TTL: every client hangs, nothing expires while Redis sleeps, and on
     SIGCONT the key has expired.  The victims' own clocks must have declared the loss."""
-    sc = ctx.scenario(ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
     server = sc.own_redis()
 
     def fault(victim: Section) -> None:
@@ -48,11 +48,13 @@ def redis_paused_past_the_ttl(ctx: Context, mode: str) -> None:
     modes=MODES,
     needs_own_redis=True,
 )
-def redis_killed_and_restarted_empty(ctx: Context, mode: str) -> None:
+def redis_killed_and_restarted_empty(
+    ctx: Context, mode: str, *, reentrant: bool = False
+) -> None:
     """SIGKILL, down for half a TTL, back on the same port with no data: the key is gone
     while its owner still runs.  Renewals fail, then are refused; the intruder takes the
     key at once; the owner must report the loss (and its release, finding nothing, too)."""
-    sc = ctx.scenario(ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
     server = sc.own_redis()
 
     def fault(victim: Section) -> None:

@@ -44,9 +44,9 @@ def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]
     "asyncio body blocks the event loop 2xTTL [asyncio]",
     "time.sleep(2xTTL) inside the coroutine: the loss is surfaced when the loop resumes",
 )
-def asyncio_body_blocks_the_event_loop(ctx: Context) -> None:
+def asyncio_body_blocks_the_event_loop(ctx: Context, *, reentrant: bool = False) -> None:
     """``time.sleep`` inside the coroutine for 2 TTL: no timer of the loop runs."""
-    sc = ctx.scenario(ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
     sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
     for trial in range(TRIALS):
@@ -59,17 +59,18 @@ def asyncio_body_blocks_the_event_loop(ctx: Context) -> None:
     "sync body holds the GIL 2xTTL in a C call [sync]",
     "a C call keeps the GIL for 2xTTL (intruder in another process): the loss is surfaced",
 )
-def sync_body_holds_the_gil(ctx: Context) -> None:
+def sync_body_holds_the_gil(ctx: Context, *, reentrant: bool = False) -> None:
     """A C call that keeps the GIL (``usleep`` through ``ctypes.PyDLL``) for 2 TTL: no
     thread of the process runs, the Lock's timer thread included.  The intruder has to be
     another process."""
-    sc = ctx.scenario(ttl_ms=200)
+    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
     sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
     for trial in range(TRIALS):
         part = sc.trace_part(trial)
         extra = () if part is None else (part,)
-        child = Child("intrude", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
+        mode = "intrude-reentrant" if reentrant else "intrude"
+        child = Child(mode, sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
         try:
             child.expect("READY", 20)
             sc.sync_trial(trial, None, victims=2, bodies=bodies, intruder=False, via_proxy=False)

@@ -1,0 +1,73 @@
+"""The reentrant lock under the faults that make a lease lapse.
+
+Victims and intruder hold ``ReentrantLock``s; each victim's body re-enters the key
+(``with locks.hold(key) as inner``, depth 2) and does its work there, so every fault lands
+while two levels are open.  Besides what every scenario checks, the loss must surface at
+both levels: the inner level's exit and the outermost level's exit each raise
+``LockLeaseLostError`` (``Scenario.finish`` and ``invariants.check`` hold them to it).  A
+re-entry refreshes the TTL, so its reply of 1 counts as a lease write for the detection
+bound, like a renewal's; an inner exit's does not.
+
+The traces are not checked against a spec: ``spec/Reentrant.tla`` has no trace validation
+yet (``harness.REENTRANT_TRACE_EXCLUDED``).
+"""
+
+from __future__ import annotations
+
+from distlock.tools.chaos.registry import MODES, Context, scenario
+from distlock.tools.chaos.scenarios import network, redis_process, starvation
+
+
+@scenario(
+    "reentrant-renewal-that-hangs-forever",
+    "reentrant, depth 2: renewal hangs forever (timeout toxic) [{mode}]",
+    "ReentrantLock at depth 2, requests or replies dropped on an open connection: "
+    "the lapse is surfaced at both levels",
+    modes=MODES,
+)
+def reentrant_renewal_that_hangs_forever(ctx: Context, mode: str) -> None:
+    network.renewal_that_hangs_forever(ctx, mode, reentrant=True)
+
+
+@scenario(
+    "reentrant-redis-paused-past-the-ttl",
+    "reentrant, depth 2: Redis paused (SIGSTOP) 2.5xTTL [{mode}]",
+    "ReentrantLock at depth 2, redis-server paused for 2.5xTTL: "
+    "the lapse is surfaced at both levels",
+    modes=MODES,
+    needs_own_redis=True,
+)
+def reentrant_redis_paused_past_the_ttl(ctx: Context, mode: str) -> None:
+    redis_process.redis_paused_past_the_ttl(ctx, mode, reentrant=True)
+
+
+@scenario(
+    "reentrant-redis-killed-and-restarted-empty",
+    "reentrant, depth 2: Redis killed, restarted empty [{mode}]",
+    "ReentrantLock at depth 2, redis-server SIGKILLed and restarted without data: "
+    "the lapse is surfaced at both levels",
+    modes=MODES,
+    needs_own_redis=True,
+)
+def reentrant_redis_killed_and_restarted_empty(ctx: Context, mode: str) -> None:
+    redis_process.redis_killed_and_restarted_empty(ctx, mode, reentrant=True)
+
+
+@scenario(
+    "reentrant-asyncio-body-blocks-the-event-loop",
+    "reentrant, depth 2: body blocks the event loop 2xTTL [asyncio]",
+    "ReentrantLock at depth 2, time.sleep(2xTTL) in the coroutine: "
+    "the loss is surfaced at both levels when the loop resumes",
+)
+def reentrant_asyncio_body_blocks_the_event_loop(ctx: Context) -> None:
+    starvation.asyncio_body_blocks_the_event_loop(ctx, reentrant=True)
+
+
+@scenario(
+    "reentrant-sync-body-holds-the-gil",
+    "reentrant, depth 2: body holds the GIL 2xTTL in a C call [sync]",
+    "ReentrantLock at depth 2, a C call keeps the GIL for 2xTTL (intruder in another "
+    "process): the loss is surfaced at both levels",
+)
+def reentrant_sync_body_holds_the_gil(ctx: Context) -> None:
+    starvation.sync_body_holds_the_gil(ctx, reentrant=True)
