@@ -14,9 +14,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distlock import Lock
+from distlock._protocol import R_ENTER, R_LEAVE
 from distlock.tools.chaos.invariants import check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
-from distlock.tools.chaos.recorder import Command, Recorder, Section
+from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
 from distlock.tools.chaos.targets import RedisTarget
 from distlock.tools.chaos.toxiproxy import Proxy
 
@@ -107,6 +108,66 @@ def test_two_renewals_in_flight_are_caught() -> None:
     rec.command(Command("EVALSHA", ("sha", "1", "k", s.token), o + 0.2, o + 0.24, False))
     verdict = check(rec, slack_ms=50)
     assert any("two renewals in flight" in v for v in verdict.violations)
+
+
+def _depth_write(rec: Recorder, s: Section, script: str, at: float, *, took: float = 0.001) -> None:
+    """A reentrant depth write (R_ENTER or R_LEAVE by SHA) of ``s``, answered 1."""
+    assert s.token is not None
+    o = rec.origin
+    args = (script, "1", "k", s.token, str(TTL_MS), "2")
+    rec.command(Command("EVALSHA", args, o + at, o + at + took, True))
+
+
+def _inner(s: Section, rec: Recorder, start: float, end: float, outcome: str) -> Level:
+    o = rec.origin
+    s.inner = Level(2, o + start - 0.002, o + start, o + end, outcome)  # type: ignore[arg-type]
+    return s.inner
+
+
+def test_an_inner_exit_that_raised_nothing_after_the_signal_is_caught() -> None:
+    rec = Recorder("synthetic")
+    s = _section(rec, "victim0", 0.0, 0.5, "lost", signal=0.2, sends=(0.0,))
+    _inner(s, rec, 0.01, 0.45, "ok")
+    verdict = check(rec, slack_ms=50)
+    assert any("exit did not raise" in v for v in verdict.violations)
+
+
+def test_an_inner_level_lost_under_a_successful_outermost_is_caught() -> None:
+    rec = Recorder("synthetic")
+    s = _section(rec, "victim0", 0.0, 0.1, "ok", sends=(0.0,))
+    _inner(s, rec, 0.01, 0.09, "lost")
+    verdict = check(rec, slack_ms=50)
+    assert any("the outermost did not" in v for v in verdict.violations)
+
+
+def test_both_levels_surfacing_the_loss_pass() -> None:
+    rec = Recorder("synthetic")
+    s = _section(rec, "victim0", 0.0, 0.5, "lost", signal=0.2, sends=(0.0,))
+    _inner(s, rec, 0.01, 0.45, "lost")
+    assert check(rec, slack_ms=50).violations == []
+
+
+def test_a_reentry_confirms_the_lease_and_an_inner_exit_does_not() -> None:
+    rec = Recorder("synthetic")
+    # Acquired at 0, re-entered at 0.1 (the TTL refreshed), inner exit at 0.25: the lease
+    # runs to 0.3, so a signal at 0.3 is on time and the exit's reply moves nothing.
+    s = _section(rec, "victim0", 0.0, 0.5, "lost", signal=0.3, sends=(0.0,))
+    _depth_write(rec, s, R_ENTER.sha, 0.1)
+    _depth_write(rec, s, R_LEAVE.sha, 0.25)
+    _inner(s, rec, 0.101, 0.25, "ok")
+    verdict = check(rec, slack_ms=50)
+    assert verdict.violations == []
+    assert verdict.worst_detection_ms == pytest.approx(200, abs=1)
+    assert rec.last_ok_send(s, before=s.end or 0.0) == pytest.approx(rec.origin + 0.1)
+
+
+def test_a_reentry_beside_a_renewal_is_not_two_renewals_in_flight() -> None:
+    rec = Recorder("synthetic")
+    s = _section(rec, "victim0", 0.0, 0.3, "ok", sends=(-0.001, 0.05, 0.1, 0.15, 0.2, 0.25))
+    _depth_write(rec, s, R_ENTER.sha, 0.151, took=0.03)
+    _inner(s, rec, 0.182, 0.28, "ok")
+    _depth_write(rec, s, R_LEAVE.source, 0.28)
+    assert check(rec, slack_ms=50).violations == []
 
 
 def test_a_lock_left_open_is_a_leak(chaos_target: RedisTarget) -> None:
