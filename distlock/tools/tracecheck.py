@@ -660,11 +660,11 @@ def build_reentrant_model(
                 f"section {e['client']!r} is not renewed: the holders of spec/Reentrant.tla "
                 "run hold/run sections with a heartbeat"
             )
-    beats = {e.get("renew_every_ms") for e in firsts}
+    beats = {float(e["renew_every_ms"]) for e in firsts}
     if len(beats) > 1:
         raise TraceError(f"the sections must share one heartbeat, got {beats}")
     unit = ttl_ms / ticks
-    heartbeat = max(1, min(ticks // 2, round(float(next(iter(beats))) / unit)))
+    heartbeat = max(1, min(ticks // 2, round(next(iter(beats)) / unit)))
     lows, keep = _lows(events, ttl_ms, ticks)
     faults = _plausible_faults(
         events, index, complete=complete, hang_after_ms=hang_after_ms, reentrant=True
