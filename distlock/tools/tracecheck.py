@@ -654,17 +654,25 @@ def build_reentrant_model(
         )
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
+    # A manual acquire that is never granted (a refused child task) is any holder's.
+    granted = {str(e["client"]) for e in events if _granted_fence(e) is not None}
     for e in firsts:
-        if not e.get("watch") or e.get("renew_every_ms") is None:
+        renewed = e.get("watch") and e.get("renew_every_ms") is not None
+        if str(e["client"]) in granted and not renewed:
             raise TraceError(
                 f"section {e['client']!r} is not renewed: the holders of spec/Reentrant.tla "
                 "run hold/run sections with a heartbeat"
             )
-    beats = {float(e["renew_every_ms"]) for e in firsts}
+    beats = {
+        float(e["renew_every_ms"])
+        for e in firsts
+        if e.get("watch") and e.get("renew_every_ms") is not None
+    }
     if len(beats) > 1:
         raise TraceError(f"the sections must share one heartbeat, got {beats}")
     unit = ttl_ms / ticks
-    heartbeat = max(1, min(ticks // 2, round(next(iter(beats)) / unit)))
+    beat_ms = next(iter(beats)) if beats else ttl_ms / 4
+    heartbeat = max(1, min(ticks // 2, round(beat_ms / unit)))
     lows, keep = _lows(events, ttl_ms, ticks)
     faults = _plausible_faults(
         events, index, complete=complete, hang_after_ms=hang_after_ms, reentrant=True
