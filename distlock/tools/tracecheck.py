@@ -1,4 +1,5 @@
-"""Trace validation: is a recorded run a behaviour of ``spec/DistLock.tla``?
+"""Trace validation: is a recorded run a behaviour of ``spec/DistLock.tla``, or, for the
+reentrant lock, of ``spec/Reentrant.tla``?
 
 The recorded events of the sections on one key are checked in two stages.
 
@@ -66,6 +67,23 @@ none did (REJECTED), and the highest ``l`` any behaviour reached, printed by a
 ``CONSTRAINT``, names the first event no behaviour explains.  When the pre-pass rejects
 event ``i``, TLC still checks the events before it, so the verdict names the first event
 that is wrong either way.
+
+**The reentrant lock.**  A key whose events hold a level change (``Reenter``,
+``ReenterReply``, ``ReenterFail``, ``Leave``, ``LeaveReply``, ``LeaveFail``:
+:func:`is_reentrant`) is checked against ``spec/Reentrant.tla`` instead
+(:func:`build_reentrant_model`; ``reentrant=`` of :func:`check` forces either spec).  Its
+sections, in the order they first appear, are the spec's holders ``Parent``, ``Child`` and
+``Other`` (at most three); the ones that re-enter are ``Deep``, and ``MaxDepth`` is the
+deepest level recorded.  The trace module is the static ``spec/ReentrantTrace.tla``, the
+same approach as above: each event is its holder action with the state after it (phase,
+outcome, loss signal, and the ``depth`` the level events record), the reply value,
+the fence order and the elapsed-time floor matching, and TLC finds the environment's
+steps (time bounded by the timestamps; dropped or hung replies, a key loss or a starved
+body only where the rest of the trace can tell them).  A denial with retries left (phase
+``backoff``) is the spec's denial, and the retry after it the wrapper's ``RetryAcquire``
+(the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
+levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
+manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
 """
 
 from __future__ import annotations
@@ -1040,7 +1058,8 @@ def main(argv: Sequence[str]) -> int:
     """``validate-trace TRACE.ndjson`` with ``argv`` as its arguments."""
     parser = argparse.ArgumentParser(
         prog="python -m distlock validate-trace",
-        description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla.",
+        description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla "
+        "(of spec/Reentrant.tla for a reentrant lock's).",
     )
     add_arguments(parser)
     return run_cli(parser.parse_args(list(argv)))
