@@ -1,0 +1,118 @@
+--------------------------- MODULE ReentrantTrace ---------------------------
+(***************************************************************************)
+(* Trace validation of the reentrant lock: is a recorded trace a behaviour *)
+(* of Reentrant.tla?  distlock.tools.tracecheck writes the recorded events *)
+(* of one key as the module TraceData (Trace, a sequence of records; e.c   *)
+(* is the section's index: 1 is Parent, 2 Child, 3 Other) and a cfg; this *)
+(* module is the same for every trace.                                     *)
+(*                                                                         *)
+(* Each step either takes the holder action named by event l, with the    *)
+(* observed state after it (phase, outcome, loss signal, depth when       *)
+(* recorded), the reply value Redis gave, the order of the fences and at  *)
+(* least e.lo ticks since the section's previous event all matching; or   *)
+(* is one of the environment's unlogged steps, with time bounded by the   *)
+(* next event's timestamp (e.k) and faults only where the rest of the     *)
+(* trace can tell them (e.drop, e.hang, e.starve, e.keylost).             *)
+(*                                                                         *)
+(* Invariant Unexplained is VIOLATED iff a behaviour explains the whole   *)
+(* trace (TLC 2.15 cannot ask "some behaviour reaches the end" otherwise). *)
+(***************************************************************************)
+EXTENDS Reentrant, TraceData, TLC
+
+VARIABLES l, now, at
+
+HolderOf == <<Parent, Child, Other>>
+
+ASSUME TLCSet(1, 0)
+
+(* A denied attempt with retries left backs off and sends again: in       *)
+(* Reentrant.tla a denial ends the section (a retry is a new acquire), so *)
+(* the retry is the holder's Acquire from where the denial left it.       *)
+RetryAcquire(h) ==
+    /\ phase[h] = "done" /\ outcome[h] = "not_acquired"
+    /\ net' = net \cup {Request(h, "acquire", 0)}
+    /\ phase' = [phase EXCEPT ![h] = "acquiring"]
+    /\ outcome' = [outcome EXCEPT ![h] = "none"]
+    /\ sent_ago' = [sent_ago EXCEPT ![h] = 0]
+    /\ UNCHANGED <<fence, depth, deadline_in, renew_in_flight, renew_sent_ago,
+                   next_renew_in, op, op_sent_ago, lost>>
+    /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED ghost_vars
+
+Logged(e) ==
+    LET h == HolderOf[e.c] IN
+    CASE e.a = "Acquire"      -> Acquire(h) \/ RetryAcquire(h)
+      [] e.a = "AcquireReply" -> AcquireReply(h)
+      [] e.a = "AcquireFail"  -> AcquireFail(h)
+      [] e.a = "RenewSend"    -> RenewSend(h)
+      [] e.a = "RenewReply"   -> RenewReply(h)
+      [] e.a = "RenewFail"    -> RenewFail(h)
+      [] e.a = "LeaseTimeout" -> LeaseTimeout(h)
+      [] e.a = "Reenter"      -> Reenter(h)
+      [] e.a = "ReenterReply" -> ReenterReply(h)
+      [] e.a = "ReenterFail"  -> ReenterFail(h)
+      [] e.a = "Leave"        -> Leave(h)
+      [] e.a = "LeaveReply"   -> LeaveReply(h)
+      [] e.a = "LeaveFail"    -> LeaveFail(h)
+      [] e.a = "BodyDone"     -> BodyDone(h)
+      [] e.a = "Release"      -> Release(h)
+      [] e.a = "ReleaseReply" -> ReleaseReply(h)
+      [] e.a = "ReleaseFail"  -> ReleaseFail(h)
+
+(* The holder's state after its step (e.depth < 0: no depth recorded). *)
+Observed(e) ==
+    LET h == HolderOf[e.c] IN
+    /\ phase'[h] = e.phase
+    /\ outcome'[h] = e.outcome
+    /\ lost'[h] = e.lost
+    /\ e.depth >= 0 => depth'[h] = e.depth
+
+(* The reply the holder was handed is the one the spec's Redis gave. *)
+Answered(e) ==
+    e.kind # "" =>
+        \A m \in net \ net' : Mine(m, HolderOf[e.c], e.kind) => ((m.val > 0) = e.ok)
+
+(* Grants are ordered at Redis as their recorded fences are. *)
+Fenced(e) ==
+    (e.a = "AcquireReply" /\ e.kind # "" /\ e.ok) =>
+        \A i \in 1..Sections :
+            (i # e.c /\ fence[HolderOf[i]] > 0) =>
+                ((fence'[HolderOf[e.c]] > fence[HolderOf[i]]) = (e.fence > Fence[i]))
+
+(* At least e.lo ticks since the section's previous event. *)
+Elapsed(e) == now >= at[e.c] + e.lo
+
+Is(p, m) == HolderOf[p[1]] = m.h /\ p[2] = m.kind
+
+Hidden ==
+    \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1
+    \/ /\ \/ \E m \in net : RedisStep(m)
+          \/ \E m \in net : (\E p \in Trace[l].drop : Is(p, m)) /\ DropReply(m)
+          \/ \E m \in net : (\E p \in Trace[l].hang : Is(p, m)) /\ HangReply(m)
+          \/ Trace[l].keylost /\ KeyLost
+          \/ \E i \in Trace[l].starve : Starve(HolderOf[i])
+       /\ UNCHANGED now
+
+TraceInit ==
+    /\ Init
+    /\ l = 1
+    /\ now = 0
+    /\ at = [i \in 1..Sections |-> 0]
+
+TraceNext ==
+    /\ l <= Len(Trace)
+    /\ \/ /\ Elapsed(Trace[l])
+          /\ Logged(Trace[l]) /\ Observed(Trace[l])
+          /\ Answered(Trace[l]) /\ Fenced(Trace[l])
+          /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
+          /\ l' = l + 1 /\ UNCHANGED now
+       \/ /\ Hidden /\ UNCHANGED <<l, at>>
+
+Unexplained == l <= Len(Trace)
+
+(* The ghost variables are read by no action: states differing only there *)
+(* have the same futures.                                                 *)
+TraceView == <<client_vars, env_vars, l, now, at>>
+
+Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"reached", l>>) ELSE TRUE
+=============================================================================

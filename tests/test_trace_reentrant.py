@@ -1,0 +1,299 @@
+"""Recorded traces of the reentrant lock, validated against ``spec/Reentrant.tla``.
+
+Traces of real ``ReentrantLock`` runs (a nested hold renewed at depth 2 with a second
+thread refused and then granted, a loss at depth 2, a child holder taking a deleted key
+before its parent re-enters, the asyncio driver with a refused child task) must be
+accepted; corrupted versions (a Leave at depth 1, a re-entry answered 1 while another
+holder had the key, a forged inner exit after the loss, an event reordered, time running
+backwards, a fence changed between levels) must be rejected at the event they corrupt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import distlock
+import distlock.asyncio
+from distlock.tools import tracecheck
+from distlock.trace import NdjsonRecorder, read_events, write_events
+from tests.redis_server import RedisServer
+
+needs_tlc = pytest.mark.skipif(
+    not (tracecheck.spec_dir() / "ReentrantTrace.tla").is_file() or shutil.which("java") is None,
+    reason="needs spec/Reentrant.tla, spec/ReentrantTrace.tla and java",
+)
+
+Event = dict[str, Any]
+
+
+class Watch:
+    """A trace callable that records, and lets the test wait for an event it describes."""
+
+    def __init__(self, rec: NdjsonRecorder) -> None:
+        self.rec = rec
+        self.seen: list[Event] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        self.rec(event)
+        with self.cond:
+            self.seen.append(event)
+            self.cond.notify_all()
+
+    def wait_for(self, pred: Callable[[list[Event]], bool]) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: pred(self.seen), timeout=30)
+
+
+def _count(events: list[Event], action: str, **where: Any) -> int:
+    return sum(
+        1 for e in events if e["action"] == action and all(e.get(k) == v for k, v in where.items())
+    )
+
+
+def _index(events: list[Event], action: str, **where: Any) -> int:
+    return next(
+        n
+        for n, e in enumerate(events)
+        if e["action"] == action and all(e.get(k) == v for k, v in where.items())
+    )
+
+
+def _nested_with_contender(server: RedisServer, path: Path) -> list[Event]:
+    """A parent thread holds to depth 2 through two renewals; a second thread asks for
+    the key, is refused, and is granted once the parent's outermost level exits."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.ReentrantLock(
+            server.url, prefix="rt-nest", ttl_ms=400, retries=200, retry_delay_ms=10, trace=watch
+        ) as locks:
+            parent: list[str] = []
+
+            def contender() -> None:
+                with locks.hold("x") as handle:
+                    assert handle.depth == 1
+
+            with locks.hold("x") as outer, locks.hold("x") as inner:
+                assert (outer.depth, inner.depth) == (1, 2)
+                parent.append(str(watch.seen[0]["client"]))
+                watch.wait_for(lambda seen: _count(seen, "RenewReply", ok=True) >= 2)
+                thread = threading.Thread(target=contender, name="rt-contender")
+                thread.start()
+                watch.wait_for(
+                    lambda seen: any(
+                        e["action"] == "AcquireReply"
+                        and e["client"] != parent[0]
+                        and not e["granted"]
+                        for e in seen
+                    )
+                )
+            thread.join(30)
+            assert not thread.is_alive()
+    return read_events(path)
+
+
+def _lost_at_depth2(server: RedisServer, path: Path) -> list[Event]:
+    """The key is deleted while the holder is at depth 2: a renewal finds it gone, and
+    both levels raise the loss on exit."""
+    with (  # noqa: PT012
+        NdjsonRecorder(path, append=False) as rec,
+        distlock.ReentrantLock(server.url, prefix="rt-lost", ttl_ms=400, trace=rec) as locks,
+        pytest.raises(distlock.LockLeaseLostError),
+        locks.hold("x") as outer,
+        locks.hold("x") as inner,
+    ):
+        assert inner.depth == 2
+        locks.client.delete(outer.key)
+        assert inner.signal.wait(30)
+    return read_events(path)
+
+
+def _taken_before_reentry(server: RedisServer, path: Path) -> list[Event] | None:
+    """The parent's key is deleted and a second thread takes it; the parent then
+    re-enters and is refused (the loss).  None when a renewal found the loss first (then
+    the re-entry raises without a round trip)."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.ReentrantLock(
+            server.url, prefix="rt-taken", ttl_ms=2000, trace=watch
+        ) as locks:
+            child_holds, parent_done = threading.Event(), threading.Event()
+
+            def child() -> None:
+                with locks.hold("x"):
+                    child_holds.set()
+                    assert parent_done.wait(30)
+
+            thread = threading.Thread(target=child, name="rt-child")
+            try:
+                with pytest.raises(distlock.LockLeaseLostError), locks.hold("x") as outer:  # noqa: PT012
+                    locks.client.delete(outer.key)
+                    thread.start()
+                    assert child_holds.wait(30)
+                    with locks.hold("x"):
+                        pass
+            finally:
+                parent_done.set()
+                thread.join(30)
+    events = read_events(path)
+    return events if _count(events, "ReenterReply") == 1 else None
+
+
+def _async_nested(server: RedisServer, path: Path) -> list[Event]:
+    """asyncio: a task re-enters, and a child task it creates is refused."""
+
+    async def main() -> None:
+        with NdjsonRecorder(path, append=False) as rec:
+            async with distlock.asyncio.ReentrantLock(
+                server.url, prefix="rt-aio", ttl_ms=400, trace=rec
+            ) as locks, locks.hold("x") as outer:
+                async with locks.hold("x") as inner:
+                    assert (outer.depth, inner.depth) == (1, 2)
+                    assert inner.fence == outer.fence
+                assert await asyncio.create_task(locks.acquire("x")) is None
+
+    asyncio.run(main())
+    return read_events(path)
+
+
+def _check_each(traces: list[list[Event]]) -> list[tracecheck.Verdict]:
+    """One verdict per single-key trace, two TLC runs at a time (TLC uses one core)."""
+    with ThreadPoolExecutor(2) as pool:
+        return [v for (v,) in pool.map(tracecheck.check, traces)]
+
+
+def test_a_reentrant_trace_is_told_by_its_level_changes() -> None:
+    lock_events: list[Event] = [
+        {"action": "Acquire", "client": "L1.1", "key": "k"},
+        {"action": "AcquireReply", "client": "L1.1"},
+    ]
+    assert not tracecheck.is_reentrant(lock_events)
+    assert tracecheck.is_reentrant([*lock_events, {"action": "Reenter", "client": "L1.1"}])
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_reentrant_runs_are_behaviours_of_the_spec(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    nested = _nested_with_contender(redis_server, tmp_path / "nested.ndjson")
+    lost = _lost_at_depth2(redis_server, tmp_path / "lost.ndjson")
+    aio = _async_nested(redis_server, tmp_path / "aio.ndjson")
+    assert {e["action"] for e in nested} >= {"Reenter", "ReenterReply", "Leave", "RenewReply"}
+    assert _count(nested, "AcquireReply", granted=False) >= 1
+    assert lost[-1]["outcome"] == "lost"
+    for events, sections in ((nested, 2), (lost, 1), (aio, 2)):
+        assert tracecheck.is_reentrant(events)
+        assert len({e["client"] for e in events}) == sections
+    verdicts = _check_each([nested, lost, aio])
+    for v in verdicts:
+        assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_corrupted_reentrant_traces_are_rejected(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Each corruption of a genuine trace is rejected at the event it corrupts."""
+    good = _nested_with_contender(redis_server, tmp_path / "nested.ndjson")
+    lost = _lost_at_depth2(redis_server, tmp_path / "lost.ndjson")
+    taken = None
+    for n in range(3):
+        taken = _taken_before_reentry(redis_server, tmp_path / f"taken-{n}.ndjson")
+        if taken is not None:
+            break
+    assert taken is not None, "a renewal found the loss before the re-entry, three times"
+    parent = good[0]["client"]
+
+    # 1. A Leave at depth 1: the parent leaves again after its inner level exited.
+    leave_reply = _index(good, "LeaveReply", client=parent)
+    leave = _index(good, "Leave", client=parent)
+    extra = {**good[leave], "depth": 0, "t": good[leave_reply]["t"]}
+    at_depth1 = [*good[: leave_reply + 1], extra, *good[leave_reply + 1 :]]
+    # 2. The re-entry answered 1 while the other holder had the key.
+    reenter_reply = _index(taken, "ReenterReply")
+    assert taken[reenter_reply]["ok"] is False
+    forged_enter = [*taken]
+    forged_enter[reenter_reply] = {**taken[reenter_reply], "ok": True, "lost": False, "depth": 2}
+    # 3. The inner exit after the loss answered 1.
+    lost_leave = _index(lost, "LeaveReply")
+    assert lost[lost_leave]["ok"] is False
+    forged_leave = [*lost]
+    forged_leave[lost_leave] = {**lost[lost_leave], "ok": True}
+    # 4. The re-entry's reply before its request.
+    enter = _index(good, "Reenter")
+    reordered = [*good[:enter], good[enter + 1], good[enter], *good[enter + 2 :]]
+    # 5. Time runs backwards: the re-entry answered before it was sent.
+    backwards = [*good]
+    backwards[enter + 1] = {**good[enter + 1], "t": good[enter]["t"] - 30}
+    # 6. The inner level carries another fence than the outermost level's.
+    refenced = [*good]
+    refenced[enter + 1] = {**good[enter + 1], "fence": good[enter]["fence"] + 1}
+
+    cases: list[tuple[str, list[Event], int | None, str | None]] = [
+        ("genuine: the key taken before the re-entry", taken, None, None),
+        ("1. a Leave at depth 1", at_depth1, leave_reply + 1, "TLC"),
+        ("2. re-entry answered 1 while another holder had the key", forged_enter,
+         reenter_reply, "TLC"),
+        ("3. inner exit answered 1 after the loss", forged_leave, lost_leave, "TLC"),
+        ("4. reply before request", reordered, enter, "TLC"),
+        ("5. time runs backwards", backwards, enter + 1, "pre-pass"),
+        ("6. fence changed between levels", refenced, enter + 1, "pre-pass"),
+    ]
+    verdicts = _check_each([trace for _, trace, _, _ in cases])
+    for (name, _, index, by), v in zip(cases, verdicts, strict=True):
+        if index is None:
+            assert v.accepted, f"{name}: {v.describe()}\n{v.output[-2000:]}"
+            continue
+        assert not v.accepted, f"{name}: accepted"
+        assert (v.first_unexplained, v.by) == (index, by), f"{name}: {v.describe()}"
+    assert "time runs backwards" in str(verdicts[5].reason)
+    assert "records fence" in str(verdicts[6].reason)
+
+    # The command line: 0 for an accepted trace, 1 for a rejected one.
+    good_path, bad_path = tmp_path / "good.ndjson", tmp_path / "bad.ndjson"
+    write_events(good_path, good)
+    write_events(bad_path, at_depth1)
+    for trace, status in ((good_path, 0), (bad_path, 1)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "distlock", "validate-trace", str(trace)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == status, proc.stdout + proc.stderr
+    assert "REJECTED" in proc.stdout and "Leave" in proc.stdout
+
+
+def test_traces_beyond_the_spec_are_refused(tmp_path: Path) -> None:
+    """More sections than the spec has holders, or a manual extend, cannot be checked."""
+    first: Event = {
+        "action": "Acquire",
+        "key": "k",
+        "ttl_ms": 400,
+        "watch": True,
+        "renew_every_ms": 100,
+        "t": 0.0,
+        "phase": "acquiring",
+        "outcome": "none",
+        "lost": False,
+        "fence": None,
+    }
+    four = [{**first, "client": f"s{n}"} for n in range(4)]
+    with pytest.raises(tracecheck.TraceError, match="holders"):
+        tracecheck.build_reentrant_model(four)
+    extend = [{**first, "client": "s"}, {**first, "client": "s", "action": "Extend"}]
+    with pytest.raises(tracecheck.TraceError, match="not an action"):
+        tracecheck.build_reentrant_model(extend)
