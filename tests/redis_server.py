@@ -1,136 +1,16 @@
 """Real ``redis-server`` processes on free loopback ports, owned by the test that starts them.
 
-Started without persistence (``--save '' --appendonly no``) so a restart loses every key,
-which is exactly the "Redis lost the key" fault the lock must surface.  Stopped by pid,
-never by port, so a developer's own Redis on 6379 is never touched.
+The same code the chaos tool ships (:mod:`distlock.tools.chaos.servers`): started without
+persistence, so a restart loses every key, and stopped by pid, never by port, so a
+developer's own Redis on 6379 is never touched.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-from pathlib import Path
+
+from distlock.tools.chaos.servers import RedisServer, free_port, stop_process
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within 10 s; reaped either way."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-class RedisServer:
-    """One redis-server child process. ``restart()`` keeps the port and loses the data."""
-
-    def __init__(self, port: int | None = None) -> None:
-        self.host = "127.0.0.1"
-        self.port = port or free_port()
-        self._dir = Path(tempfile.mkdtemp(prefix="distlock-redis-"))
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
-
-    @property
-    def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
-
-    def start(self) -> RedisServer:
-        if self.proc is not None and self.proc.poll() is None:
-            raise RuntimeError(f"redis-server on port {self.port} is already running")
-        self.proc = subprocess.Popen(
-            [
-                REDIS_SERVER,
-                "--port", str(self.port),
-                "--bind", self.host,
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self._dir),
-                "--daemonize", "no",
-                "--protected-mode", "no",
-                "--loglevel", "warning",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.paused = False
-        self._wait_ready()
-        return self
-
-    def _wait_ready(self, timeout: float = 10.0) -> None:
-        # Polling a port for readiness is the one wait with no event to block on.
-        give_up = time.monotonic() + timeout
-        while time.monotonic() < give_up:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"redis-server exited with {self.proc.returncode} on port {self.port}"
-                )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.01)
-        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout}s")
-
-    @property
-    def pid(self) -> int:
-        if self.proc is None:
-            raise RuntimeError("redis-server is not running")
-        return self.proc.pid
-
-    def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets but answers nothing and expires nothing."""
-        os.kill(self.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-        self.paused = False
-
-    def kill(self) -> None:
-        """SIGKILL: the data is gone (no persistence)."""
-        if self.proc is None:
-            return
-        if self.paused:
-            self.resume()
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-    def restart(self) -> None:
-        """Kill and start again on the same port, empty: Redis lost every key."""
-        self.kill()
-        self.start()
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.paused:
-            self.resume()
-        stop_process(self.proc)
-        self.proc = None
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+__all__ = ["REDIS_SERVER", "RedisServer", "free_port", "stop_process"]

@@ -3,7 +3,7 @@
 Started without persistence (``--save '' --appendonly no``) so a restart loses every key,
 which is exactly the "Redis lost the key" fault the lock must surface.  Paused, killed and
 stopped by pid, never by port or name, so no other Redis on the machine is ever touched.
-(``tests/redis_server.py`` is the test suite's own copy; this one ships in the package.)
+(The test suite starts its servers with this module too: ``tests/redis_server.py``.)
 """
 
 from __future__ import annotations
@@ -130,6 +130,11 @@ class RedisServer:
         self.proc.kill()
         self.proc.wait(timeout=10)
         self.proc = None
+
+    def restart(self) -> None:
+        """Kill and start again on the same port, empty: Redis lost every key."""
+        self.kill()
+        self.start()
 
     def stop(self) -> None:
         if self.proc is not None:
