@@ -201,15 +201,27 @@ def extend(fx: Effects[H], handle: H, ttl_ms: int) -> Flow[bool]:
     command = act(fx, handle, Section.extend, ttl_ms).send
     if command is None:
         return False
+    return (yield from _exchange(fx, handle, command, Section.extend_fail, Section.extend_reply))
+
+
+def _exchange(
+    fx: Effects[H],
+    handle: H,
+    command: Command,
+    failed: Callable[..., Step],
+    replied: Callable[..., Step],
+) -> Flow[bool]:
+    """One token-checked write whose reply is 1 or 0: the ``...Fail`` action on any error
+    (then re-raised), else the ``...Reply`` action.  True when Redis answered 1."""
     try:
         reply = yield command
     except GeneratorExit:
         raise
     except BaseException:
-        act(fx, handle, Section.extend_fail)
+        act(fx, handle, failed)
         raise
     ok = reply == 1
-    act(fx, handle, Section.extend_reply, ok)
+    act(fx, handle, replied, ok)
     return ok
 
 
@@ -259,36 +271,26 @@ def reenter(fx: Effects[H], handle: H) -> Flow[None]:
     command = act(fx, handle, ReentrantSection.reenter).send
     if command is None:
         raise _gone(section)
-    try:
-        reply = yield command
-    except GeneratorExit:
-        raise
-    except BaseException:
-        act(fx, handle, ReentrantSection.reenter_fail)
-        raise
-    act(fx, handle, ReentrantSection.reenter_reply, reply == 1)
+    yield from _exchange(
+        fx, handle, command, ReentrantSection.reenter_fail, ReentrantSection.reenter_reply
+    )
     if section.lost is not None:
         raise section.lost
 
 
 def leave(fx: Effects[H], handle: H) -> Flow[bool]:
     """Close the innermost inner level.  True if Redis confirmed our token still holds the
-    key; False if the loss is known (nothing is sent) or the reply was 0 (the signal
-    fires).  A failed round trip raises its error: not a loss, and the level is closed."""
+    key and no loss is known; False if the outermost level is over (nothing is sent), the
+    loss is known, or the reply was 0 (the signal fires).  A failed round trip raises its
+    error: not a loss, and the level is closed."""
     section = handle._section
     assert isinstance(section, ReentrantSection)
     command = act(fx, handle, ReentrantSection.leave).send
     if command is None:
         return False
-    try:
-        reply = yield command
-    except GeneratorExit:
-        raise
-    except BaseException:
-        act(fx, handle, ReentrantSection.leave_fail)
-        raise
-    ok = reply == 1
-    act(fx, handle, ReentrantSection.leave_reply, ok)
+    ok = yield from _exchange(
+        fx, handle, command, ReentrantSection.leave_fail, ReentrantSection.leave_reply
+    )
     return ok and section.lost is None
 
 
