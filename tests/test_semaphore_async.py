@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import pytest
 import redis
 import redis.asyncio as aredis
-from redis.backoff import NoBackoff
 from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
 from distlock.asyncio import Lock, PermitHandle, ReentrantLock, Semaphore

@@ -29,7 +29,7 @@ from distlock import (
     ValidationError,
 )
 from distlock._protocol import RELEASE_MEMORY_MS, S_ACQUIRE, S_RELEASE, permits_released_key
-from tests.redis_server import free_port
+from tests.redis_server import RedisServer, free_port
 
 WAIT = 10.0
 TTL = 30_000
@@ -337,3 +337,28 @@ def test_the_constructor_takes_a_lock_s_forms_and_a_required_limit(r: redis.Redi
     with Semaphore(r, limit=1) as default, pytest.raises(UsageError):
         default.hold_many(["a", "b"])
     assert default.prefix == "sem"
+
+
+#: The README's ACL for semaphores under the prefix "workers": the scripts' commands only.
+SEMAPHORE_ACL = [
+    "on", ">s3cret", "resetkeys", "~workers:*", "~distlock:sem-released:*", "-@all",
+    "+evalsha", "+eval", "+time", "+zscore", "+zadd", "+zrem", "+zcard", "+zrange",
+    "+zremrangebyscore", "+pexpireat",
+]
+
+
+def test_the_documented_acl_is_enough(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    admin.execute_command("ACL", "SETUSER", "worker", *SEMAPHORE_ACL)  # type: ignore[no-untyped-call]
+    restricted = redis.Redis(port=fresh_redis.port, username="worker", password="s3cret")
+    with Semaphore(restricted, prefix="workers", limit=2, ttl_ms=10_000) as sem:
+        assert sem.run("1", lambda p: p.held) is True
+        permit = sem.acquire("2")
+        assert permit is not None and permit.extend(20_000) is True
+        admin.script_flush()  # EVALSHA fails, EVAL takes over
+        assert permit.release() is True
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        restricted.get("workers:1")
+    assert admin.keys("workers:*") == []
+    admin.close()
+    restricted.close()
