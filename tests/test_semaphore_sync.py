@@ -29,6 +29,7 @@ from distlock import (
     ValidationError,
 )
 from distlock._protocol import RELEASE_MEMORY_MS, S_ACQUIRE, S_RELEASE, permits_released_key
+from distlock.tools.inspect import format_table, inspect, read_only_acl
 from tests.redis_server import RedisServer, free_port
 
 WAIT = 10.0
@@ -362,3 +363,38 @@ def test_the_documented_acl_is_enough(fresh_redis: RedisServer) -> None:
     assert admin.keys("workers:*") == []
     admin.close()
     restricted.close()
+
+
+def test_inspect_shows_each_permit_with_its_time_left(sem: Semaphore, r: redis.Redis) -> None:
+    long = sem.acquire("k")
+    short = sem.acquire("k", ttl_ms=10_000)
+    assert long is not None and short is not None
+    dead = "0123456789abcdef0123456789abcdef"
+    r.zadd("sem:k", {dead: redis_ms(r) - 1})  # expired, not yet evicted
+    [held] = inspect(r, "sem").held
+    assert (held.key, held.kind, held.redis_type, held.permit_count) == (
+        "sem:k", "semaphore", "zset", 3
+    )
+    assert held.permits is not None
+    # Soonest to expire first; time left by Redis's clock.
+    assert [p.token_prefix for p in held.permits] == [dead[:8], short.token[:8], long.token[:8]]
+    assert [p.live for p in held.permits] == [False, True, True]
+    assert 0 < held.permits[1].ttl_ms <= 10_000 < held.permits[2].ttl_ms <= TTL
+    assert held.as_dict()["permit_count"] == 3
+    table = format_table(inspect(r, "sem"))
+    assert f"sem:k: 3 permits: {dead[:8]} expired, {short.token[:8]} " in table
+
+
+def test_the_inspector_s_read_only_acl_reads_semaphores(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    rules = ["on", ">s3cret", *read_only_acl("sem")]
+    admin.execute_command("ACL", "SETUSER", "inspector", *rules)  # type: ignore[no-untyped-call]
+    reader = redis.Redis(port=fresh_redis.port, username="inspector", password="s3cret")
+    with Semaphore(admin, limit=2) as sem:
+        permit = sem.acquire("k")
+        assert permit is not None
+        [held] = inspect(reader, "sem").held
+        assert held.kind == "semaphore" and held.permits is not None
+        assert held.permits[0].token_prefix == permit.token[:8]
+    admin.close()
+    reader.close()
