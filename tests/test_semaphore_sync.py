@@ -28,7 +28,22 @@ from distlock import (
     UsageError,
     ValidationError,
 )
-from distlock._protocol import RELEASE_MEMORY_MS, S_ACQUIRE, S_RELEASE, permits_released_key
+from distlock._protocol import (
+    ACQUIRE,
+    EXTEND,
+    R_ACQUIRE,
+    R_RELEASE,
+    R_RENEW,
+    RELEASE,
+    RELEASE_MEMORY_MS,
+    S_ACQUIRE,
+    S_RELEASE,
+    S_RENEW,
+    Script,
+    fence_key,
+    permits_released_key,
+    released_key,
+)
 from distlock.tools.inspect import format_table, inspect, read_only_acl
 from tests.redis_server import RedisServer, free_port
 
@@ -398,3 +413,43 @@ def test_the_inspector_s_read_only_acl_reads_semaphores(fresh_redis: RedisServer
         assert held.permits[0].token_prefix == permit.token[:8]
     admin.close()
     reader.close()
+
+
+def test_every_script_refuses_a_key_of_another_kind(r: redis.Redis) -> None:
+    """No script of one primitive errors on another's key: each answers 0 (refused)."""
+    token = "0123456789abcdef0123456789abcdef"
+    r.set("sem:string", token, px=TTL)
+    r.hset("sem:hash", mapping={token: 1, "fence": 1})
+    r.zadd("sem:zset", {token: redis_ms(r) + TTL})
+
+    def run(script: Script, keys: list[str], *args: str | int) -> Any:
+        return r.eval(script.source, len(keys), *keys, *args)
+
+    for key in ("sem:string", "sem:hash"):
+        assert run(S_ACQUIRE, [key], token, TTL, 5) == 0
+        assert run(S_RENEW, [key], token, TTL) == 0
+        assert run(S_RELEASE, [key, permits_released_key(key)], token, 1_000) == 0
+    zset = "sem:zset"
+    assert run(ACQUIRE, [zset, fence_key(zset)], token, TTL) == 0
+    assert run(EXTEND, [zset], token, TTL) == 0
+    assert run(RELEASE, [zset, released_key(zset)], token, 1_000) == 0
+    assert run(R_ACQUIRE, [zset, fence_key(zset)], token, TTL) == [0, 0]
+    assert run(R_RENEW, [zset], token, TTL) == 0
+    assert run(R_RELEASE, [zset, fence_key(zset), released_key(zset)], token, 1_000) == 0
+    # Nothing was changed by the refusals.
+    assert r.get("sem:string") == token.encode()
+    assert r.hget("sem:hash", token) == b"1"
+    assert r.zscore(zset, token) is not None
+
+
+def test_a_permit_s_transitions_are_recorded_with_the_kind_and_limit(r: redis.Redis) -> None:
+    events: list[dict[str, Any]] = []
+    with Semaphore(r, limit=4, ttl_ms=TTL, trace=events.append) as sem:
+        sem.run("k", lambda p: None)
+    assert [e["action"] for e in events] == [
+        "Acquire", "AcquireReply", "BodyDone", "Release", "ReleaseReply"
+    ]
+    acquire = events[0]
+    assert (acquire["kind"], acquire["limit"], acquire["key"]) == ("semaphore", 4, "sem:k")
+    assert all(e["fence"] is None for e in events)
+    assert events[-1]["ok"] is True and events[-1]["outcome"] == "ok"
