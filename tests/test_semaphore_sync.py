@@ -453,3 +453,24 @@ def test_a_permit_s_transitions_are_recorded_with_the_kind_and_limit(r: redis.Re
     assert (acquire["kind"], acquire["limit"], acquire["key"]) == ("semaphore", 4, "sem:k")
     assert all(e["fence"] is None for e in events)
     assert events[-1]["ok"] is True and events[-1]["outcome"] == "ok"
+
+
+def test_a_silent_redis_is_a_loss_by_the_deadline(fresh_redis: RedisServer) -> None:
+    client = redis.Redis(port=fresh_redis.port)
+
+    def body(permit: PermitHandle) -> None:
+        fresh_redis.pause()  # renewals hang: no reply, no error
+        try:
+            assert permit.signal.wait(WAIT)
+        finally:
+            fresh_redis.resume()
+
+    # Silence past the lease counted from the send time is the loss; the TTL only has to
+    # be long enough that the grant itself is never late.
+    with (
+        Semaphore(client, limit=2, ttl_ms=2_000) as sem,
+        pytest.raises(LockLeaseLostError) as info,
+    ):
+        sem.run("k", body)
+    assert info.value.reason is LossReason.DEADLINE_PASSED
+    client.close()
