@@ -11,7 +11,7 @@ import enum
 from typing import Final
 
 from distlock._core.lease import Write
-from distlock.errors import LockLeaseLostError
+from distlock.errors import LockLeaseLostError, NotReplicatedError
 
 
 class Op(enum.Enum):
@@ -38,9 +38,22 @@ class Command:
     retries, so a Redis that is down is not waited for twice.
     ``reentrant``: the key is a reentrant lock's hash (the ``R_*`` scripts carry it out);
     ``depth``: the depth a re-entry or an inner exit writes.
+    ``replicas``: wait (``WAIT``, on the connection that wrote) until this many replicas
+    acknowledged the write, for at most ``replica_timeout_ms``; 0 sends the script alone.
     """
 
-    __slots__ = ("best_effort", "depth", "key", "op", "reentrant", "token", "ttl_ms", "write")
+    __slots__ = (
+        "best_effort",
+        "depth",
+        "key",
+        "op",
+        "reentrant",
+        "replica_timeout_ms",
+        "replicas",
+        "token",
+        "ttl_ms",
+        "write",
+    )
 
     def __init__(
         self,
@@ -62,9 +75,30 @@ class Command:
         self.best_effort = best_effort
         self.reentrant = reentrant
         self.depth = depth
+        self.replicas = 0
+        self.replica_timeout_ms = 0
 
     def __repr__(self) -> str:
         return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"
+
+
+#: The writes whose acknowledgement by replicas is waited for: what a failover must not lose
+#: for the lease to hold (a grant and each TTL refresh).  Releases are not waited for: a
+#: release lost in a failover leaves a key that expires on its own.
+ACKNOWLEDGED_OPS: Final = frozenset({Op.ACQUIRE, Op.RENEW, Op.EXTEND})
+
+
+def replicated(command: Command, value: int, acknowledged: int) -> int:
+    """The reply of ``command`` once ``acknowledged`` replicas confirmed it.
+
+    A write too few replicas confirmed is the round trip's failure
+    (:class:`NotReplicatedError`): the acquire flow releases the grant and reports it not
+    acquired, and a renewal counts as failed.  A reply that wrote nothing (0: refused)
+    needs no replica and goes through.
+    """
+    if value > 0 and acknowledged < command.replicas:
+        raise NotReplicatedError(command.key, command.replicas, acknowledged)
+    return value
 
 
 class Step:
