@@ -81,6 +81,8 @@ class Cluster:
                 port = free_port()
                 node = RedisServer(port=port, binary=binary, args=(
                     "--cluster-enabled", "yes",
+                    # Its own bus port: the default, port + 10000, may not exist.
+                    "--cluster-port", str(free_port()),
                     "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", str(self.node_timeout_ms),
                     # A replica that lost its primary for long still takes over: the
@@ -151,9 +153,12 @@ class Cluster:
 
     def replica_of(self, primary: RedisServer) -> RedisServer:
         for node in self.running:
-            if node is not primary and _ask(node, "ROLE")[0] == "slave":
-                if int(_ask(node, "INFO", "replication")["master_port"]) == primary.port:
-                    return node
+            if (
+                node is not primary
+                and _ask(node, "ROLE")[0] == "slave"
+                and int(_ask(node, "INFO", "replication")["master_port"]) == primary.port
+            ):
+                return node
         raise LookupError(f"no replica of {primary.port}")
 
     def primaries(self) -> list[RedisServer]:
@@ -201,13 +206,20 @@ class Cluster:
         self.wait_healthy()
         return replica
 
-    def kill_primary(self, primary: RedisServer, *, then: Callable[[], None] | None = None,
-                     restart: bool = True) -> RedisServer:
+    def kill_primary(
+        self,
+        primary: RedisServer,
+        *,
+        replica: RedisServer | None = None,
+        then: Callable[[], None] | None = None,
+        restart: bool = True,
+    ) -> RedisServer:
         """SIGKILL ``primary``; return its replica once that took over (the cluster
         detects the death after the node timeout).  ``then`` runs right after the kill.
         The dead node is then started again and rejoins as a replica (its ``nodes.conf``
-        survives), unless ``restart`` is False."""
-        replica = self.replica_of(primary)
+        survives), unless ``restart`` is False.  Name the ``replica`` when it is paused
+        (it could not say whose replica it is)."""
+        replica = replica or self.replica_of(primary)
         primary.kill()
         if then is not None:
             then()
