@@ -320,12 +320,12 @@ def test_a_killed_primary_whose_replica_missed_the_grant(
         replica.resume()
         if primary.proc is None:
             redis_cluster.restart(primary)
-        assert lost.value.reason in (
-            LossReason.RENEW_REJECTED,
-            LossReason.DEADLINE_PASSED,
-            LossReason.RELEASE_REJECTED,
-        )
-        assert contender_fence[0] <= holder_fence[0]  # the counter was rewound: a fence repeats
+    assert lost.value.reason in (
+        LossReason.RENEW_REJECTED,
+        LossReason.DEADLINE_PASSED,
+        LossReason.RELEASE_REJECTED,
+    )
+    assert contender_fence[0] <= holder_fence[0]  # the counter was rewound: a fence repeats
 
 
 def test_a_killed_primary_never_yields_two_successful_sections(
