@@ -11,8 +11,6 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-from redis.sentinel import Sentinel
 
 import distlock.asyncio
 from distlock import Lock, LockHandle, LockLeaseLostError, ReentrantLock
@@ -29,8 +27,7 @@ def prefix() -> str:
 
 @pytest.fixture
 def primary(sentinel_topology: SentinelTopology) -> Iterator[redis.Redis]:
-    sentinel = Sentinel(sentinel_topology.addresses, socket_timeout=2)
-    client = sentinel.master_for(SentinelTopology.NAME, socket_timeout=2)
+    client = sentinel_topology.master_for(socket_timeout=2)
     yield client
     client.close()
 
@@ -56,7 +53,7 @@ def test_asyncio_lock_through_sentinel(
     sentinel_topology: SentinelTopology, prefix: str
 ) -> None:
     async def main() -> None:
-        client = AsyncSentinel(sentinel_topology.addresses).master_for(SentinelTopology.NAME)
+        client = sentinel_topology.async_master_for()
         async with distlock.asyncio.Lock(
             client, prefix=prefix, replicas=1, replica_timeout_ms=2_000
         ) as locks:

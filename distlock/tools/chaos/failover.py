@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
-from redis.sentinel import Sentinel
 
 from distlock import Lock, LockHandle, LockLeaseLostError
 from distlock.events import Event, Lost
@@ -220,9 +219,7 @@ def run_sentinel(trials: int, topology: SentinelTopology | None = None) -> list[
             prefix = f"chaos-se{n}-{time.monotonic_ns() % 10**6}"
 
             def make() -> redis.Redis:
-                return Sentinel(top.addresses, socket_timeout=2).master_for(
-                    SentinelTopology.NAME, socket_timeout=2
-                )
+                return top.master_for(socket_timeout=2)
 
             trial(
                 make,

@@ -131,8 +131,9 @@ class Cluster:
     def client(self, **kwargs: Any) -> redis.RedisCluster:
         from redis.cluster import ClusterNode
 
+        node: Any = ClusterNode  # redis-py leaves it unannotated
         return redis.RedisCluster(
-            startup_nodes=[ClusterNode(h, p) for h, p in self.startup_nodes], **kwargs
+            startup_nodes=[node(h, p) for h, p in self.startup_nodes], **kwargs
         )
 
     def node_id(self, node: RedisServer) -> str:
@@ -365,6 +366,21 @@ class SentinelTopology:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def master_for(self, **kwargs: Any) -> redis.Redis:
+        """A client that asks the sentinels where the primary is (redis-py's own)."""
+        from redis.sentinel import Sentinel
+
+        make: Any = Sentinel  # redis-py leaves it unannotated
+        client: redis.Redis = make(self.addresses, **kwargs).master_for(self.NAME, **kwargs)
+        return client
+
+    def async_master_for(self, **kwargs: Any) -> Any:
+        """The same for asyncio: a ``redis.asyncio.Redis``."""
+        from redis.asyncio.sentinel import Sentinel
+
+        make: Any = Sentinel
+        return make(self.addresses, **kwargs).master_for(self.NAME, **kwargs)
 
     def master_port(self, sentinel: SentinelProcess) -> int:
         return int(sentinel.ask("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.NAME)[1])
