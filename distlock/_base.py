@@ -75,6 +75,16 @@ def split_client(
     )
 
 
+def check_cluster_client(client: object, cluster: bool, cluster_type: type) -> None:
+    """``cluster=True`` says what the URL is; a ready client already says what it is, and
+    one that contradicts it is a mistake to report now, not a CROSSSLOT error later."""
+    if cluster and client is not None and not isinstance(client, cluster_type):
+        raise ValidationError(
+            f"cluster=True needs a {cluster_type.__module__}.{cluster_type.__name__} (or a "
+            f"URL, from which the Lock makes one); got {type(client).__name__}"
+        )
+
+
 def now_ms() -> float:
     """The client clock both drivers and their flows read: monotonic, in milliseconds."""
     return time.monotonic() * 1000.0
@@ -207,6 +217,8 @@ class LockBase:
                 cancel_on_loss=cancel_on_loss,
                 drift_factor=opts.drift_factor,
                 observed=bool(observers),
+                replicas=opts.replicas,
+                replica_timeout_ms=opts.replica_timeout_ms,
             )
             made = (config, observers)
             # Keyed by identity: hashing Options would hash all its fields on every call.

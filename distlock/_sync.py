@@ -33,18 +33,20 @@ from distlock._base import (
     LockBase,
     PermitMixin,
     SemaphoreBase,
+    check_cluster_client,
     conclude,
     inner_verdict,
     now_ms,
     semaphore_options,
     split_client,
 )
-from distlock._core.commands import Command, Op, Step
+from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._flows import Flow, Sleep
 from distlock._protocol import decode, encode
+from distlock._replicated import call_sync
 from distlock._scheduler import Scheduler, Timer
 from distlock._workers import Workers
 from distlock.errors import UsageError, ValidationError
@@ -185,11 +187,12 @@ class Lock(LockBase):
         self._client, self._factory = split_client(
             client,
             (redis.Redis, redis.RedisCluster),
-            redis.Redis.from_url,
+            redis.RedisCluster.from_url if self.defaults.cluster else redis.Redis.from_url,
             driver="distlock",
             other=(aredis.Redis, aredis.RedisCluster),
             other_driver="distlock.asyncio",
         )
+        check_cluster_client(self._client, self.defaults.cluster, redis.RedisCluster)
         self._init_lock = threading.Lock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers = Workers(f"distlock-{self._label}-worker")
@@ -298,6 +301,11 @@ class Lock(LockBase):
     def _call(self, command: Command) -> int:
         client = self.client
         script, keys, args = encode(command)
+        if command.replicas:
+            reply, acked = call_sync(
+                client, script, keys, args, command.replicas, command.replica_timeout_ms
+            )
+            return replicated(command, decode(command, reply), acked)
         if command.best_effort and isinstance(client, redis.Redis):
             reply = self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)

@@ -35,18 +35,20 @@ from distlock._base import (
     LockBase,
     PermitMixin,
     SemaphoreBase,
+    check_cluster_client,
     conclude,
     inner_verdict,
     now_ms,
     semaphore_options,
     split_client,
 )
-from distlock._core.commands import Command, Op, Step
+from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._flows import Flow, Request, Sleep
 from distlock._protocol import decode, encode
+from distlock._replicated import call_async
 from distlock.errors import UsageError
 from distlock.events import Observer
 from distlock.options import (
@@ -206,11 +208,12 @@ class Lock(LockBase):
         self._client, self._factory = split_client(
             client,
             (aredis.Redis, aredis.RedisCluster),
-            aredis.Redis.from_url,
+            aredis.RedisCluster.from_url if self.defaults.cluster else aredis.Redis.from_url,
             driver="distlock.asyncio",
             other=(redis.Redis, redis.RedisCluster),
             other_driver="distlock",
         )
+        check_cluster_client(self._client, self.defaults.cluster, aredis.RedisCluster)
         self._resolving: asyncio.Lock | None = None
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -331,6 +334,11 @@ class Lock(LockBase):
     async def _call(self, command: Command) -> int:
         client = self._client if self._client is not None else await self.client()
         script, keys, args = encode(command)
+        if command.replicas:
+            reply, acked = await call_async(
+                client, script, keys, args, command.replicas, command.replica_timeout_ms
+            )
+            return replicated(command, decode(command, reply), acked)
         if command.best_effort and isinstance(client, aredis.Redis):
             reply = await self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)

@@ -36,6 +36,28 @@ class LockNotAcquiredError(LockError):
         self.attempts = attempts
 
 
+class NotReplicatedError(LockNotAcquiredError):
+    """A write was made but fewer than ``replicas`` replicas acknowledged it within
+    ``replica_timeout_ms`` (Redis's ``WAIT``).
+
+    For a grant, the key was released again and the lock counts as not acquired: a failover
+    in that window could have handed the key to someone else.  For a renewal it is the
+    round trip's error (``on_renew_error``): a failed renewal, not a loss.
+    """
+
+    def __init__(self, key: str, wanted: int, acknowledged: int) -> None:
+        LockError.__init__(
+            self,
+            f"lock {key!r}: {acknowledged} of the {wanted} replica(s) required acknowledged "
+            "the write in time; a failover now could lose it, so it does not count (raise "
+            "replica_timeout_ms, or check the replicas' link to the primary)",
+            key,
+        )
+        self.attempts = 1
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+
+
 class LossReason(enum.Enum):
     """Why a lease was declared lost. The value is a sentence fragment for messages."""
 

@@ -25,6 +25,8 @@ DEFAULT_DRIFT_FACTOR: Final = 0.01
 #: long a crashed holder blocks everyone else, so anything near this is already a mistake;
 #: the bound also keeps every timer the drivers arm within what the platform can wait.
 MAX_MS: Final = 2**31 - 1
+#: How long a grant or renewal waits for its replicas when ``replicas`` > 0.
+DEFAULT_REPLICA_TIMEOUT_MS: Final = 100
 
 RenewErrorHook = Callable[[BaseException], object]
 Heartbeat = int | Literal[False] | None
@@ -136,6 +138,37 @@ def check_cancel(value: object) -> bool:
     return value
 
 
+def check_cluster(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"cluster must be True or False, got {value!r}")
+    return value
+
+
+def check_replicas(value: object) -> int:
+    if value == 0 and not isinstance(value, bool | float):
+        return 0
+    count = _positive_int(value)
+    if count is None:
+        raise ValidationError(
+            f"replicas must be an int >= 0 (0: no WAIT for replicas), got {value!r}"
+        )
+    return count
+
+
+def check_replica_timeout(value: object) -> int:
+    return check_ttl(value, "replica_timeout_ms")
+
+
+def check_replication(replicas: int, timeout_ms: int, ttl_ms: int) -> None:
+    """A WAIT holds the reply for up to ``timeout_ms``, and the lease runs from the send:
+    beyond half the TTL, waiting for replicas would eat the lease it protects."""
+    if replicas and timeout_ms * 2 > ttl_ms:
+        raise ValidationError(
+            f"replica_timeout_ms must be at most half of ttl_ms ({ttl_ms}), got {timeout_ms}: "
+            "the WAIT holds every grant and renewal reply that long at worst"
+        )
+
+
 def check_observers(observers: object) -> tuple[Observer, ...]:
     if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
         raise ValidationError(f"observers must be a sequence of callables, got {observers!r}")
@@ -196,6 +229,12 @@ class LockOptions(HoldOptions, total=False):
     observers: Sequence[Observer]
     #: Receive every state-machine transition, in order (see :mod:`distlock.trace`).
     trace: TraceObserver | None
+    #: With a URL client: make a ``RedisCluster`` from it instead of a ``Redis``.
+    cluster: bool
+    #: After each grant and renewal, ``WAIT`` for this many replicas to acknowledge it.
+    replicas: int
+    #: How long that ``WAIT`` may take, in ms (at most ttl_ms / 2).
+    replica_timeout_ms: int
 
 
 class AsyncLockOptions(LockOptions, total=False):
@@ -218,6 +257,9 @@ class Options:
     prefix: str = DEFAULT_PREFIX
     observers: tuple[Observer, ...] = ()
     trace: TraceObserver | None = None
+    cluster: bool = False
+    replicas: int = 0
+    replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS
 
     @property
     def renew_every_ms(self) -> int | None:
@@ -246,6 +288,7 @@ class Options:
         merged = replace(self, **changes)  # type: ignore[arg-type]
         # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.
         check_heartbeat(merged.heartbeat_ms, merged.ttl_ms)
+        check_replication(merged.replicas, merged.replica_timeout_ms, merged.ttl_ms)
         return merged
 
 
@@ -260,6 +303,9 @@ _CHECKS: Final[dict[str, Callable[[object], object]]] = {
     "prefix": check_prefix,
     "observers": check_observers,
     "trace": check_trace,
+    "cluster": check_cluster,
+    "replicas": check_replicas,
+    "replica_timeout_ms": check_replica_timeout,
 }
 
 #: What each call accepts: the keys of its TypedDict.

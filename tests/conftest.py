@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from distlock.tools.chaos.topologies import Cluster, SentinelTopology
 from tests.redis_server import RedisServer
 
 
@@ -28,3 +29,21 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client.flushall()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[Cluster]:
+    """A real Redis Cluster on loopback (3 primaries, 3 replicas), started once per session.
+
+    Tests that fail nodes over or move slots leave it healthy again (the topology waits for
+    that), so the tests after them only ever ask it who serves a key now.
+    """
+    with Cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def sentinel_topology() -> Iterator[SentinelTopology]:
+    """A primary, a replica and three sentinels on loopback, started once per session."""
+    with SentinelTopology() as topology:
+        yield topology

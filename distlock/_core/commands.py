@@ -11,7 +11,7 @@ import enum
 from typing import Final
 
 from distlock._core.lease import Write
-from distlock.errors import LockLeaseLostError
+from distlock.errors import LockLeaseLostError, NotReplicatedError
 
 
 class Op(enum.Enum):
@@ -51,9 +51,23 @@ class Command:
     ``reentrant=True`` is ``kind=Kind.REENTRANT``.  ``depth``: the depth a re-entry or an
     inner exit writes.  ``limit``: a semaphore's acquire grants a permit only while fewer
     than ``limit`` are live.
+    ``replicas``: wait (``WAIT``, on the connection that wrote) until this many replicas
+    acknowledged the write, for at most ``replica_timeout_ms``; 0 sends the script alone.
     """
 
-    __slots__ = ("best_effort", "depth", "key", "kind", "limit", "op", "token", "ttl_ms", "write")
+    __slots__ = (
+        "best_effort",
+        "depth",
+        "key",
+        "kind",
+        "limit",
+        "op",
+        "replica_timeout_ms",
+        "replicas",
+        "token",
+        "ttl_ms",
+        "write",
+    )
 
     def __init__(
         self,
@@ -78,6 +92,8 @@ class Command:
         self.kind = Kind.REENTRANT if reentrant else kind
         self.depth = depth
         self.limit = limit
+        self.replicas = 0
+        self.replica_timeout_ms = 0
 
     @property
     def reentrant(self) -> bool:
@@ -85,6 +101,25 @@ class Command:
 
     def __repr__(self) -> str:
         return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"
+
+
+#: The writes whose acknowledgement by replicas is waited for: what a failover must not lose
+#: for the lease to hold (a grant and each TTL refresh).  Releases are not waited for: a
+#: release lost in a failover leaves a key that expires on its own.
+ACKNOWLEDGED_OPS: Final = frozenset({Op.ACQUIRE, Op.RENEW, Op.EXTEND})
+
+
+def replicated(command: Command, value: int, acknowledged: int) -> int:
+    """The reply of ``command`` once ``acknowledged`` replicas confirmed it.
+
+    A write too few replicas confirmed is the round trip's failure
+    (:class:`NotReplicatedError`): the acquire flow releases the grant and reports it not
+    acquired, and a renewal counts as failed.  A reply that wrote nothing (0: refused)
+    needs no replica and goes through.
+    """
+    if value > 0 and acknowledged < command.replicas:
+        raise NotReplicatedError(command.key, command.replicas, acknowledged)
+    return value
 
 
 class Step:

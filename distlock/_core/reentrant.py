@@ -73,8 +73,11 @@ class ReentrantSection(Section):
     def _command(
         self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
     ) -> Command:
-        return Command(
-            op, self.key, self.token, ttl_ms, write, best_effort, reentrant=True, depth=self.depth
+        return self._acknowledged(
+            Command(
+                op, self.key, self.token, ttl_ms, write, best_effort, reentrant=True,
+                depth=self.depth,
+            )
         )
 
     def _depth_command(self, op: Op, depth: int, write: Write | None) -> Command:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Final
 
-from distlock._core.commands import NOTHING, Command, Op, Step
+from distlock._core.commands import ACKNOWLEDGED_OPS, NOTHING, Command, Op, Step
 from distlock._core.lease import LeaseClock, Write
 from distlock.errors import (
     LockLeaseLostError,
@@ -76,6 +76,8 @@ class SectionConfig:
         "drift_factor",
         "observed",
         "renew_every_ms",
+        "replica_timeout_ms",
+        "replicas",
         "retries",
         "retry_delay_ms",
         "ttl_ms",
@@ -92,6 +94,8 @@ class SectionConfig:
         cancel_on_loss: bool = False,
         drift_factor: float = 0.01,
         observed: bool = False,
+        replicas: int = 0,
+        replica_timeout_ms: int = 0,
     ) -> None:
         self.ttl_ms = ttl_ms
         self.retries = retries
@@ -104,6 +108,9 @@ class SectionConfig:
         self.drift_factor = drift_factor
         #: Someone observes lifecycle events: make them (they cost nothing when off).
         self.observed = observed
+        #: Grants and renewals wait for this many replicas (0: they do not wait).
+        self.replicas = replicas
+        self.replica_timeout_ms = replica_timeout_ms
 
     def lease_ms(self, ttl_ms: int) -> float:
         """How long the client may trust a lease of ``ttl_ms`` granted at the send time."""
@@ -267,7 +274,15 @@ class Section:
     def _command(
         self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
     ) -> Command:
-        return Command(op, self.key, self.token, ttl_ms, write, best_effort)
+        return self._acknowledged(Command(op, self.key, self.token, ttl_ms, write, best_effort))
+
+    def _acknowledged(self, command: Command) -> Command:
+        """Ask the driver to wait for replicas after the writes a failover must not lose."""
+        config = self.config
+        if config.replicas and command.op in ACKNOWLEDGED_OPS:
+            command.replicas = config.replicas
+            command.replica_timeout_ms = config.replica_timeout_ms
+        return command
 
     # -- replies, routed by the command they answer ------------------------------------------
 

@@ -56,15 +56,17 @@ class SemaphoreSection(Section):
     def _command(
         self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
     ) -> Command:
-        return Command(
-            op,
-            self.key,
-            self.token,
-            ttl_ms,
-            write,
-            best_effort,
-            kind=Kind.SEMAPHORE,
-            limit=self.limit,
+        return self._acknowledged(
+            Command(
+                op,
+                self.key,
+                self.token,
+                ttl_ms,
+                write,
+                best_effort,
+                kind=Kind.SEMAPHORE,
+                limit=self.limit,
+            )
         )
 
     def acquire_reply(self, now: float, granted: int) -> Step:

@@ -53,11 +53,15 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 class RedisServer:
     """One redis-server child process. ``restart()`` keeps the port and loses the data."""
 
-    def __init__(self, port: int | None = None, binary: str | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, binary: str | None = None, args: tuple[str, ...] = ()
+    ) -> None:
         self.binary = binary or redis_server_binary()
+        #: More command-line options (a Cluster node's, a replica's); kept across restarts.
+        self.args = args
         self.host = "127.0.0.1"
         self.port = port or free_port()
-        self._dir = Path(tempfile.mkdtemp(prefix="distlock-redis-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="distlock-redis-"))
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
 
@@ -75,10 +79,11 @@ class RedisServer:
                 *("--bind", self.host),
                 *("--save", ""),
                 *("--appendonly", "no"),
-                *("--dir", str(self._dir)),
+                *("--dir", str(self.dir)),
                 *("--daemonize", "no"),
                 *("--protected-mode", "no"),
                 *("--loglevel", "warning"),
+                *self.args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -142,7 +147,7 @@ class RedisServer:
                 self.resume()
             stop_process(self.proc)
             self.proc = None
-        shutil.rmtree(self._dir, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RedisServer:
         return self.start()
