@@ -28,6 +28,7 @@ from distlock import (
     LossReason,
     NotReplicatedError,
     ReentrantLock,
+    Semaphore,
     ValidationError,
 )
 from distlock._slots import key_slot
@@ -129,6 +130,21 @@ def test_reentrant_lock_on_a_cluster(rc: redis.RedisCluster, prefix: str) -> Non
                 assert rc.hget(outer.key, outer.token) == b"2"
             assert rc.hget(outer.key, outer.token) == b"1"
         assert rc.exists(f"{prefix}:r") == 0
+
+
+def test_semaphore_on_a_cluster(rc: redis.RedisCluster, prefix: str) -> None:
+    with Semaphore(rc, prefix=prefix, limit=2, ttl_ms=10_000) as sems:
+        first, second = sems.acquire("s"), sems.acquire("s")
+        assert first is not None and second is not None
+        assert sems.acquire("s") is None  # both permits live: refused
+        assert first.extend(20_000) is True
+        assert first.release() is True
+        with sems.hold("s") as third:
+            assert rc.zscore(third.key, third.token) is not None
+        assert second.release() is True
+    assert rc.exists(f"{prefix}:s") == 0  # gone with its last permit
+    with Semaphore(rc, prefix=prefix, limit=1, replicas=1, replica_timeout_ms=2_000) as sems:
+        assert sems.run("w", lambda permit: permit.key) == f"{prefix}:w"
 
 
 def test_urls_with_cluster_true_and_factories(redis_cluster: Cluster, prefix: str) -> None:

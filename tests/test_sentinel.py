@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import distlock.asyncio
-from distlock import Lock, LockHandle, LockLeaseLostError, ReentrantLock
+from distlock import Lock, LockHandle, LockLeaseLostError, ReentrantLock, Semaphore
 from distlock.events import Event, Renewed
 from distlock.tools.chaos.topologies import SentinelTopology
 
@@ -47,6 +47,13 @@ def test_lock_contract_through_sentinel(primary: redis.Redis, prefix: str) -> No
             assert inner.depth == 2
         assert outer.held
     assert primary.exists(f"{prefix}:a", f"{prefix}:b", f"{prefix}:r") == 0
+
+
+def test_semaphore_through_sentinel(primary: redis.Redis, prefix: str) -> None:
+    sems = Semaphore(primary, prefix=prefix, limit=2, replicas=1, replica_timeout_ms=2_000)
+    with sems, sems.hold("s") as one, sems.hold("s") as two:
+        assert one.token != two.token and sems.acquire("s") is None
+    assert primary.exists(f"{prefix}:s") == 0
 
 
 def test_asyncio_lock_through_sentinel(
