@@ -21,6 +21,10 @@ def test_cluster_failovers_under_held_locks(redis_cluster: Cluster) -> None:
     for row in rows:
         assert row.trials == TRIALS and row.sections > 0
         assert row.passed, row.line()
+    behind = rows[-1]
+    # The promoted replica never saw the grants: every held lock is lost, and known lost.
+    assert behind.costly_trials == TRIALS and behind.lost == behind.sections, behind.line()
+    assert len(behind.detection_ms) == behind.lost, behind.line()
 
 
 def test_sentinel_failover_under_held_locks(sentinel_topology: SentinelTopology) -> None:

@@ -21,6 +21,7 @@ import redis
 
 from distlock import Lock, LockHandle, LockLeaseLostError
 from distlock.events import Event, Lost
+from distlock.tools.chaos.servers import RedisServer
 from distlock.tools.chaos.topologies import Cluster, SentinelTopology
 
 #: Long enough that no loss comes from a slow machine rather than the failover.
@@ -65,7 +66,7 @@ class TopologyRow:
             else "-"
         )
         return (
-            f"{self.topology:<8} {self.fault:<22} trials={self.trials} sections="
+            f"{self.topology:<8} {self.fault:<30} trials={self.trials} sections="
             f"{self.sections} lost={self.lost} failover cost a lock in "
             f"{self.costly_trials}/{self.trials} trials; detection {delay}; "
             f"overlaps among successes={self.overlaps} unsurfaced={self.unsurfaced} "
@@ -93,8 +94,10 @@ def trial(
     fail_over: Callable[[Callable[[], None]], None],
     row: TopologyRow,
     prefix: str,
+    before: Callable[[], None] | None = None,
 ) -> None:
-    """Hold ``HOLDERS`` locks, run ``fail_over(intrude)``, then end the sections."""
+    """Hold ``HOLDERS`` locks, run ``fail_over(intrude)``, then end the sections.
+    ``before`` runs before the holders acquire (to make a replica miss their grants)."""
     records: list[Record] = []
     mutex = threading.Lock()
     fault_at: list[float] = []
@@ -149,6 +152,8 @@ def trial(
                     )
 
     threads = [threading.Thread(target=holder, args=(n, id)) for n, id in enumerate(ids)]
+    if before is not None:
+        before()
     for t in threads:
         t.start()
     try:
@@ -181,29 +186,59 @@ def _until(finish: threading.Event, handle: LockHandle) -> None:
 
 
 def run_cluster(trials: int, cluster: Cluster | None = None) -> list[TopologyRow]:
-    """A coordinated failover and a killed primary, ``trials`` times each."""
+    """A coordinated failover, a killed primary, and a killed primary whose replica missed
+    the grants (its link cut before the holders acquire), ``trials`` times each.  The last
+    one always costs the held locks: it is the row that measures detection after a
+    failover."""
     own = cluster is None
     topology = cluster or Cluster().start()
-    rows = [TopologyRow("cluster", "CLUSTER FAILOVER"), TopologyRow("cluster", "primary killed")]
+    faults = ("CLUSTER FAILOVER", "primary killed", "primary killed, replica behind")
+    rows = [TopologyRow("cluster", fault) for fault in faults]
     try:
         for n in range(trials):
-            for row, kill in zip(rows, (False, True), strict=True):
-                prefix = f"chaos-cl{n}{int(kill)}-{time.monotonic_ns() % 10**6}"
+            for k, row in enumerate(rows):
+                prefix = f"chaos-cl{n}{k}-{time.monotonic_ns() % 10**6}"
                 victim = topology.primary_for(f"{prefix}:k0")
+                replica = topology.replica_of(victim)
 
-                def keys(p: str, victim: object = victim) -> list[str]:
+                def keys(p: str, victim: RedisServer = victim) -> list[str]:
                     return [
                         f"k{i}" for i in range(200) if topology.primary_for(f"{p}:k{i}") is victim
                     ]
 
-                def fail(intrude: Callable[[], None], victim: object = victim,
-                         kill: bool = kill) -> None:
-                    if kill:
-                        topology.kill_primary(victim, then=intrude)  # type: ignore[arg-type]
-                    else:
-                        topology.failover(victim)  # type: ignore[arg-type]
+                def cut(victim: RedisServer = victim, replica: RedisServer = replica) -> None:
+                    # Cut the link while the replica cannot read it: nothing written from now
+                    # on reaches it, so the promoted replica has no grant and no INCR.
+                    replica.pause()
+                    with redis.Redis(victim.host, victim.port, socket_timeout=5) as node:
+                        node.client_kill_filter(_type="replica")
 
-                trial(lambda: topology.client(socket_timeout=2), keys, fail, row, prefix)
+                def fail(
+                    intrude: Callable[[], None],
+                    victim: RedisServer = victim,
+                    replica: RedisServer = replica,
+                    k: int = k,
+                ) -> None:
+                    if k == 0:
+                        topology.failover(victim)
+                    elif k == 1:
+                        topology.kill_primary(victim, then=intrude)
+                    else:
+
+                        def resume_then_intrude() -> None:
+                            replica.resume()
+                            intrude()
+
+                        topology.kill_primary(victim, replica=replica, then=resume_then_intrude)
+
+                trial(
+                    lambda: topology.client(socket_timeout=2),
+                    keys,
+                    fail,
+                    row,
+                    prefix,
+                    before=cut if k == 2 else None,
+                )
     finally:
         if own:
             topology.stop()
