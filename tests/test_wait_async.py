@@ -204,6 +204,28 @@ def test_waiters_get_the_lock_in_the_order_they_began_waiting(
     assert waiting_keys(r) == []
 
 
+def test_no_waiter_starves_while_others_keep_succeeding(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def main() -> dict[int, int]:
+        turns = {n: 0 for n in range(4)}
+        async with Lock(client_for(redis_server), prefix="w") as locks:
+
+            async def worker(n: int) -> None:
+                async def body(h: LockHandle) -> None:
+                    turns[n] += 1
+                    await asyncio.sleep(0)
+
+                for _ in range(10):
+                    await locks.run("k", body, wait_ms=FOREVER_MS)
+
+            await asyncio.gather(*(worker(n) for n in range(4)))
+        return turns
+
+    assert arun(main) == {0: 10, 1: 10, 2: 10, 3: 10}
+    assert waiting_keys(r) == []
+
+
 def test_a_fail_fast_caller_takes_a_free_key_while_others_wait(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:

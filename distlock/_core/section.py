@@ -340,6 +340,7 @@ class Section:
                 renew_every_ms=self.config.renew_every_ms,
                 watch=self.config.watch,
                 retries=self.config.retries,
+                **({} if waiting is None else {"wait_ms": waiting.wait_ms, "queue_ms": queue_ms}),
             )
         return Step(send=self._command(Op.ACQUIRE, ttl, None, queue_ms=queue_ms))
 
@@ -378,7 +379,8 @@ class Section:
             self.outcome = Outcome.NOT_ACQUIRED
             self._emit(NotAcquired(self.key, self.client, now, self.attempts))
         if self.recording:
-            self._record("AcquireReply", now, granted=fence > 0)
+            extra = {} if waiting is None or fence > 0 else {"recheck_ms": -fence}
+            self._record("AcquireReply", now, granted=fence > 0, **extra)
         return step
 
     def acquire_fail(self, now: float) -> Step:
