@@ -8,6 +8,7 @@ and the order of events, never by how long something took.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ import pytest
 import redis
 import redis.asyncio as aredis
 
+import distlock
 from distlock import LockNotAcquiredError
 from distlock._protocol import queue_keys
 from distlock.asyncio import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
@@ -380,6 +382,81 @@ def test_a_reentrant_waiter_is_woken_and_a_reentry_never_waits(
             assert await inner.release() is True
             assert await outer.release() is True
             assert await task == 1
+        await admin.aclose()
+
+    arun(main)
+    assert waiting_keys(r) == []
+
+
+# -- the twins -------------------------------------------------------------------------------
+
+
+def _actions(trace: list[dict[str, Any]]) -> list[str]:
+    return [t["action"] for t in trace]
+
+
+def test_sync_and_asyncio_wait_with_the_same_transitions(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """One scenario per driver: woken by a release, then timed out (and, for asyncio,
+    cancelled while blocked)."""
+    woken = ["Acquire", "AcquireReply", "Block", "Wake", "Acquire", "AcquireReply"]
+    timed_out = woken  # the last attempt is refused instead of granted
+    withdrawn = ["Acquire", "AcquireReply", "Block", "Withdraw", "WithdrawReply"]
+
+    sync_trace: list[dict[str, Any]] = []
+    with distlock.Lock(r, prefix="tw", ttl_ms=FOREVER_MS) as holder_locks, distlock.Lock(
+        r, prefix="tw", trace=sync_trace.append
+    ) as locks:
+        holder = holder_locks.acquire("k")
+        assert holder is not None
+        got: list[object] = []
+        thread = threading.Thread(target=lambda: got.append(locks.acquire("k", wait_ms=FOREVER_MS)))
+        thread.start()
+        while not r.exists(queue_keys("tw:k")[0]) or not [
+            c for c in r.client_list() if c.get("cmd") == "blpop"
+        ]:
+            thread.join(0.005)
+        holder.release()
+        thread.join()
+        handle = got[0]
+        assert isinstance(handle, distlock.LockHandle)
+        assert _actions(sync_trace) == woken
+        assert handle.release()
+        sync_trace.clear()
+        holder = holder_locks.acquire("k")
+        assert holder is not None
+        assert locks.acquire("k", wait_ms=100) is None
+        assert _actions(sync_trace) == timed_out
+        assert holder.release()
+
+    async_trace: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        admin = client_for(redis_server)
+        async with Lock(client_for(redis_server), prefix="tw", ttl_ms=FOREVER_MS) as hl, Lock(
+            client_for(redis_server), prefix="tw", trace=async_trace.append
+        ) as locks:
+            holder = await hl.acquire("k")
+            assert holder is not None
+            task = await start_waiting(admin, "tw:k", locks.acquire("k", wait_ms=FOREVER_MS))
+            await holder.release()
+            handle = await task
+            assert handle is not None
+            assert _actions(async_trace) == woken
+            await handle.release()
+            async_trace.clear()
+            holder = await hl.acquire("k")
+            assert holder is not None
+            assert await locks.acquire("k", wait_ms=100) is None
+            assert _actions(async_trace) == timed_out
+            async_trace.clear()
+            task = await start_waiting(admin, "tw:k", locks.acquire("k", wait_ms=FOREVER_MS))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert _actions(async_trace) == withdrawn
+            await holder.release()
         await admin.aclose()
 
     arun(main)
