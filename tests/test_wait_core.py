@@ -418,3 +418,19 @@ def test_a_group_timeout_releases_what_it_took_and_names_the_missing_key() -> No
     assert isinstance(error, LockNotAcquiredError) and error.key == "b"
     assert dbs["a"].holder is None and dbs["b"].queue == []
     assert fx.clock >= 400.0
+
+
+def test_the_reentrant_lock_waits_on_its_own_scripts() -> None:
+    from distlock._core.reentrant import ReentrantSection
+    from distlock._protocol import R_WITHDRAW, RW_ACQUIRE, WITHDRAW
+
+    s = ReentrantSection("k", "tok", SectionConfig(ttl_ms=10_000, wait_ms=1_000))
+    attempt = sent(s.acquire(0.0))
+    assert encode(attempt)[0] is RW_ACQUIRE
+    s.acquire_fail(1.0)
+    withdrawal = sent(s.withdraw(2.0))
+    assert encode(withdrawal)[0] is R_WITHDRAW is not WITHDRAW
+    # The waiting attempt and the withdrawal share one layout of KEYS and ARGV, so a
+    # primitive joins the queue with its claim() and busy() alone.
+    assert encode(attempt)[1] == encode(withdrawal)[1]
+    assert decode(attempt, [9, 0]) == 9  # a granted reentrant claim's fence
