@@ -55,6 +55,25 @@ def test_wait_ms_must_be_an_int_of_milliseconds(bad: object) -> None:
         distlock.ReentrantLock(_no_client).acquire("k", wait_ms=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("bad", [True, 1.5, "100", -1, MAX_MS + 1])
+def test_asyncio_calls_refuse_a_bad_wait_before_any_command(bad: object) -> None:
+    async def main() -> None:
+        locks = distlock.asyncio.Lock(_no_client)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            await locks.acquire("k", wait_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            locks.hold("k", wait_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            locks.hold_many(["a", "b"], wait_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms and retries"):
+            await locks.acquire("k", wait_ms=10, retries=1)
+        reentrant = distlock.asyncio.ReentrantLock(_no_client)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            await reentrant.acquire("k", wait_ms=bad)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+
+
 def test_wait_ms_bounds_are_accepted() -> None:
     assert distlock.Lock(_no_client, wait_ms=0).defaults.wait_ms == 0
     assert distlock.Lock(_no_client, wait_ms=MAX_MS).defaults.wait_ms == MAX_MS
