@@ -18,7 +18,7 @@ import redis.asyncio as aredis
 
 import distlock
 from distlock import LockNotAcquiredError
-from distlock._protocol import queue_keys
+from distlock._protocol import W_ACQUIRE, queue_keys
 from distlock.asyncio import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
 from tests.redis_server import RedisServer
 
@@ -461,3 +461,53 @@ def test_sync_and_asyncio_wait_with_the_same_transitions(
 
     arun(main)
     assert waiting_keys(r) == []
+
+
+class LateAttempts(aredis.Redis):
+    """Runs each waiting attempt in Redis, then holds its reply until ``late`` is set:
+    a caller cancelled meanwhile cannot know what the attempt did."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.held = asyncio.Event()
+        self.late = asyncio.Event()
+
+    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
+        reply = await super().evalsha(sha, numkeys, *args)
+        if sha == W_ACQUIRE.sha:
+            self.held.set()
+            await self.late.wait()
+        return reply
+
+
+@pytest.mark.parametrize("held_by_another", [True, False])
+def test_cancelled_while_an_attempt_s_reply_is_out_leaves_nothing_behind(
+    redis_server: RedisServer, r: redis.Redis, held_by_another: bool
+) -> None:
+    """The attempt ran (it queued us, or granted us the key), its reply never came: the
+    cleanup release and the withdrawal take back whichever it was."""
+
+    async def main() -> None:
+        client = LateAttempts(port=redis_server.port)
+        async with Lock(client_for(redis_server), prefix="w") as holders, Lock(
+            client, prefix="w"
+        ) as locks:
+            holder = await holders.acquire("k") if held_by_another else None
+            task = asyncio.get_running_loop().create_task(
+                locks.acquire("k", wait_ms=FOREVER_MS)
+            )
+            await client.held.wait()
+            # What the attempt did, before the cancellation undoes it:
+            assert bool(r.exists(queue_keys("w:k")[0])) is held_by_another
+            assert bool(r.exists("w:k"))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await locks.aclose()
+            assert waiting_keys(r) == []
+            if holder is None:
+                assert r.exists("w:k") == 0  # granted to us, released by the cleanup
+            else:
+                assert r.get("w:k") == holder.token.encode()
+
+    arun(main)
