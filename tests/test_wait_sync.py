@@ -299,13 +299,18 @@ def test_keyboard_interrupt_while_waiting_leaves_nothing_behind(
 
 def test_a_connection_error_while_blocked_withdraws(fresh_redis: RedisServer) -> None:
     r = redis.Redis(port=fresh_redis.port)
-    with Lock(r, prefix="w") as locks:
-        assert locks.acquire("k") is not None
+    trace: list[dict[str, Any]] = []
+    with Lock(r, prefix="w") as holders, Lock(r, prefix="w", trace=trace.append) as locks:
+        assert holders.acquire("k") is not None
         waiter = start_waiting(r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS))
         r.client_kill_filter(_type="normal", skipme=True)  # the waiter's connection drops
         with pytest.raises(redis.ConnectionError):
             waiter.outcome()
         assert waiting_keys(r) == []
+        # The same transitions as an asyncio waiter cancelled while blocked.
+        assert [t["action"] for t in trace] == [
+            "Acquire", "AcquireReply", "Block", "Withdraw", "WithdrawReply",
+        ]
     r.close()
 
 
