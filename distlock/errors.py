@@ -18,7 +18,8 @@ class ValidationError(LockError, ValueError):
 
 
 class LockNotAcquiredError(LockError):
-    """The lock is held by another owner and every allowed attempt was refused."""
+    """The lock is held by another owner and every allowed attempt was refused (or
+    ``wait_ms`` passed without it).  For a group, ``key`` is the key that could not be had."""
 
     def __init__(self, key: str, attempts: int, *, permit: bool = False) -> None:
         tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
@@ -29,8 +30,8 @@ class LockNotAcquiredError(LockError):
             else f"lock {key!r} is held by another owner ({tries})"
         )
         super().__init__(
-            f"{what}; back off and try later, or pass retries=N and retry_delay_ms=M to wait "
-            "for it",
+            f"{what}; back off and try later, or pass retries=N and retry_delay_ms=M to try "
+            "again, or wait_ms=N to wait for its release",
             key,
         )
         self.attempts = attempts

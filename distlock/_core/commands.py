@@ -27,6 +27,8 @@ class Op(enum.Enum):
     REENTER = "reenter"
     #: A reentrant lock's inner exit: set the holder's depth (never frees the key).
     LEAVE = "leave"
+    #: A waiter that stops waiting gives up its place in the key's queue.
+    WITHDRAW = "withdraw"
 
 
 class Kind(enum.Enum):
@@ -53,6 +55,10 @@ class Command:
     than ``limit`` are live.
     ``replicas``: wait (``WAIT``, on the connection that wrote) until this many replicas
     acknowledged the write, for at most ``replica_timeout_ms``; 0 sends the script alone.
+    ``queue_ms``: for an acquire, None fails fast (the key is taken if free, whoever
+    waits); a number makes it a waiting attempt, which joins or keeps its place in the
+    key's queue for up to that many ms if refused, and 0 makes it the last attempt, which
+    leaves the queue if refused.
     """
 
     __slots__ = (
@@ -62,6 +68,7 @@ class Command:
         "kind",
         "limit",
         "op",
+        "queue_ms",
         "replica_timeout_ms",
         "replicas",
         "token",
@@ -82,6 +89,7 @@ class Command:
         depth: int = 0,
         kind: Kind = Kind.LOCK,
         limit: int = 0,
+        queue_ms: int | None = None,
     ) -> None:
         self.op = op
         self.key = key
@@ -92,6 +100,7 @@ class Command:
         self.kind = Kind.REENTRANT if reentrant else kind
         self.depth = depth
         self.limit = limit
+        self.queue_ms = queue_ms
         self.replicas = 0
         self.replica_timeout_ms = 0
 

@@ -54,7 +54,12 @@ class SemaphoreSection(Section):
         self.granted = False
 
     def _command(
-        self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
+        self,
+        op: Op,
+        ttl_ms: int,
+        write: Write | None,
+        best_effort: bool = False,
+        queue_ms: int | None = None,
     ) -> Command:
         return self._acknowledged(
             Command(
@@ -66,6 +71,7 @@ class SemaphoreSection(Section):
                 best_effort,
                 kind=Kind.SEMAPHORE,
                 limit=self.limit,
+                queue_ms=queue_ms,
             )
         )
 
