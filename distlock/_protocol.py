@@ -103,9 +103,11 @@ end
 #: is ours already (a resend of an attempt that was granted); our place, our wake list
 #: and any wake-up in it go.  ``{0, ms}`` when refused: we are in
 #: the queue (at our old place, if we had one) and may block for up to ``ms``, the time
-#: the refusal can last at most: the holder's remaining TTL, or, when the key is free but
-#: another waiter is first, the rest of that waiter's place.  ``{0, 0}``: the last
-#: attempt was refused, and we are out of the queue.
+#: the refusal can last at most: the holder's remaining TTL, cut to the rest of the first
+#: waiter's place when that is another's (it may give up holding the wake-up); or, when
+#: the key is free but another waiter is first, the rest of that waiter's place, cut to
+#: one lease (it may take the key and let it lapse).  A place's end never moves earlier.
+#: ``{0, 0}``: the last attempt was refused, and we are out of the queue.
 _WAIT: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
 local now = now_ms()
 local head, head_until = live_head(queue, places, wake, now)
@@ -123,10 +125,21 @@ if left <= 0 then
   return {0, 0}
 end
 local recheck = busy_ms
-if recheck == 0 then recheck = head_until - now end
+if recheck == 0 then
+  -- Free, but another waiter is first: it may take the key and let it lapse (it died)
+  -- before its place ends, so look again within a lease from now.
+  recheck = math.min(head_until - now, tonumber(ARGV[2]))
+elseif head and head ~= token then
+  -- Behind another waiter: if its place ends holding the wake-up (it gave up or died),
+  -- we are first with nobody to wake us, so look again by then.
+  recheck = math.min(recheck, head_until - now)
+end
+recheck = math.max(1, recheck)
 local life = math.min(left, recheck) + tonumber(ARGV[4])
-if not redis.call('HGET', places, token) then redis.call('RPUSH', queue, token) end
-redis.call('HSET', places, token, now + life)
+local had = redis.call('HGET', places, token)
+if not had then redis.call('RPUSH', queue, token) end
+-- A place never ends earlier than it was promised: whoever is behind it counts on that.
+redis.call('HSET', places, token, math.max(tonumber(had or '0'), now + life))
 if redis.call('PTTL', queue) < life then
   redis.call('PEXPIRE', queue, life)
   redis.call('PEXPIRE', places, life)

@@ -1,0 +1,63 @@
+"""The waiting attempt's refusal: how long a waiter may block before it looks again.
+
+These are the rules ``spec/Wait.tla`` refutes the lost wake-up without (its broken
+variants ``wait-mutant-recheck-ignores-head-ticket`` and ``wait-mutant-recheck-ignores-ttl``),
+checked on the script itself against a real Redis: a waiter first in line that holds the
+wake-up may give up or die, and a waiter first in line may take the key and let it lapse.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from distlock._core.commands import Command, Op
+from distlock._core.waiting import QUEUE_GRACE_MS
+from distlock._protocol import encode, queue_keys
+
+KEY = "rc:k"
+LONG_MS = 60_000
+
+
+def attempt(r: redis.Redis, token: str, queue_ms: int, ttl_ms: int = LONG_MS) -> list[int]:
+    """One waiting attempt: ``[fence, recheck_ms]``."""
+    script, keys, args = encode(Command(Op.ACQUIRE, KEY, token, ttl_ms, queue_ms=queue_ms))
+    return [int(x) for x in r.eval(script.source, len(keys), *keys, *args)]
+
+
+def release(r: redis.Redis, token: str) -> int:
+    script, keys, args = encode(Command(Op.RELEASE, KEY, token, LONG_MS))
+    return int(r.eval(script.source, len(keys), *keys, *args))
+
+
+def place_ends(r: redis.Redis, token: str) -> int:
+    return int(r.hget(queue_keys(KEY)[1], token) or 0)
+
+
+def test_behind_another_waiter_the_block_ends_with_its_place(r: redis.Redis) -> None:
+    assert attempt(r, "holder", 0)[0] > 0  # held for a minute
+    # First in line, with a place that ends in about the grace period (a waiter with
+    # almost no wait left, which then gives up or dies).
+    assert attempt(r, "first", 1)[0] == 0
+    fence, recheck = attempt(r, "second", LONG_MS)
+    assert fence == 0
+    # Not the holder's minute: once "first"'s place ends holding a release's wake-up,
+    # "second" is first with nobody to wake it.
+    assert recheck <= QUEUE_GRACE_MS + 1
+
+
+def test_a_free_key_behind_another_waiter_is_looked_at_within_a_lease(r: redis.Redis) -> None:
+    assert attempt(r, "holder", 0)[0] > 0
+    assert attempt(r, "first", LONG_MS)[0] == 0  # a place of about a minute
+    assert release(r, "holder") == 1  # free now; "first" is woken but has not come
+    fence, recheck = attempt(r, "second", LONG_MS, ttl_ms=1_000)
+    assert fence == 0
+    # "first" may take the key and die with it: the key is free again within a lease.
+    assert recheck <= 1_000
+
+
+def test_a_place_never_ends_earlier_than_it_was_promised(r: redis.Redis) -> None:
+    assert attempt(r, "holder", 0)[0] > 0
+    assert attempt(r, "w", LONG_MS)[0] == 0
+    promised = place_ends(r, "w")
+    assert attempt(r, "w", 1)[0] == 0  # a later attempt with little wait left
+    assert place_ends(r, "w") >= promised
