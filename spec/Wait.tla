@@ -1,0 +1,567 @@
+-------------------------------- MODULE Wait --------------------------------
+(***************************************************************************)
+(* Waiting for a held lock: the wake-up protocol of one key K.            *)
+(*                                                                         *)
+(* Redis keeps, beside K, a FIFO queue of waiter tokens (the list          *)
+(* distlock:queue:{tag}:K), each with a ticket that expires (the hash      *)
+(* token -> expiry instant; here its remaining life), and one wake list    *)
+(* per waiter (distlock:wake:{tag}:K:<token>; here a flag: non-empty).     *)
+(* The scripts are the cases of the Redis* actions, each atomic:           *)
+(*                                                                         *)
+(*   attempt  evict expired tickets at the head; grant if K is free and   *)
+(*            (the queue is empty, or we are its head, or we do not wait); *)
+(*            else enqueue our token if absent, set our ticket to the wait *)
+(*            the client has left, and refuse with the time the client may *)
+(*            block before re-checking;                                    *)
+(*   BLPOP    pop our wake list, or block until it is pushed or the        *)
+(*            block's time runs out;                                       *)
+(*   release  delete K if it holds our token and push to the head          *)
+(*            waiter's wake list;                                          *)
+(*   leave    a waiter that stops waiting removes its ticket and wake      *)
+(*            list, deletes K if a late grant gave it to us, and passes    *)
+(*            the wake-up on if it was the head.                           *)
+(*                                                                         *)
+(* Clients run one section each: the ones in Waiting wait up to MaxWait   *)
+(* ticks, the others fail fast (one attempt; they may take a free key      *)
+(* even while others wait).  A client starts at any moment, holds the key *)
+(* for any time (its lease may expire under it), releases it, or dies     *)
+(* anywhere (a holder that dies leaves K to expire; a waiter that dies     *)
+(* leaves its ticket to expire).  Requests and replies take any time; a    *)
+(* fault drops one (the client sees an error).                            *)
+(*                                                                         *)
+(* Time: countdowns, no absolute clock.  key_ttl, ticket and recheck_in    *)
+(* count Redis time; wait_left and block_left count the client's (no       *)
+(* drift here: DistLock.tla checks the lease arithmetic under drift).      *)
+(*                                                                         *)
+(* Mutant names a deliberately broken variant ("none": the protocol).     *)
+(***************************************************************************)
+EXTENDS Naturals, Sequences, FiniteSets, TLC
+
+CONSTANTS
+    Clients,    \* the clients, one section each
+    Waiting,    \* the clients that wait (wait_ms > 0); the others fail fast
+    TTL,        \* K's lease (PX of a grant); every client of K uses the same
+    MaxWait,    \* how long a waiting client waits (its wait_ms), in ticks
+    MaxFaults,  \* faults (a dropped message, a dead client) in one behaviour
+    Mutant      \* "none" or the name of a broken variant
+
+Mutants == {"none",
+            \* the two the design names
+            "subscribe_after_attempt", "notify_before_delete",
+            \* one per other property
+            "block_past_deadline", "grant_ignoring_queue", "release_plain_del",
+            "leave_deletes_any_key", "enqueue_twice",
+            \* the re-check time as first drafted: K's PTTL alone, which a dead
+            \* head waiter holding the wake-up outlives
+            "recheck_ignores_head_ticket",
+            \* the ticket's expiry set to now + the life the client passed, as first
+            \* drafted: a later attempt moves it earlier than a re-check given out
+            "ticket_may_shrink"}
+
+(* A cfg may narrow the faults by overriding this definition. *)
+FaultKinds == {"drop", "crash"}
+
+ASSUME
+    /\ Mutant \in Mutants
+    /\ Waiting \subseteq Clients
+    /\ TTL \in Nat \ {0} /\ MaxWait \in Nat \ {0} /\ MaxFaults \in Nat
+    /\ FaultKinds \subseteq {"drop", "crash"}
+
+None == "none"
+
+Phases   == {"idle", "attempting", "enqueuing", "blocked", "held", "releasing", "done",
+             "dead"}
+Outcomes == {"none", "ok", "not_acquired", "lost", "failed"}
+\* requests, then replies
+Kinds    == {"attempt", "enqueue", "blpop", "release", "release_del", "leave",
+             "granted", "refused", "enqueued", "element", "released"}
+Replies  == {"granted", "refused", "enqueued", "element", "released"}
+
+Min(a, b) == IF a < b THEN a ELSE b
+Dec(x)    == IF x > 0 THEN x - 1 ELSE 0
+MaxTime   == IF TTL > MaxWait THEN TTL ELSE MaxWait
+
+VARIABLES
+    \* ---- client side, per client ----
+    phase,        \* the section's phase
+    outcome,      \* its outcome
+    wait_left,    \* deadline - now of a waiting client (client clock)
+    block_left,   \* end of the current block (BLPOP timeout) - now (client clock)
+    \* ---- Redis ----
+    key_holder,   \* the token in K, or None
+    key_ttl,      \* K's remaining TTL
+    queue,        \* K's queue: waiter tokens in arrival order
+    ticket,       \* remaining life of each waiter's ticket (0: none or expired)
+    wake,         \* the waiter's wake list is non-empty
+    \* ---- environment ----
+    net,          \* requests and replies in flight
+    faults,       \* faults injected so far
+    \* ---- ghosts for the properties ----
+    recheck_in,   \* (Redis time) until the re-check instant the last refusal returned
+    inbody,       \* clients in their bodies
+    overlap,      \* clients that were in their bodies at the same time as this one
+    foreign       \* some script deleted a K holding another client's token
+
+client_vars == <<phase, outcome, wait_left, block_left>>
+redis_vars  == <<key_holder, key_ttl, queue, ticket, wake>>
+ghost_vars  == <<recheck_in, inbody, overlap, foreign>>
+vars        == <<client_vars, redis_vars, net, faults, ghost_vars>>
+
+(* n: the ticket life an attempt carries, the re-check time a refusal     *)
+(* returns, the result of a release (1: deleted our K).                   *)
+Msg(k, c, n) == [kind |-> k, c |-> c, n |-> n]
+
+(* A client that finished or died reads no reply: none is sent to it.     *)
+Reply(k, c, n) == IF phase[c] \in {"done", "dead"} THEN {} ELSE {Msg(k, c, n)}
+
+Waits(c) == c \in Waiting
+
+(* The queue after the head's expired tickets are evicted (every script   *)
+(* starts with it; a script that changes the queue stores it).            *)
+RECURSIVE Evict(_)
+Evict(q) == IF q # <<>> /\ ticket[Head(q)] = 0 THEN Evict(Tail(q)) ELSE q
+
+Remove(q, c) == SelectSeq(q, LAMBDA x : x # c)
+InQueue(q, c) == \E i \in 1..Len(q) : q[i] = c
+
+(* The live waiter at the head of K's queue. *)
+IsHead(c) == LET q == Evict(queue) IN q # <<>> /\ Head(q) = c
+
+(* Push the wake-up to the head of q (if any). *)
+WakeHead(q) == IF q = <<>> THEN wake ELSE [wake EXCEPT ![Head(q)] = TRUE]
+
+Init ==
+    /\ phase = [c \in Clients |-> "idle"]
+    /\ outcome = [c \in Clients |-> "none"]
+    /\ wait_left = [c \in Clients |-> 0]
+    /\ block_left = [c \in Clients |-> 0]
+    /\ key_holder = None
+    /\ key_ttl = 0
+    /\ queue = <<>>
+    /\ ticket = [c \in Clients |-> 0]
+    /\ wake = [c \in Clients |-> FALSE]
+    /\ net = {}
+    /\ faults = 0
+    /\ recheck_in = [c \in Clients |-> 0]
+    /\ inbody = {}
+    /\ overlap = [c \in Clients |-> {}]
+    /\ foreign = FALSE
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Client actions                                                         *)
+(***************************************************************************)
+
+(* A section starts (at any moment): the first attempt, carrying the whole *)
+(* wait as its ticket's life.                                              *)
+Start(c) ==
+    /\ phase[c] = "idle"
+    /\ phase' = [phase EXCEPT ![c] = "attempting"]
+    /\ wait_left' = [wait_left EXCEPT ![c] = IF Waits(c) THEN MaxWait ELSE 0]
+    /\ net' = net \cup {Msg("attempt", c, IF Waits(c) THEN MaxWait ELSE 0)}
+    /\ UNCHANGED <<outcome, block_left, redis_vars, faults, ghost_vars>>
+
+EnterBody(c) ==
+    /\ inbody' = inbody \cup {c}
+    /\ overlap' = [x \in Clients |->
+                     IF x = c THEN overlap[x] \cup inbody
+                     ELSE IF x \in inbody THEN overlap[x] \cup {c}
+                     ELSE overlap[x]]
+
+(* The block that follows a refusal: until the re-check time, and never    *)
+(* past the caller's deadline.                                             *)
+BlockFor(c, recheck) ==
+    IF Mutant = "block_past_deadline" THEN recheck ELSE Min(wait_left[c], recheck)
+
+(* The attempt's reply.  Granted: the body runs.  Refused: a fail-fast     *)
+(* caller is done; a waiter blocks on its wake list (BLPOP), or, in the    *)
+(* broken variant, first subscribes in a separate step.                    *)
+AttemptReply(c) ==
+    /\ phase[c] = "attempting"
+    /\ \E m \in net :
+        /\ m.c = c /\ m.kind \in {"granted", "refused"}
+        /\ IF m.kind = "granted"
+           THEN /\ phase' = [phase EXCEPT ![c] = "held"]
+                /\ net' = net \ {m}
+                /\ EnterBody(c)
+                /\ UNCHANGED <<outcome, block_left>>
+           ELSE IF ~Waits(c) \/ wait_left[c] = 0
+           THEN /\ phase' = [phase EXCEPT ![c] = "done"]
+                /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+                /\ net' = (net \ {m}) \cup (IF Waits(c) THEN {Msg("leave", c, 0)} ELSE {})
+                /\ UNCHANGED <<block_left, inbody, overlap>>
+           ELSE IF Mutant = "subscribe_after_attempt"
+           THEN /\ phase' = [phase EXCEPT ![c] = "enqueuing"]
+                /\ block_left' = [block_left EXCEPT ![c] = BlockFor(c, m.n)]
+                /\ net' = (net \ {m}) \cup {Msg("enqueue", c, wait_left[c])}
+                /\ UNCHANGED <<outcome, inbody, overlap>>
+           ELSE /\ phase' = [phase EXCEPT ![c] = "blocked"]
+                /\ block_left' = [block_left EXCEPT ![c] = BlockFor(c, m.n)]
+                /\ net' = (net \ {m}) \cup {Msg("blpop", c, 0)}
+                /\ UNCHANGED <<outcome, inbody, overlap>>
+    /\ UNCHANGED <<wait_left, redis_vars, faults, recheck_in, foreign>>
+
+(* Broken variant only: the separate subscription was answered. *)
+EnqueueReply(c) ==
+    /\ phase[c] = "enqueuing"
+    /\ \E m \in net :
+        /\ m.c = c /\ m.kind = "enqueued"
+        /\ net' = (net \ {m}) \cup {Msg("blpop", c, 0)}
+    /\ phase' = [phase EXCEPT ![c] = "blocked"]
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+(* Attempt again, with the wait left as the ticket's life. *)
+Reattempt(c, msgs) ==
+    /\ phase' = [phase EXCEPT ![c] = "attempting"]
+    /\ net' = msgs \cup {Msg("attempt", c, wait_left[c])}
+
+(* After a block: attempt again, or, at the deadline, stop waiting and     *)
+(* leave the queue.                                                        *)
+Resume(c, msgs) ==
+    IF wait_left[c] > 0
+    THEN Reattempt(c, msgs) /\ UNCHANGED outcome
+    ELSE /\ phase' = [phase EXCEPT ![c] = "done"]
+         /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+         /\ net' = msgs \cup {Msg("leave", c, 0)}
+
+(* Woken: BLPOP returned an element; attempt again at once. *)
+Woken(c) ==
+    /\ phase[c] = "blocked"
+    /\ \E m \in net : m.c = c /\ m.kind = "element" /\ Resume(c, net \ {m})
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+(* The block's time ran out (BLPOP answered nil, or the client stopped     *)
+(* reading a reply that did not come): re-check.  A late element is lost   *)
+(* with the connection.                                                    *)
+BlockEnds(c) ==
+    /\ phase[c] = "blocked" /\ block_left[c] = 0
+    /\ Resume(c, {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})})
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+(* The deadline: a waiter stops waiting (whatever is in flight: a blocked  *)
+(* connection is discarded) and leaves the queue, best effort.            *)
+GiveUpEnabled(c) ==
+    /\ Waits(c) /\ wait_left[c] = 0
+    /\ \/ phase[c] \in {"attempting", "enqueuing"}
+       \/ phase[c] = "blocked" /\ Mutant # "block_past_deadline"
+
+GiveUp(c) ==
+    /\ GiveUpEnabled(c)
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+    /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
+              \cup {Msg("leave", c, 0)}
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+(* The body ends: release. *)
+BodyDone(c) ==
+    /\ phase[c] = "held"
+    /\ phase' = [phase EXCEPT ![c] = "releasing"]
+    /\ net' = net \cup {Msg("release", c, 0)}
+    /\ inbody' = inbody \ {c}
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, recheck_in, overlap,
+                   foreign>>
+
+(* The release's reply: ok only if the script deleted our K. *)
+ReleaseReply(c) ==
+    /\ phase[c] = "releasing"
+    /\ \E m \in net :
+        /\ m.c = c /\ m.kind = "released"
+        /\ net' = net \ {m}
+        /\ outcome' = [outcome EXCEPT ![c] = IF m.n = 1 THEN "ok" ELSE "lost"]
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Redis: each script runs atomically                                     *)
+(***************************************************************************)
+
+(* The waiting acquire, one script. *)
+RedisAttempt ==
+    \E m \in net :
+      /\ m.kind = "attempt"
+      /\ LET c    == m.c
+             q    == Evict(queue)
+             free == key_holder = None
+             mayTake == ~Waits(c) \/ q = <<>> \/ Head(q) = c
+                        \/ Mutant = "grant_ignoring_queue"
+             q2   == IF InQueue(q, c) /\ Mutant # "enqueue_twice" THEN q ELSE Append(q, c)
+             \* the head another waiter holds: the re-check never outlives its
+             \* ticket (a dead head holding the wake-up), nor a lease taken by it
+             other_head == q2 # <<>> /\ Head(q2) # c
+             recheck ==
+                IF ~free
+                THEN IF other_head /\ Mutant # "recheck_ignores_head_ticket"
+                     THEN Min(key_ttl, ticket[Head(q2)])
+                     ELSE key_ttl
+                ELSE Min(ticket[Head(q2)], TTL)
+         IN
+         IF free /\ mayTake
+         THEN /\ key_holder' = c
+              /\ key_ttl' = TTL
+              /\ queue' = Remove(q, c)
+              /\ ticket' = [ticket EXCEPT ![c] = 0]
+              /\ wake' = [wake EXCEPT ![c] = FALSE]
+              /\ net' = (net \ {m}) \cup Reply("granted", c, 0)
+              /\ UNCHANGED recheck_in
+         ELSE IF ~Waits(c)
+         THEN /\ net' = (net \ {m}) \cup Reply("refused", c, 0)
+              /\ UNCHANGED <<key_holder, key_ttl, queue, ticket, wake, recheck_in>>
+         ELSE IF Mutant = "subscribe_after_attempt"
+         THEN \* refuses without enqueueing: the client subscribes next
+              LET rc == IF ~free THEN key_ttl ELSE TTL IN
+              /\ net' = (net \ {m}) \cup Reply("refused", c, rc)
+              /\ recheck_in' = [recheck_in EXCEPT ![c] = rc]
+              /\ UNCHANGED <<key_holder, key_ttl, queue, ticket, wake>>
+         ELSE /\ queue' = q2
+              \* the expiry never moves earlier: another waiter's re-check
+              \* counts on it
+              /\ ticket' = [ticket EXCEPT ![c] =
+                               IF Mutant = "ticket_may_shrink" THEN m.n
+                               ELSE IF m.n > @ THEN m.n ELSE @]
+              /\ net' = (net \ {m}) \cup Reply("refused", c, recheck)
+              /\ recheck_in' = [recheck_in EXCEPT ![c] = recheck]
+              /\ UNCHANGED <<key_holder, key_ttl, wake>>
+    /\ UNCHANGED <<client_vars, faults, inbody, overlap, foreign>>
+
+(* Broken variant only: the separate subscription enqueues, no re-check. *)
+RedisEnqueue ==
+    \E m \in net :
+      /\ m.kind = "enqueue"
+      /\ LET q == Evict(queue) IN
+         queue' = IF InQueue(q, m.c) THEN q ELSE Append(q, m.c)
+      /\ ticket' = [ticket EXCEPT ![m.c] = m.n]
+      /\ net' = (net \ {m}) \cup Reply("enqueued", m.c, 0)
+    /\ UNCHANGED <<client_vars, key_holder, key_ttl, wake, faults, ghost_vars>>
+
+(* BLPOP finds an element: it pops it and answers. *)
+RedisPop ==
+    \E m \in net :
+      /\ m.kind = "blpop" /\ wake[m.c]
+      /\ wake' = [wake EXCEPT ![m.c] = FALSE]
+      /\ net' = (net \ {m}) \cup Reply("element", m.c, 0)
+    /\ UNCHANGED <<client_vars, key_holder, key_ttl, queue, ticket, faults, ghost_vars>>
+
+(* The release.  Broken variants: a plain DEL (any token); the wake-up     *)
+(* pushed by one command and K deleted by the next.                       *)
+RedisRelease ==
+    \E m \in net :
+      /\ m.kind = "release"
+      /\ LET c    == m.c
+             q    == Evict(queue)
+             mine == key_holder = c
+             dels == IF Mutant = "release_plain_del" THEN key_holder # None ELSE mine
+         IN
+         IF Mutant = "notify_before_delete"
+         THEN /\ wake' = IF mine THEN WakeHead(q) ELSE wake
+              /\ queue' = q
+              /\ net' = (net \ {m}) \cup {Msg("release_del", c, 0)}
+              /\ UNCHANGED <<key_holder, key_ttl, foreign>>
+         ELSE /\ key_holder' = IF dels THEN None ELSE key_holder
+              /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
+              /\ wake' = IF dels THEN WakeHead(q) ELSE wake
+              /\ queue' = q
+              /\ foreign' = (foreign \/ (dels /\ ~mine))
+              /\ net' = (net \ {m}) \cup Reply("released", c, IF dels THEN 1 ELSE 0)
+    /\ UNCHANGED <<client_vars, ticket, faults, recheck_in, inbody, overlap>>
+
+(* Broken variant only: the release's second command. *)
+RedisReleaseDel ==
+    \E m \in net :
+      /\ m.kind = "release_del"
+      /\ LET mine == key_holder = m.c IN
+         /\ key_holder' = IF mine THEN None ELSE key_holder
+         /\ key_ttl' = IF mine THEN 0 ELSE key_ttl
+         /\ net' = (net \ {m}) \cup Reply("released", m.c, IF mine THEN 1 ELSE 0)
+    /\ UNCHANGED <<client_vars, queue, ticket, wake, faults, ghost_vars>>
+
+(* Leave the queue: drop our ticket and wake list; free K if a late grant  *)
+(* gave it to us; pass the wake-up on if we were the head (the one a       *)
+(* release would have woken), whether or not K is free now.               *)
+RedisLeave ==
+    \E m \in net :
+      /\ m.kind = "leave"
+      /\ LET c    == m.c
+             q    == Evict(queue)
+             q2   == Remove(q, c)
+             was_head == q # <<>> /\ Head(q) = c
+             dels == IF Mutant = "leave_deletes_any_key" THEN key_holder # None
+                     ELSE key_holder = c
+             w2   == [wake EXCEPT ![c] = FALSE]
+         IN
+         /\ queue' = q2
+         /\ ticket' = [ticket EXCEPT ![c] = 0]
+         /\ wake' = IF (was_head \/ dels) /\ q2 # <<>>
+                    THEN [w2 EXCEPT ![Head(q2)] = TRUE] ELSE w2
+         /\ key_holder' = IF dels THEN None ELSE key_holder
+         /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
+         /\ foreign' = (foreign \/ (dels /\ key_holder # c))
+         /\ net' = net \ {m}
+    /\ UNCHANGED <<client_vars, faults, recheck_in, inbody, overlap>>
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Environment                                                            *)
+(***************************************************************************)
+
+(* A timer that is due fires before time moves on: a waiter's deadline,   *)
+(* a block's end.                                                          *)
+Due(c) == GiveUpEnabled(c) \/ (phase[c] = "blocked" /\ block_left[c] = 0)
+
+StillWaiting(c) == Waits(c) /\ phase[c] \in {"attempting", "enqueuing", "blocked"}
+
+Tick ==
+    /\ \A c \in Clients : ~Due(c)
+    /\ key_ttl' = Dec(key_ttl)
+    /\ key_holder' = IF key_ttl <= 1 THEN None ELSE key_holder
+    /\ ticket' = [c \in Clients |-> Dec(ticket[c])]
+    /\ wait_left' = [c \in Clients |-> IF StillWaiting(c) THEN Dec(wait_left[c]) ELSE wait_left[c]]
+    /\ block_left' = [c \in Clients |->
+                        IF phase[c] = "blocked" THEN Dec(block_left[c]) ELSE block_left[c]]
+    /\ recheck_in' = [c \in Clients |-> Dec(recheck_in[c])]
+    /\ UNCHANGED <<phase, outcome, queue, wake, net, faults, inbody, overlap, foreign>>
+
+(* A fault: a request or reply is lost and the client sees an error.  A    *)
+(* waiter whose BLPOP broke re-checks; an attempt or a release that broke  *)
+(* ends the section ("failed"; a waiter leaves the queue).  A lost leave   *)
+(* leaves the ticket to expire.                                           *)
+Drop ==
+    /\ "drop" \in FaultKinds /\ faults < MaxFaults
+    /\ \E m \in net :
+        /\ m.kind \in {"attempt", "granted", "refused", "blpop", "element", "release",
+                       "released", "leave"}
+        /\ LET c == m.c
+               rest == net \ {m}
+           IN
+           /\ faults' = faults + 1
+           /\ CASE m.kind \in {"blpop", "element"} ->
+                     Resume(c, {x \in rest : ~(x.c = c /\ x.kind = "element")})
+                [] m.kind \in {"attempt", "granted", "refused"} /\ phase[c] = "attempting" ->
+                     /\ phase' = [phase EXCEPT ![c] = "done"]
+                     /\ outcome' = [outcome EXCEPT ![c] = "failed"]
+                     /\ net' = rest \cup (IF Waits(c) THEN {Msg("leave", c, 0)} ELSE {})
+                [] m.kind \in {"release", "released"} /\ phase[c] = "releasing" ->
+                     /\ phase' = [phase EXCEPT ![c] = "done"]
+                     /\ outcome' = [outcome EXCEPT ![c] = "failed"]
+                     /\ net' = rest
+                [] OTHER ->  \* a leave, or a late request of a finished client
+                     /\ net' = rest
+                     /\ UNCHANGED <<phase, outcome>>
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, ghost_vars>>
+
+(* A client dies: nothing more from it; its connection closes (a blocked  *)
+(* BLPOP with it); what it sent before may still run.                     *)
+Crash ==
+    /\ "crash" \in FaultKinds /\ faults < MaxFaults
+    /\ \E c \in Clients :
+        /\ phase[c] \in {"attempting", "enqueuing", "blocked", "held", "releasing"}
+        /\ phase' = [phase EXCEPT ![c] = "dead"]
+        /\ inbody' = inbody \ {c}
+        /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop"} \cup Replies)}
+    /\ faults' = faults + 1
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, recheck_in, overlap, foreign>>
+
+ClientStep ==
+    \E c \in Clients :
+        \/ Start(c) \/ AttemptReply(c) \/ EnqueueReply(c) \/ Woken(c) \/ BlockEnds(c)
+        \/ GiveUp(c) \/ BodyDone(c) \/ ReleaseReply(c)
+
+EnvStep ==
+    \/ RedisAttempt \/ RedisEnqueue \/ RedisPop \/ RedisRelease \/ RedisReleaseDel
+    \/ RedisLeave \/ Tick \/ Drop \/ Crash
+
+Next == ClientStep \/ EnvStep
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Properties                                                             *)
+(***************************************************************************)
+
+TypeOK ==
+    /\ phase \in [Clients -> Phases]
+    /\ outcome \in [Clients -> Outcomes]
+    /\ wait_left \in [Clients -> 0..MaxWait]
+    /\ block_left \in [Clients -> 0..MaxTime]
+    /\ key_holder \in Clients \cup {None}
+    /\ key_ttl \in 0..TTL
+    /\ (key_holder = None) <=> (key_ttl = 0)
+    \* one place per waiter: a waiter that attempts again keeps its place
+    /\ queue \in Seq(Waiting)
+    /\ \A i, j \in 1..Len(queue) : i # j => queue[i] # queue[j]
+    /\ ticket \in [Clients -> 0..MaxWait]
+    /\ wake \in [Clients -> BOOLEAN]
+    /\ \A m \in net : m.kind \in Kinds /\ m.c \in Clients
+    /\ faults \in 0..MaxFaults
+    /\ recheck_in \in [Clients -> 0..MaxTime]
+
+(* Mutual exclusion of successful sections: two sections that both       *)
+(* finished ok were never in their bodies at the same time.               *)
+NoOverlappingSuccess ==
+    \A c, d \in Clients :
+        (c # d /\ outcome[c] = "ok" /\ outcome[d] = "ok") => d \notin overlap[c]
+
+(* No script deletes a K holding another client's token. *)
+NoForeignWrite == ~foreign
+
+(* No lost wake-up: while K is free and the waiter at the head of its     *)
+(* queue is blocked, a wake-up is on its way to it (in its wake list or in *)
+(* BLPOP's reply), or the re-check instant its last refusal gave it has   *)
+(* come (it re-checks within one round trip).  The re-check instant is K's *)
+(* expiry as that refusal saw it, or the life of the ticket ahead of it:   *)
+(* a holder that died is waited out, a release is never missed.            *)
+WakePending(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind = "element"
+
+NoLostWakeup ==
+    \A c \in Waiting :
+        (phase[c] = "blocked" /\ key_holder = None /\ IsHead(c))
+            => (WakePending(c) \/ recheck_in[c] = 0)
+
+(* A waiter returns by its deadline: time never moves past the deadline   *)
+(* of a client still waiting (whatever is in flight: a hung attempt, a     *)
+(* blocked BLPOP).                                                        *)
+ReturnsByDeadline ==
+    [][\A c \in Waiting : (Tick /\ StillWaiting(c)) => wait_left[c] > 0]_vars
+
+(* FIFO: Redis grants a waiting caller K only when no live ticket of       *)
+(* another waiter is ahead of it in the queue (all of them were granted,   *)
+(* left or expired).  A fail-fast caller is not bound by it.              *)
+Ahead(c) ==
+    LET idx == {i \in 1..Len(queue) : queue[i] = c}
+        lim == IF idx = {} THEN Len(queue) + 1 ELSE CHOOSE i \in idx : TRUE
+    IN {queue[i] : i \in {j \in 1..Len(queue) : j < lim /\ ticket[queue[j]] > 0}}
+
+GrantsInArrivalOrder ==
+    [][\A c \in Waiting : (key_holder' = c /\ key_holder # c) => Ahead(c) = {}]_vars
+
+(* Reachability probes: TLC must violate them. *)
+ProbeWokenOnFreeKey ==     \* a blocked head waiter has a wake-up on a free key
+    ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = None /\ IsHead(c)
+                        /\ WakePending(c)
+ProbeWaitedOut ==          \* ... or none, its re-check instant come (a holder died)
+    ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = None /\ IsHead(c)
+                        /\ ~WakePending(c)
+
+NoFaults == {}
+
+Sym == Permutations(Waiting)
+
+(* What TLC compares states by: a countdown nothing reads any more (the     *)
+(* wait of a client no longer waiting, the block of one not blocked, the   *)
+(* re-check of one not waiting) reads 0, so that states differing only in *)
+(* it are one state.                                                       *)
+Canon ==
+    LET live(c) == phase[c] \in {"attempting", "enqueuing", "blocked"}
+    IN <<phase, outcome,
+         [c \in Clients |-> IF StillWaiting(c) THEN wait_left[c] ELSE 0],
+         [c \in Clients |-> IF phase[c] \in {"enqueuing", "blocked"} THEN block_left[c] ELSE 0],
+         redis_vars, net, faults,
+         [c \in Clients |-> IF live(c) /\ Waits(c) THEN recheck_in[c] ELSE 0],
+         inbody, overlap, foreign>>
+
+(* Models that narrow the faults (FaultKinds <- ...). *)
+CrashOnly == {"crash"}
+DropOnly  == {"drop"}
+=============================================================================
