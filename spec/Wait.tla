@@ -42,7 +42,7 @@ CONSTANTS
     Waiting,    \* the clients that wait (wait_ms > 0); the others fail fast
     TTL,        \* K's lease (PX of a grant); every client of K uses the same
     MaxWait,    \* how long a waiting client waits (its wait_ms), in ticks
-    MaxFaults,  \* faults (a dropped message, a dead client) in one behaviour
+    MaxFaults,  \* faults (a dropped message, a dead client, a cancelled wait) per behaviour
     Mutant      \* "none" or the name of a broken variant
 
 Mutants == {"none",
@@ -58,24 +58,26 @@ Mutants == {"none",
             \* drafted: a later attempt moves it earlier than a re-check given out
             "ticket_may_shrink"}
 
-(* A cfg may narrow the faults by overriding this definition. *)
-FaultKinds == {"drop", "crash"}
+(* A cfg may narrow the faults, or the clients that may die, by overriding *)
+(* these definitions.                                                      *)
+FaultKinds == {"drop", "crash", "cancel"}
+Mortal == Clients
 
 ASSUME
     /\ Mutant \in Mutants
     /\ Waiting \subseteq Clients
     /\ TTL \in Nat \ {0} /\ MaxWait \in Nat \ {0} /\ MaxFaults \in Nat
-    /\ FaultKinds \subseteq {"drop", "crash"}
+    /\ FaultKinds \subseteq {"drop", "crash", "cancel"}
 
 None == "none"
 
-Phases   == {"idle", "attempting", "enqueuing", "blocked", "held", "releasing", "done",
-             "dead"}
+Phases   == {"idle", "acquiring", "enqueuing", "refused", "blocked", "woken", "held",
+             "body_done", "releasing", "withdrawing", "done", "dead"}
 Outcomes == {"none", "ok", "not_acquired", "lost", "failed"}
 \* requests, then replies
 Kinds    == {"attempt", "enqueue", "blpop", "release", "release_del", "leave",
-             "granted", "refused", "enqueued", "element", "released"}
-Replies  == {"granted", "refused", "enqueued", "element", "released"}
+             "granted", "refused", "enqueued", "element", "released", "left", "error"}
+Replies  == {"granted", "refused", "enqueued", "element", "released", "left", "error"}
 
 Min(a, b) == IF a < b THEN a ELSE b
 Dec(x)    == IF x > 0 THEN x - 1 ELSE 0
@@ -111,8 +113,14 @@ vars        == <<client_vars, redis_vars, net, faults, ghost_vars>>
 (* returns, the result of a release (1: deleted our K).                   *)
 Msg(k, c, n) == [kind |-> k, c |-> c, n |-> n]
 
-(* A client that finished or died reads no reply: none is sent to it.     *)
-Reply(k, c, n) == IF phase[c] \in {"done", "dead"} THEN {} ELSE {Msg(k, c, n)}
+(* The phase in which a client reads a reply of kind k.  A reply nobody    *)
+(* reads (its client withdrew, finished or died) is not sent.             *)
+Reads(k) == CASE k \in {"granted", "refused"} -> "acquiring"
+              [] k = "enqueued" -> "enqueuing"
+              [] k = "element"  -> "blocked"
+              [] k = "released" -> "releasing"
+              [] k = "left"     -> "withdrawing"
+Reply(k, c, n) == IF phase[c] = Reads(k) THEN {Msg(k, c, n)} ELSE {}
 
 Waits(c) == c \in Waiting
 
@@ -149,16 +157,23 @@ Init ==
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
-(* Client actions                                                         *)
+(* Client actions, one per method of distlock._core.section.Section: the  *)
+(* lock's Acquire ... ReleaseFail, and the waiting ones (Block, Wake,      *)
+(* Withdraw, WithdrawReply, WithdrawFail: WAIT_ACTIONS).                   *)
 (***************************************************************************)
 
-(* A section starts (at any moment): the first attempt, carrying the whole *)
-(* wait as its ticket's life.                                              *)
-Start(c) ==
-    /\ phase[c] = "idle"
-    /\ phase' = [phase EXCEPT ![c] = "attempting"]
-    /\ wait_left' = [wait_left EXCEPT ![c] = IF Waits(c) THEN MaxWait ELSE 0]
-    /\ net' = net \cup {Msg("attempt", c, IF Waits(c) THEN MaxWait ELSE 0)}
+StillWaiting(c) ==
+    Waits(c) /\ phase[c] \in {"acquiring", "enqueuing", "refused", "blocked", "woken"}
+
+(* Acquire: the first attempt (the wait's clock starts), or the next one   *)
+(* after a block.  It carries the wait left, the life of the caller's     *)
+(* place in the queue; 0 makes it the last attempt (past the deadline).    *)
+Acquire(c) ==
+    /\ phase[c] \in {"idle", "woken"}
+    /\ LET left == IF ~Waits(c) THEN 0 ELSE IF phase[c] = "idle" THEN MaxWait ELSE wait_left[c]
+       IN /\ wait_left' = [wait_left EXCEPT ![c] = left]
+          /\ net' = net \cup {Msg("attempt", c, left)}
+    /\ phase' = [phase EXCEPT ![c] = "acquiring"]
     /\ UNCHANGED <<outcome, block_left, redis_vars, faults, ghost_vars>>
 
 EnterBody(c) ==
@@ -173,11 +188,11 @@ EnterBody(c) ==
 BlockFor(c, recheck) ==
     IF Mutant = "block_past_deadline" THEN recheck ELSE Min(wait_left[c], recheck)
 
-(* The attempt's reply.  Granted: the body runs.  Refused: a fail-fast     *)
-(* caller is done; a waiter blocks on its wake list (BLPOP), or, in the    *)
-(* broken variant, first subscribes in a separate step.                    *)
-AttemptReply(c) ==
-    /\ phase[c] = "attempting"
+(* AcquireReply.  Granted: the body runs.  Refused: a fail-fast caller, or *)
+(* a waiter's last attempt (the script took it out of the queue), is done; *)
+(* a waiter blocks next (or, in the broken variant, subscribes first).     *)
+AcquireReply(c) ==
+    /\ phase[c] = "acquiring"
     /\ \E m \in net :
         /\ m.c = c /\ m.kind \in {"granted", "refused"}
         /\ IF m.kind = "granted"
@@ -185,82 +200,105 @@ AttemptReply(c) ==
                 /\ net' = net \ {m}
                 /\ EnterBody(c)
                 /\ UNCHANGED <<outcome, block_left>>
-           ELSE IF ~Waits(c) \/ wait_left[c] = 0
+           ELSE IF m.n = 0
            THEN /\ phase' = [phase EXCEPT ![c] = "done"]
                 /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
-                /\ net' = (net \ {m}) \cup (IF Waits(c) THEN {Msg("leave", c, 0)} ELSE {})
+                /\ net' = net \ {m}
                 /\ UNCHANGED <<block_left, inbody, overlap>>
            ELSE IF Mutant = "subscribe_after_attempt"
            THEN /\ phase' = [phase EXCEPT ![c] = "enqueuing"]
                 /\ block_left' = [block_left EXCEPT ![c] = BlockFor(c, m.n)]
                 /\ net' = (net \ {m}) \cup {Msg("enqueue", c, wait_left[c])}
                 /\ UNCHANGED <<outcome, inbody, overlap>>
-           ELSE /\ phase' = [phase EXCEPT ![c] = "blocked"]
+           ELSE /\ phase' = [phase EXCEPT ![c] = "refused"]
                 /\ block_left' = [block_left EXCEPT ![c] = BlockFor(c, m.n)]
-                /\ net' = (net \ {m}) \cup {Msg("blpop", c, 0)}
+                /\ net' = net \ {m}
                 /\ UNCHANGED <<outcome, inbody, overlap>>
     /\ UNCHANGED <<wait_left, redis_vars, faults, recheck_in, foreign>>
 
 (* Broken variant only: the separate subscription was answered. *)
 EnqueueReply(c) ==
     /\ phase[c] = "enqueuing"
-    /\ \E m \in net :
-        /\ m.c = c /\ m.kind = "enqueued"
-        /\ net' = (net \ {m}) \cup {Msg("blpop", c, 0)}
-    /\ phase' = [phase EXCEPT ![c] = "blocked"]
+    /\ \E m \in net : m.c = c /\ m.kind = "enqueued" /\ net' = net \ {m}
+    /\ phase' = [phase EXCEPT ![c] = "refused"]
     /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
 
-(* Attempt again, with the wait left as the ticket's life. *)
-Reattempt(c, msgs) ==
-    /\ phase' = [phase EXCEPT ![c] = "attempting"]
-    /\ net' = msgs \cup {Msg("attempt", c, wait_left[c])}
+(* Block: BLPOP on the waiter's wake list, for block_left. *)
+Block(c) ==
+    /\ phase[c] = "refused"
+    /\ phase' = [phase EXCEPT ![c] = "blocked"]
+    /\ net' = net \cup {Msg("blpop", c, 0)}
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
 
-(* After a block: attempt again, or, at the deadline, stop waiting and     *)
-(* leave the queue.                                                        *)
-Resume(c, msgs) ==
-    IF wait_left[c] > 0
-    THEN Reattempt(c, msgs) /\ UNCHANGED outcome
-    ELSE /\ phase' = [phase EXCEPT ![c] = "done"]
-         /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
-         /\ net' = msgs \cup {Msg("leave", c, 0)}
-
-(* Woken: BLPOP returned an element; attempt again at once. *)
-Woken(c) ==
+(* Wake: the block ended: BLPOP returned an element (woken), or its time   *)
+(* ran out (BLPOP answered nil, or the client stopped reading a reply that *)
+(* did not come: a late element is lost with the connection), or BLPOP     *)
+(* failed.  The next attempt follows at once.                             *)
+Wake(c) ==
     /\ phase[c] = "blocked"
-    /\ \E m \in net : m.c = c /\ m.kind = "element" /\ Resume(c, net \ {m})
-    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
+    /\ \/ \E m \in net : m.c = c /\ m.kind = "element" /\ net' = net \ {m}
+       \/ \E m \in net : m.c = c /\ m.kind = "error" /\ m.n = 0 /\ net' = net \ {m}
+       \/ /\ block_left[c] = 0
+          /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
+    /\ phase' = [phase EXCEPT ![c] = "woken"]
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
 
-(* The block's time ran out (BLPOP answered nil, or the client stopped     *)
-(* reading a reply that did not come): re-check.  A late element is lost   *)
-(* with the connection.                                                    *)
-BlockEnds(c) ==
-    /\ phase[c] = "blocked" /\ block_left[c] = 0
-    /\ Resume(c, {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})})
-    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
-
-(* The deadline: a waiter stops waiting (whatever is in flight: a blocked  *)
-(* connection is discarded) and leaves the queue, best effort.            *)
-GiveUpEnabled(c) ==
-    /\ Waits(c) /\ wait_left[c] = 0
-    /\ \/ phase[c] \in {"attempting", "enqueuing"}
-       \/ phase[c] = "blocked" /\ Mutant # "block_past_deadline"
-
-GiveUp(c) ==
-    /\ GiveUpEnabled(c)
-    /\ phase' = [phase EXCEPT ![c] = "done"]
-    /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
-    /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
+(* Withdraw: a waiter stops waiting before its last attempt (cancelled, or *)
+(* its attempt failed): a blocked connection is discarded, and the leave   *)
+(* script takes its place, its wake list and a late grant's key.          *)
+Withdrawing(c, out, msgs) ==
+    /\ phase' = [phase EXCEPT ![c] = "withdrawing"]
+    /\ outcome' = [outcome EXCEPT ![c] = out]
+    /\ net' = {m \in msgs : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
               \cup {Msg("leave", c, 0)}
+
+Withdraw(c) ==
+    /\ "cancel" \in FaultKinds /\ faults < MaxFaults
+    /\ Waits(c) /\ phase[c] \in {"acquiring", "refused", "blocked", "woken"}
+    /\ Withdrawing(c, "not_acquired", net)
+    /\ faults' = faults + 1
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, ghost_vars>>
+
+WithdrawReply(c) ==
+    /\ phase[c] = "withdrawing"
+    /\ \E m \in net : m.c = c /\ m.kind = "left" /\ net' = net \ {m}
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+(* The leave got no answer: the place expires by itself. *)
+WithdrawFail(c) ==
+    /\ phase[c] = "withdrawing"
+    /\ \E m \in net : m.c = c /\ m.kind = "error" /\ net' = net \ {m}
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+(* AcquireFail: the attempt or its reply was lost; it may have run.  A     *)
+(* fail-fast caller is done; a waiter withdraws (its place, and the key if *)
+(* the attempt was granted).                                              *)
+AcquireFail(c) ==
+    /\ phase[c] = "acquiring"
+    /\ \E m \in net :
+        /\ m.c = c /\ m.kind = "error"
+        /\ IF Waits(c)
+           THEN Withdrawing(c, "failed", net \ {m})
+           ELSE /\ phase' = [phase EXCEPT ![c] = "done"]
+                /\ outcome' = [outcome EXCEPT ![c] = "failed"]
+                /\ net' = net \ {m}
     /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
 
 (* The body ends: release. *)
 BodyDone(c) ==
     /\ phase[c] = "held"
+    /\ phase' = [phase EXCEPT ![c] = "body_done"]
+    /\ inbody' = inbody \ {c}
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, net, faults, recheck_in,
+                   overlap, foreign>>
+
+Release(c) ==
+    /\ phase[c] = "body_done"
     /\ phase' = [phase EXCEPT ![c] = "releasing"]
     /\ net' = net \cup {Msg("release", c, 0)}
-    /\ inbody' = inbody \ {c}
-    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, recheck_in, overlap,
-                   foreign>>
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
 
 (* The release's reply: ok only if the script deleted our K. *)
 ReleaseReply(c) ==
@@ -270,6 +308,13 @@ ReleaseReply(c) ==
         /\ net' = net \ {m}
         /\ outcome' = [outcome EXCEPT ![c] = IF m.n = 1 THEN "ok" ELSE "lost"]
     /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
+
+ReleaseFail(c) ==
+    /\ phase[c] = "releasing"
+    /\ \E m \in net : m.c = c /\ m.kind = "error" /\ net' = net \ {m}
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ outcome' = [outcome EXCEPT ![c] = "failed"]
     /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
 
 -----------------------------------------------------------------------------
@@ -284,7 +329,8 @@ RedisAttempt ==
       /\ LET c    == m.c
              q    == Evict(queue)
              free == key_holder = None
-             mayTake == ~Waits(c) \/ q = <<>> \/ Head(q) = c
+             last == Waits(c) /\ m.n = 0
+             mayTake == (~Waits(c) /\ ~last) \/ q = <<>> \/ Head(q) = c
                         \/ Mutant = "grant_ignoring_queue"
              q2   == IF InQueue(q, c) /\ Mutant # "enqueue_twice" THEN q ELSE Append(q, c)
              \* the head another waiter holds: the re-check never outlives its
@@ -308,6 +354,13 @@ RedisAttempt ==
          ELSE IF ~Waits(c)
          THEN /\ net' = (net \ {m}) \cup Reply("refused", c, 0)
               /\ UNCHANGED <<key_holder, key_ttl, queue, ticket, wake, recheck_in>>
+         ELSE IF last
+         THEN \* the last attempt, refused, leaves the queue in the same script
+              /\ queue' = Remove(q, c)
+              /\ ticket' = [ticket EXCEPT ![c] = 0]
+              /\ wake' = [wake EXCEPT ![c] = FALSE]
+              /\ net' = (net \ {m}) \cup Reply("refused", c, 0)
+              /\ UNCHANGED <<key_holder, key_ttl, recheck_in>>
          ELSE IF Mutant = "subscribe_after_attempt"
          THEN \* refuses without enqueueing: the client subscribes next
               LET rc == IF ~free THEN key_ttl ELSE TTL IN
@@ -397,7 +450,7 @@ RedisLeave ==
          /\ key_holder' = IF dels THEN None ELSE key_holder
          /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
          /\ foreign' = (foreign \/ (dels /\ key_holder # c))
-         /\ net' = net \ {m}
+         /\ net' = (net \ {m}) \cup Reply("left", c, 0)
     /\ UNCHANGED <<client_vars, faults, recheck_in, inbody, overlap>>
 
 -----------------------------------------------------------------------------
@@ -405,57 +458,50 @@ RedisLeave ==
 (* Environment                                                            *)
 (***************************************************************************)
 
-(* A timer that is due fires before time moves on: a waiter's deadline,   *)
-(* a block's end.                                                          *)
-Due(c) == GiveUpEnabled(c) \/ (phase[c] = "blocked" /\ block_left[c] = 0)
-
-StillWaiting(c) == Waits(c) /\ phase[c] \in {"attempting", "enqueuing", "blocked"}
+(* What is due happens before time moves on: a block's end, the step that  *)
+(* follows a refusal or a wake-up, the release after the body.            *)
+Due(c) == phase[c] \in {"refused", "woken", "body_done"}
+          \/ (phase[c] = "blocked" /\ block_left[c] = 0)
 
 Tick ==
     /\ \A c \in Clients : ~Due(c)
     /\ key_ttl' = Dec(key_ttl)
     /\ key_holder' = IF key_ttl <= 1 THEN None ELSE key_holder
     /\ ticket' = [c \in Clients |-> Dec(ticket[c])]
-    /\ wait_left' = [c \in Clients |-> IF StillWaiting(c) THEN Dec(wait_left[c]) ELSE wait_left[c]]
+    /\ wait_left' = [c \in Clients |->
+                       IF StillWaiting(c) THEN Dec(wait_left[c]) ELSE wait_left[c]]
     /\ block_left' = [c \in Clients |->
                         IF phase[c] = "blocked" THEN Dec(block_left[c]) ELSE block_left[c]]
     /\ recheck_in' = [c \in Clients |-> Dec(recheck_in[c])]
     /\ UNCHANGED <<phase, outcome, queue, wake, net, faults, inbody, overlap, foreign>>
 
-(* A fault: a request or reply is lost and the client sees an error.  A    *)
-(* waiter whose BLPOP broke re-checks; an attempt or a release that broke  *)
-(* ends the section ("failed"; a waiter leaves the queue).  A lost leave   *)
-(* leaves the ticket to expire.                                           *)
+(* A fault: the connection fails; the request is lost, or it ran and its   *)
+(* reply is lost; the client sees an error (its *Fail action; a broken     *)
+(* BLPOP ends the block).  A lost message of a client that no longer reads *)
+(* it is just gone.                                                       *)
 Drop ==
     /\ "drop" \in FaultKinds /\ faults < MaxFaults
     /\ \E m \in net :
-        /\ m.kind \in {"attempt", "granted", "refused", "blpop", "element", "release",
-                       "released", "leave"}
-        /\ LET c == m.c
-               rest == net \ {m}
-           IN
-           /\ faults' = faults + 1
-           /\ CASE m.kind \in {"blpop", "element"} ->
-                     Resume(c, {x \in rest : ~(x.c = c /\ x.kind = "element")})
-                [] m.kind \in {"attempt", "granted", "refused"} /\ phase[c] = "attempting" ->
-                     /\ phase' = [phase EXCEPT ![c] = "done"]
-                     /\ outcome' = [outcome EXCEPT ![c] = "failed"]
-                     /\ net' = rest \cup (IF Waits(c) THEN {Msg("leave", c, 0)} ELSE {})
-                [] m.kind \in {"release", "released"} /\ phase[c] = "releasing" ->
-                     /\ phase' = [phase EXCEPT ![c] = "done"]
-                     /\ outcome' = [outcome EXCEPT ![c] = "failed"]
-                     /\ net' = rest
-                [] OTHER ->  \* a leave, or a late request of a finished client
-                     /\ net' = rest
-                     /\ UNCHANGED <<phase, outcome>>
-    /\ UNCHANGED <<wait_left, block_left, redis_vars, ghost_vars>>
+        /\ m.kind # "error"
+        /\ LET reader == CASE m.kind \in {"attempt", "enqueue", "blpop", "release",
+                                          "release_del", "leave"} ->
+                                 CASE m.kind = "attempt" -> "acquiring"
+                                   [] m.kind = "enqueue" -> "enqueuing"
+                                   [] m.kind = "blpop" -> "blocked"
+                                   [] m.kind = "leave" -> "withdrawing"
+                                   [] OTHER -> "releasing"
+                             [] OTHER -> Reads(m.kind)
+           IN net' = (net \ {m}) \cup (IF phase[m.c] = reader /\ m.kind # "enqueue"
+                                        THEN {Msg("error", m.c, 0)} ELSE {})
+    /\ faults' = faults + 1
+    /\ UNCHANGED <<client_vars, redis_vars, ghost_vars>>
 
 (* A client dies: nothing more from it; its connection closes (a blocked  *)
 (* BLPOP with it); what it sent before may still run.                     *)
 Crash ==
     /\ "crash" \in FaultKinds /\ faults < MaxFaults
-    /\ \E c \in Clients :
-        /\ phase[c] \in {"attempting", "enqueuing", "blocked", "held", "releasing"}
+    /\ \E c \in Mortal :
+        /\ phase[c] \notin {"idle", "done", "dead"}
         /\ phase' = [phase EXCEPT ![c] = "dead"]
         /\ inbody' = inbody \ {c}
         /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop"} \cup Replies)}
@@ -464,12 +510,30 @@ Crash ==
 
 ClientStep ==
     \E c \in Clients :
-        \/ Start(c) \/ AttemptReply(c) \/ EnqueueReply(c) \/ Woken(c) \/ BlockEnds(c)
-        \/ GiveUp(c) \/ BodyDone(c) \/ ReleaseReply(c)
+        \/ Acquire(c)
+        \/ AcquireReply(c)
+        \/ AcquireFail(c)
+        \/ EnqueueReply(c)
+        \/ Block(c)
+        \/ Wake(c)
+        \/ Withdraw(c)
+        \/ WithdrawReply(c)
+        \/ WithdrawFail(c)
+        \/ BodyDone(c)
+        \/ Release(c)
+        \/ ReleaseReply(c)
+        \/ ReleaseFail(c)
 
 EnvStep ==
-    \/ RedisAttempt \/ RedisEnqueue \/ RedisPop \/ RedisRelease \/ RedisReleaseDel
-    \/ RedisLeave \/ Tick \/ Drop \/ Crash
+    \/ RedisAttempt
+    \/ RedisEnqueue
+    \/ RedisPop
+    \/ RedisRelease
+    \/ RedisReleaseDel
+    \/ RedisLeave
+    \/ Tick
+    \/ Drop
+    \/ Crash
 
 Next == ClientStep \/ EnvStep
 
@@ -507,12 +571,14 @@ NoOverlappingSuccess ==
 NoForeignWrite == ~foreign
 
 (* No lost wake-up: while K is free and the waiter at the head of its     *)
-(* queue is blocked, a wake-up is on its way to it (in its wake list or in *)
-(* BLPOP's reply), or the re-check instant its last refusal gave it has   *)
-(* come (it re-checks within one round trip).  The re-check instant is K's *)
-(* expiry as that refusal saw it, or the life of the ticket ahead of it:   *)
-(* a holder that died is waited out, a release is never missed.            *)
-WakePending(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind = "element"
+(* queue is blocked, a wake-up is on its way to it (in its wake list, in   *)
+(* BLPOP's reply, or an error that ends the block), or the re-check        *)
+(* instant its last refusal gave it has come (it re-checks within one      *)
+(* round trip).  That instant is K's expiry as the refusal saw it, or the  *)
+(* end of the place of the waiter ahead of it: a holder that died, or a    *)
+(* head waiter that died holding the wake-up, is waited out; a release is  *)
+(* never missed.                                                           *)
+WakePending(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind \in {"element", "error"}
 
 NoLostWakeup ==
     \A c \in Waiting :
@@ -520,10 +586,11 @@ NoLostWakeup ==
             => (WakePending(c) \/ recheck_in[c] = 0)
 
 (* A waiter returns by its deadline: time never moves past the deadline   *)
-(* of a client still waiting (whatever is in flight: a hung attempt, a     *)
-(* blocked BLPOP).                                                        *)
+(* of a blocked waiter (a block never outlasts the wait).  What follows    *)
+(* the deadline is at most the attempt then in flight and one last attempt *)
+(* (life 0: refused, it leaves the queue in the same script).              *)
 ReturnsByDeadline ==
-    [][\A c \in Waiting : (Tick /\ StillWaiting(c)) => wait_left[c] > 0]_vars
+    [][\A c \in Waiting : (Tick /\ phase[c] = "blocked") => wait_left[c] > 0]_vars
 
 (* FIFO: Redis grants a waiting caller K only when no live ticket of       *)
 (* another waiter is ahead of it in the queue (all of them were granted,   *)
@@ -545,6 +612,7 @@ ProbeWaitedOut ==          \* ... or none, its re-check instant come (a holder d
                         /\ ~WakePending(c)
 
 NoFaults == {}
+WaitersOnly == Waiting
 
 Sym == Permutations(Waiting)
 
@@ -553,10 +621,11 @@ Sym == Permutations(Waiting)
 (* re-check of one not waiting) reads 0, so that states differing only in *)
 (* it are one state.                                                       *)
 Canon ==
-    LET live(c) == phase[c] \in {"attempting", "enqueuing", "blocked"}
+    LET live(c) == phase[c] \in {"acquiring", "enqueuing", "refused", "blocked", "woken"}
     IN <<phase, outcome,
          [c \in Clients |-> IF StillWaiting(c) THEN wait_left[c] ELSE 0],
-         [c \in Clients |-> IF phase[c] \in {"enqueuing", "blocked"} THEN block_left[c] ELSE 0],
+         [c \in Clients |-> IF phase[c] \in {"enqueuing", "refused", "blocked"}
+                            THEN block_left[c] ELSE 0],
          redis_vars, net, faults,
          [c \in Clients |-> IF live(c) /\ Waits(c) THEN recheck_in[c] ELSE 0],
          inbody, overlap, foreign>>

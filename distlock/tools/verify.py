@@ -196,8 +196,6 @@ RUNS: tuple[Run, ...] = (
                   "NoLostWakeup"),
     _wait_refutes("wait-mutant-recheck-ignores-head-ticket",
                   "WaitMutantRecheckIgnoresHeadTicket.cfg", "NoLostWakeup"),
-    _wait_refutes("wait-mutant-ticket-may-shrink", "WaitMutantTicketMayShrink.cfg",
-                  "NoLostWakeup"),
     _wait_refutes("wait-mutant-block-past-deadline", "WaitMutantBlockPastDeadline.cfg",
                   "ReturnsByDeadline"),
     _wait_refutes("wait-mutant-grant-ignoring-queue", "WaitMutantGrantIgnoringQueue.cfg",
