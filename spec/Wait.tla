@@ -56,7 +56,12 @@ Mutants == {"none",
             "recheck_ignores_head_ticket",
             \* the ticket's expiry set to now + the life the client passed, as first
             \* drafted: a later attempt moves it earlier than a re-check given out
-            "ticket_may_shrink"}
+            "ticket_may_shrink",
+            \* a free K's re-check by the head's place alone: the head takes K and dies,
+            \* its lease ends before that place would have
+            "recheck_ignores_ttl",
+            \* the leave drops a wake-up meant for the head that leaves
+            "leave_drops_wakeup"}
 
 (* A cfg may narrow the faults, or the clients that may die, by overriding *)
 (* these definitions.                                                      *)
@@ -341,6 +346,7 @@ RedisAttempt ==
                 THEN IF other_head /\ Mutant # "recheck_ignores_head_ticket"
                      THEN Min(key_ttl, ticket[Head(q2)])
                      ELSE key_ttl
+                ELSE IF Mutant = "recheck_ignores_ttl" THEN ticket[Head(q2)]
                 ELSE Min(ticket[Head(q2)], TTL)
          IN
          IF free /\ mayTake
@@ -429,9 +435,10 @@ RedisReleaseDel ==
          /\ net' = (net \ {m}) \cup Reply("released", m.c, IF mine THEN 1 ELSE 0)
     /\ UNCHANGED <<client_vars, queue, ticket, wake, faults, ghost_vars>>
 
-(* Leave the queue: drop our ticket and wake list; free K if a late grant  *)
-(* gave it to us; pass the wake-up on if we were the head (the one a       *)
-(* release would have woken), whether or not K is free now.               *)
+(* Leave the queue: drop our place and wake list; free K if a late grant   *)
+(* gave it to us; if we were the head (the one a release wakes) and K is   *)
+(* free, or we just freed it, pass the wake-up on to the new head.  While  *)
+(* K is held, its release will wake the new head.                         *)
 RedisLeave ==
     \E m \in net :
       /\ m.kind = "leave"
@@ -445,7 +452,8 @@ RedisLeave ==
          IN
          /\ queue' = q2
          /\ ticket' = [ticket EXCEPT ![c] = 0]
-         /\ wake' = IF (was_head \/ dels) /\ q2 # <<>>
+         /\ wake' = IF ((was_head /\ key_holder = None) \/ dels) /\ q2 # <<>>
+                       /\ Mutant # "leave_drops_wakeup"
                     THEN [w2 EXCEPT ![Head(q2)] = TRUE] ELSE w2
          /\ key_holder' = IF dels THEN None ELSE key_holder
          /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
@@ -613,6 +621,7 @@ ProbeWaitedOut ==          \* ... or none, its re-check instant come (a holder d
 
 NoFaults == {}
 WaitersOnly == Waiting
+CancelOnly == {"cancel"}
 
 Sym == Permutations(Waiting)
 
