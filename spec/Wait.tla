@@ -240,20 +240,20 @@ Block(c) ==
 
 (* Wake: the block ended: BLPOP returned an element (woken), or its time   *)
 (* ran out (BLPOP answered nil, or the client stopped reading a reply that *)
-(* did not come: a late element is lost with the connection), or BLPOP     *)
-(* failed.  The next attempt follows at once.                             *)
+(* did not come: a late element is lost with the connection).  The next    *)
+(* attempt follows at once.                                                *)
 Wake(c) ==
     /\ phase[c] = "blocked"
     /\ \/ \E m \in net : m.c = c /\ m.kind = "element" /\ net' = net \ {m}
-       \/ \E m \in net : m.c = c /\ m.kind = "error" /\ m.n = 0 /\ net' = net \ {m}
        \/ /\ block_left[c] = 0
           /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
     /\ phase' = [phase EXCEPT ![c] = "woken"]
     /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
 
 (* Withdraw: a waiter stops waiting before its last attempt (cancelled, or *)
-(* its attempt failed): a blocked connection is discarded, and the leave   *)
-(* script takes its place, its wake list and a late grant's key.          *)
+(* its attempt or its BLPOP failed): a blocked connection is discarded,    *)
+(* and the leave script takes its place, its wake list and a late grant's  *)
+(* key.                                                                    *)
 Withdrawing(c, out, msgs) ==
     /\ phase' = [phase EXCEPT ![c] = "withdrawing"]
     /\ outcome' = [outcome EXCEPT ![c] = out]
@@ -261,10 +261,13 @@ Withdrawing(c, out, msgs) ==
               \cup {Msg("leave", c, 0)}
 
 Withdraw(c) ==
-    /\ "cancel" \in FaultKinds /\ faults < MaxFaults
     /\ Waits(c) /\ phase[c] \in {"acquiring", "refused", "blocked", "woken"}
-    /\ Withdrawing(c, "not_acquired", net)
-    /\ faults' = faults + 1
+    /\ \/ /\ "cancel" \in FaultKinds /\ faults < MaxFaults
+          /\ Withdrawing(c, "not_acquired", net)
+          /\ faults' = faults + 1
+       \/ /\ phase[c] = "blocked"
+          /\ \E m \in net : m.c = c /\ m.kind = "error" /\ Withdrawing(c, "failed", net \ {m})
+          /\ UNCHANGED faults
     /\ UNCHANGED <<wait_left, block_left, redis_vars, ghost_vars>>
 
 WithdrawReply(c) ==
@@ -488,7 +491,7 @@ Tick ==
 
 (* A fault: the connection fails; the request is lost, or it ran and its   *)
 (* reply is lost; the client sees an error (its *Fail action; a broken     *)
-(* BLPOP ends the block).  A lost message of a client that no longer reads *)
+(* BLPOP ends the wait: Withdraw).  A lost message of a client that no longer reads *)
 (* it is just gone.                                                       *)
 Drop ==
     /\ "drop" \in FaultKinds /\ faults < MaxFaults
@@ -583,12 +586,12 @@ NoForeignWrite == ~foreign
 
 (* No lost wake-up: while K is free and the waiter at the head of its     *)
 (* queue is blocked, a wake-up is on its way to it (in its wake list, in   *)
-(* BLPOP's reply, or an error that ends the block), or the re-check        *)
-(* instant its last refusal gave it has come (it re-checks within one      *)
-(* round trip).  That instant is K's expiry as the refusal saw it, or the  *)
-(* end of the place of the waiter ahead of it: a holder that died, or a    *)
-(* head waiter that died holding the wake-up, is waited out; a release is  *)
-(* never missed.                                                           *)
+(* BLPOP's reply, or an error: the waiter withdraws, passing it on), or    *)
+(* the re-check instant its last refusal gave it has come (it re-checks    *)
+(* within one round trip).  That instant is K's expiry as the refusal saw  *)
+(* it, or the end of the place of the waiter ahead of it: a holder that    *)
+(* died, or a head waiter whose place ended while it held the wake-up, is  *)
+(* waited out; a release is never missed.                                  *)
 WakePending(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind \in {"element", "error"}
 
 NoLostWakeup ==
