@@ -54,15 +54,15 @@ Mutants == {"none",
             \* one per other property
             "block_past_deadline", "grant_ignoring_queue", "release_plain_del",
             "leave_deletes_any_key", "enqueue_twice",
-            \* the re-check time as first drafted: K's PTTL alone, which a dead
-            \* head waiter holding the wake-up outlives
+            \* the re-check time as first drafted: K's PTTL alone, which a head
+            \* waiter whose place ends while it holds the wake-up outlives
             "recheck_ignores_head_ticket",
-            \* the ticket's expiry set to now + the life the client passed, as first
-            \* drafted: a later attempt moves it earlier than a re-check given out
-            "ticket_may_shrink",
-            \* a free K's re-check by the head's place alone: the head takes K and dies,
+            \* a free K's re-check by the head's place alone: the head takes K and
             \* its lease ends before that place would have
             "recheck_ignores_ttl",
+            \* a place set to end at now + the life the attempt carries, even if
+            \* earlier than before (no cfg: see spec/README.md)
+            "ticket_may_shrink",
             \* the leave drops a wake-up meant for the head that leaves
             "leave_drops_wakeup"}
 
@@ -341,11 +341,12 @@ RedisAttempt ==
              q    == Evict(queue)
              free == key_holder = None
              last == Waits(c) /\ m.n = 0
-             mayTake == (~Waits(c) /\ ~last) \/ q = <<>> \/ Head(q) = c
+             mayTake == ~Waits(c) \/ q = <<>> \/ Head(q) = c
                         \/ Mutant = "grant_ignoring_queue"
              q2   == IF InQueue(q, c) /\ Mutant # "enqueue_twice" THEN q ELSE Append(q, c)
-             \* the head another waiter holds: the re-check never outlives its
-             \* ticket (a dead head holding the wake-up), nor a lease taken by it
+             \* another waiter is first: the re-check never outlives its place
+             \* (it may end while that waiter holds the wake-up), nor the lease
+             \* that waiter may take
              other_head == q2 # <<>> /\ Head(q2) # c
              recheck ==
                 IF ~free
