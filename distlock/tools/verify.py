@@ -86,6 +86,15 @@ def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, module="Reentrant")
 
 
+#: What the models of waiting check (spec/Wait.tla).
+WAIT = "TypeOK NoOverlappingSuccess NoForeignWrite NoLostWakeup; ReturnsByDeadline " \
+       "GrantsInArrivalOrder"
+
+
+def _wait_refutes(name: str, config: str, prop: str) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, module="Wait")
+
+
 #: Every run of ``verify``, in the order of the report.  The large runs come first so
 #: that the small ones fill the second core while they finish.
 RUNS: tuple[Run, ...] = (
@@ -177,6 +186,32 @@ RUNS: tuple[Run, ...] = (
                        "ProbeLostAtDepth2"),
     _reentrant_refutes("reentrant-probe-reentry-refreshed",
                        "ReentrantProbeReentryRefreshed.cfg", "ProbeReentryRefreshed"),
+    # -- waiting (spec/Wait.tla): the wake-up protocol of one key's queue ---------------
+    Run("wait-three-clients", "WaitFailFast.cfg", WAIT, "holds", workers=2, min_states=20_000,
+        module="Wait"),
+    Run("wait-faults", "Wait.cfg", WAIT, "holds", min_states=1_000, module="Wait"),
+    _wait_refutes("wait-mutant-subscribe-after-attempt", "WaitMutantSubscribeAfterAttempt.cfg",
+                  "NoLostWakeup"),
+    _wait_refutes("wait-mutant-notify-before-delete", "WaitMutantNotifyBeforeDelete.cfg",
+                  "NoLostWakeup"),
+    _wait_refutes("wait-mutant-recheck-ignores-head-ticket",
+                  "WaitMutantRecheckIgnoresHeadTicket.cfg", "NoLostWakeup"),
+    _wait_refutes("wait-mutant-recheck-ignores-ttl", "WaitMutantRecheckIgnoresTTL.cfg",
+                  "NoLostWakeup"),
+    _wait_refutes("wait-mutant-leave-drops-wakeup", "WaitMutantLeaveDropsWakeup.cfg",
+                  "NoLostWakeup"),
+    _wait_refutes("wait-mutant-block-past-deadline", "WaitMutantBlockPastDeadline.cfg",
+                  "ReturnsByDeadline"),
+    _wait_refutes("wait-mutant-grant-ignoring-queue", "WaitMutantGrantIgnoringQueue.cfg",
+                  "GrantsInArrivalOrder"),
+    _wait_refutes("wait-mutant-release-plain-del", "WaitMutantReleasePlainDel.cfg",
+                  "NoOverlappingSuccess"),
+    _wait_refutes("wait-mutant-leave-deletes-any-key", "WaitMutantLeaveDeletesAnyKey.cfg",
+                  "NoForeignWrite"),
+    _wait_refutes("wait-mutant-enqueue-twice", "WaitMutantEnqueueTwice.cfg", "TypeOK"),
+    _wait_refutes("wait-probe-woken-on-free-key", "WaitProbeWokenOnFreeKey.cfg",
+                  "ProbeWokenOnFreeKey"),
+    _wait_refutes("wait-probe-waited-out", "WaitProbeWaitedOut.cfg", "ProbeWaitedOut"),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
