@@ -242,3 +242,71 @@ def test_a_starved_signal_late_after_the_whole_starvation_is_caught() -> None:
     _starved(rec, "v0", 0.402, 0.4, 0.9, signal=0.806)
     violations = check(rec, slack_ms=150).violations
     assert len(violations) == 1 and "after the starvation ended" in violations[0]
+
+
+def _wait(
+    rec: Recorder,
+    asked: float,
+    ended: float,
+    outcome: str,
+    *,
+    wait_ms: int = 400,
+    granted: bool = False,
+) -> Section:
+    """A waiter's section: asked at ``asked``; its body started at ``ended`` (``granted``)
+    or ``run`` returned then without it."""
+    o = rec.origin
+    if granted:
+        s = _section(rec, "waiter0", ended, ended + 0.05, outcome)
+    else:
+        s = rec.new_section("waiter0", "k", TTL_MS)
+        s.outcome = outcome  # type: ignore[assignment]
+        s.finished = o + ended
+    s.attempt_started = o + asked
+    s.wait_ms = wait_ms
+    return s
+
+
+def test_waits_that_end_within_their_bound_pass_and_are_counted() -> None:
+    rec = Recorder("synthetic")
+    _wait(rec, 0.0, 0.3, "ok", granted=True)
+    _wait(rec, 0.0, 0.45, "not_acquired")
+    _wait(rec, 0.0, 0.1, "error")
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert verdict.violations == []
+    assert (verdict.waits, verdict.waits_granted, verdict.waits_timed_out) == (3, 1, 1)
+    assert verdict.waits_failed == 1
+    assert verdict.worst_wait_overrun_ms == pytest.approx(50, abs=1)
+
+
+@pytest.mark.parametrize(("outcome", "granted"), [("not_acquired", False), ("ok", True)])
+def test_a_wait_that_ends_past_its_bound_is_caught(outcome: str, granted: bool) -> None:
+    rec = Recorder("synthetic")
+    _wait(rec, 0.0, 0.7, outcome, granted=granted)
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert any("a wait of 400 ms ended 700 ms after" in v for v in verdict.violations)
+
+
+def test_a_wait_that_never_ended_is_caught() -> None:
+    rec = Recorder("synthetic")
+    rec.new_section("waiter0", "k", TTL_MS, wait_ms=400)
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert any("never ended" in v for v in verdict.violations)
+
+
+def test_a_waiter_holding_beside_a_success_is_caught() -> None:
+    """A waiter whose body ran while another section held the key, both reporting success:
+    a waiter that held without the lock."""
+    rec = Recorder("synthetic")
+    _section(rec, "victim0", 0.0, 0.2, "ok")
+    _wait(rec, 0.0, 0.1, "ok", granted=True)
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert any("NoOverlappingSuccess" in v for v in verdict.violations)
+
+
+def test_a_waiting_acquires_grant_is_a_successful_send_and_its_refusal_is_not() -> None:
+    from distlock.tools.chaos.recorder import _positive
+
+    assert _positive([7, 0]) and _positive(1)
+    assert not _positive([0, 150]) and not _positive([0, 0]) and not _positive(0)
+    assert not _positive(True) and not _positive(b"1")

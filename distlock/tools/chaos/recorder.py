@@ -117,6 +117,15 @@ class Section:
     notes: list[str] = field(default_factory=list)
     #: A reentrant victim's inner level (None: the body does not re-enter).
     inner: Level | None = None
+    #: The ``wait_ms`` a waiter asked for (None: the section did not wait).
+    wait_ms: int | None = None
+
+    @property
+    def waited_s(self) -> float | None:
+        """How long the wait took: until the body started, or until ``run`` returned
+        without one (None while it has neither)."""
+        ended = self.start if self.start is not None else self.finished
+        return None if ended is None else ended - self.attempt_started
 
     @property
     def entered(self) -> bool:
@@ -169,8 +178,10 @@ class Recorder:
 
     # -- writing ------------------------------------------------------------------------
 
-    def new_section(self, client: str, key: str, ttl_ms: int) -> Section:
-        section = Section(client, key, ttl_ms, next(self._seq), now())
+    def new_section(
+        self, client: str, key: str, ttl_ms: int, wait_ms: int | None = None
+    ) -> Section:
+        section = Section(client, key, ttl_ms, next(self._seq), now(), wait_ms=wait_ms)
         with self._cond:
             self.sections.append(section)
         return section
@@ -305,6 +316,14 @@ class Recorder:
             return [s for s in self.sections if s.entered and s.end is None]
 
 
+def _positive(reply: Any) -> bool:
+    """A granted fence, an extension or a release: a positive integer, or, from a waiting
+    acquire (``{fence, 0}`` granted, ``{0, ms}`` refused), a list led by one."""
+    if isinstance(reply, list | tuple) and reply:
+        reply = reply[0]
+    return isinstance(reply, int) and not isinstance(reply, bool) and reply > 0
+
+
 def _record(
     recorder: Recorder, args: tuple[Any, ...], sent: float, reply: Any, error: str | None
 ) -> None:
@@ -312,7 +331,7 @@ def _record(
     if name not in SCRIPT_COMMANDS:
         return
     text = tuple(a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in args[1:])
-    ok = error is None and isinstance(reply, int) and not isinstance(reply, bool) and reply > 0
+    ok = error is None and _positive(reply)
     recorder.command(Command(name, text, sent, now(), ok, error))
 
 
