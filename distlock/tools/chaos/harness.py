@@ -293,6 +293,12 @@ class Scenario:
         elif reason not in self.trace_excluded:
             self.trace_excluded = f"{self.trace_excluded}; and {reason}"
 
+    def waiters_in(self, trial: int) -> bool:
+        """Waiters join every trial but the one whose trace TLC checks: the spec of that
+        check (``spec/DistLock.tla``) has no waiting actions, and leaving the waiters
+        untraced would leave the others' refusals without an owner."""
+        return self._trace is None or trial != TRACED_TRIAL
+
     def _start_trace(self, trial: int) -> None:
         if trial == TRACED_TRIAL and self.trace_excluded is None and self._trace is None:
             self._trace_stream = io.StringIO()
@@ -751,7 +757,11 @@ class Scenario:
         injector = self._injector_thread(fault)
         from distlock.tools.chaos import waiters
 
-        waiting = waiters.sync_threads(self, trial, stop, via_proxy=via_proxy)
+        waiting = (
+            waiters.sync_threads(self, trial, stop, via_proxy=via_proxy)
+            if self.waiters_in(trial)
+            else []
+        )
         self._run_threads(threads, injector, intruder_thread, stop, waiting)
         self.close_sync()
         self._stop_trace()
@@ -933,6 +943,8 @@ class Scenario:
         victims_done = asyncio.Event()
         waiting = asyncio.create_task(
             waiters.async_waiters(self, trial, victims_done, via_proxy=via_proxy)
+            if self.waiters_in(trial)
+            else victims_done.wait()
         )
         tasks = []
         for i in range(victims):

@@ -1,6 +1,7 @@
 """Waiters: clients that wait for the key with ``wait_ms`` while the faults happen.
 
-Every trial runs them beside its victims and intruder: one on the trial's faulted path
+Every trial runs them beside its victims and intruder (but the one traced for TLC:
+``Scenario.waiters_in``): one on the trial's faulted path
 (through the proxy, or on the Redis that is paused or killed), one on a direct connection.
 Each loops until the trial's victims are done: ``run`` with ``wait_ms`` (twice the TTL: a
 victim's long body outlasts it, so some waits run out and some end in a grant), a short
