@@ -62,12 +62,12 @@ def sync_scripts(r: redis.Redis, n: int) -> float:
     """distlock's own two scripts sent by hand: the wire cost of its protocol, fence included."""
     key = "bench:scripts"
     _, acquire_keys, _ = encode(Command(Op.ACQUIRE, key, "", 30_000))
-    _, release_keys, (_, memory) = encode(Command(Op.RELEASE, key, "", 30_000))
+    _, release_keys, (_, *release_args) = encode(Command(Op.RELEASE, key, "", 30_000))
     t0 = time.perf_counter()
     for _ in range(n):
         token = secrets.token_hex(16)
         if r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, 30_000):
-            r.evalsha(RELEASE.sha, 2, *release_keys, token, memory)
+            r.evalsha(RELEASE.sha, len(release_keys), *release_keys, token, *release_args)
     return time.perf_counter() - t0
 
 

@@ -72,6 +72,20 @@ def now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+#: The shortest BLPOP: its timeout 0 would mean "for ever".
+_MIN_BLOCK_S: Final = 0.001
+
+
+def block_seconds(until_ms: float, socket_timeout: object) -> float:
+    """BLPOP's timeout for a block until ``until_ms``: never 0 (which blocks for ever), and
+    within half the client's socket timeout, so a block is not mistaken for a hung
+    connection (a block cut short only costs one more attempt)."""
+    seconds = max(_MIN_BLOCK_S, (until_ms - now_ms()) / 1000.0)
+    if isinstance(socket_timeout, int | float) and socket_timeout > 0:
+        seconds = min(seconds, max(_MIN_BLOCK_S, socket_timeout / 2))
+    return round(seconds, 3)
+
+
 def _log_failure(handle: HandleBase, event: Lost | RenewFailed) -> None:
     """The happy path logs nothing; a failed renewal is a warning, a loss an error."""
     extra = {"distlock_key": event.key, "distlock_token": handle.token[:8]}
@@ -198,6 +212,7 @@ class LockBase:
                 cancel_on_loss=cancel_on_loss,
                 drift_factor=opts.drift_factor,
                 observed=bool(observers),
+                wait_ms=opts.wait_ms,
             )
             made = (config, observers)
             # Keyed by identity: hashing Options would hash all its fields on every call.

@@ -7,7 +7,11 @@ generator that yields IO requests and is sent their results:
   its integer reply, or the exception is thrown into it at the ``yield``;
 - :class:`Sleep`: wait until an instant on the client clock (a retry's backoff); an
   exception raised while waiting (a cancellation, ``KeyboardInterrupt``) is thrown into
-  the flow there too.
+  the flow there too;
+- :class:`Block`: wait for a release's wake-up on a waiter's wake list (``BLPOP``), until
+  an instant on the client clock at the latest; the flow receives 1 if woken, else 0.  A
+  driver interrupted while blocked discards the connection (a connection still blocked in
+  Redis must never go back to the pool), then throws the exception into the flow.
 
 Every suspension point receives the caller's exception, so a flow can give back what it
 took before the exception leaves; no flow catches ``GeneratorExit`` (a flow that is closed
@@ -46,7 +50,22 @@ class Sleep:
         return f"Sleep({self.until_ms})"
 
 
-Request = Command | Sleep
+class Block:
+    """Wait for a wake-up on ``token``'s wake list for ``key``, until ``until_ms`` on the
+    client clock at the latest."""
+
+    __slots__ = ("key", "token", "until_ms")
+
+    def __init__(self, key: str, token: str, until_ms: float) -> None:
+        self.key = key
+        self.token = token
+        self.until_ms = until_ms
+
+    def __repr__(self) -> str:
+        return f"Block({self.key!r}, {self.until_ms})"
+
+
+Request = Command | Sleep | Block
 Flow = Generator[Request, int, T]
 
 
@@ -115,21 +134,75 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
                     f"distlock: the cleanup release of {section.key!r} also failed "
                     f"({cleanup!r}); if the acquire had run, the key expires after its TTL"
                 )
+            yield from _withdraw_noting(fx, handle, exc)
             raise
         step = act(fx, handle, Section.reply, command, fence)
         if step.loss is not None:
             yield from release(fx, handle)
             raise step.loss
-        if section.phase is not Phase.BACKOFF:
+        if section.phase is Phase.WAITING:
+            yield from _block(fx, handle)
+        elif section.phase is Phase.BACKOFF:
+            yield Sleep(section.retry_at)
+        else:
             return
-        yield Sleep(section.retry_at)
+
+
+def _block(fx: Effects[H], handle: H) -> Flow[None]:
+    """A refused waiter blocks until woken or until the refusal may have run out; an
+    exception while blocked (a cancellation, ``KeyboardInterrupt``, a lost connection)
+    withdraws its place before it leaves."""
+    section = handle._section
+    act(fx, handle, Section.block)
+    until = section.block_until
+    assert until is not None
+    woken = 0
+    if until > fx._now():
+        try:
+            woken = yield Block(section.key, section.token, until)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            yield from _withdraw_noting(fx, handle, exc)
+            raise
+    act(fx, handle, Section.wake, woken == 1)
+
+
+def _withdraw_noting(fx: Effects[H], handle: H, exc: BaseException) -> Flow[None]:
+    """Withdraw while ``exc`` is on its way out; a withdrawal that fails only adds a note
+    (the place expires by itself)."""
+    try:
+        yield from withdraw(fx, handle)
+    except Exception as cleanup:
+        exc.add_note(
+            f"distlock: withdrawing from the queue of {handle._section.key!r} also failed "
+            f"({cleanup!r}); the place expires by itself"
+        )
+
+
+def withdraw(fx: Effects[H], handle: H) -> Flow[None]:
+    """Give up our place in the key's queue, if Redis may hold one (best effort)."""
+    command = act(fx, handle, Section.withdraw).send
+    if command is None:
+        return
+    try:
+        yield command
+    except GeneratorExit:
+        raise
+    except BaseException:
+        act(fx, handle, Section.withdraw_fail)
+        raise
+    act(fx, handle, Section.withdraw_reply)
 
 
 def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
     """Take every lock of a group, in the order given (the group's order: sorted keys);
-    if one cannot be had, or the caller is interrupted, give back those taken, newest
-    first, before the exception leaves."""
+    if one cannot be had (within the group's ``wait_ms``, which bounds the whole group),
+    or the caller is interrupted, give back those taken, newest first, before the
+    exception leaves."""
     taken: list[H] = []
+    if handles:
+        handles[0]._machine.start(fx._now())  # one wait deadline for the whole group
     try:
         for handle in handles:
             yield from acquire(fx, handle)

@@ -1,8 +1,10 @@
 """The wire protocol: the Lua scripts, the keys they touch, and how a command becomes a call.
 
-Each script touches only the keys passed in KEYS, all in one Cluster hash slot (the fence
-counter is found through :mod:`distlock._slots`), so every script is Redis Cluster
-compatible.  Scripts run atomically and see time frozen at their start, which is what
+Each script touches only keys in one Cluster hash slot (the fence counter is found
+through :mod:`distlock._slots`; a key's queue and wake lists carry its slot's tag), so
+every script is Redis Cluster compatible.  All are passed in KEYS except a waiter's wake
+list, whose name a release learns only from the queue; it shares the slot's tag.
+Scripts run atomically and see time frozen at their start, which is what
 makes the token checks sound.
 """
 
@@ -13,6 +15,7 @@ import hashlib
 from typing import Any, Final, cast
 
 from distlock._core.commands import Command, Op
+from distlock._core.waiting import QUEUE_GRACE_MS
 from distlock._slots import key_slot, slot_tag
 
 
@@ -41,15 +44,123 @@ _READ: Final = """local function read(...)
 end
 """
 
+
+# -- waiting: a queue per key, and a wake list per waiter -----------------------------------
+#
+# Beside a key K, in K's Cluster slot: its queue (a list of waiters' tokens, in arrival
+# order), the queue's places (a hash: token -> the Redis-clock ms at which that waiter's
+# place expires unless its next attempt renews it), and one wake list per waiter, which a
+# release pushes to and the waiter BLPOPs.  A list remembers a wake-up pushed before its
+# waiter blocks, so no release between an attempt and its block is lost.  A waiter's
+# place is what a waiter that dies without withdrawing leaves behind; it expires, and
+# whoever next reads the head of the queue drops it.
+#
+# The queue knows nothing of what is claimed: a primitive's waiting acquire defines
+# ``busy()`` (0 if the caller may claim now, else the ms until a claim may be possible)
+# and ``claim()`` (its plain acquire), and ``_WAIT`` does the rest; its release calls
+# ``wake_head``.
+
+#: The queue's functions (``queue``, ``places``: its two keys; ``wake``: the prefix of its
+#: wake lists, to which a token is appended).
+_QUEUE: Final = """local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function live_head(queue, places, wake, now)
+  while true do
+    local head = redis.call('LINDEX', queue, 0)
+    if not head then return nil, 0 end
+    local until_ms = tonumber(redis.call('HGET', places, head) or '0')
+    if until_ms > now then return head, until_ms end
+    redis.call('LPOP', queue)
+    redis.call('HDEL', places, head)
+    redis.call('DEL', wake .. head)
+  end
+end
+local function wake_head(queue, places, wake)
+  if redis.call('EXISTS', queue) == 0 then return end
+  local now = now_ms()
+  local head, until_ms = live_head(queue, places, wake, now)
+  if head and redis.call('LLEN', wake .. head) == 0 then
+    redis.call('RPUSH', wake .. head, '1')
+    redis.call('PEXPIRE', wake .. head, until_ms - now)
+  end
+end
+local function leave(queue, places, wake, token)
+  redis.call('LREM', queue, 1, token)
+  redis.call('HDEL', places, token)
+  redis.call('DEL', wake .. token)
+end
+"""
+
+#: A waiting acquire, around the primitive's ``busy()`` and ``claim()``.  KEYS[3] the
+#: queue, KEYS[4] its places (KEYS[1], KEYS[2] and ARGV[1], ARGV[2] are the claim's own:
+#: the key, the fence counter, the token, the TTL); ARGV[3] the ms the caller may still
+#: wait (0: its last attempt), ARGV[4] how long a place outlives its block, ms, ARGV[5]
+#: the wake lists' prefix.
+#: ``{fence, 0}`` when granted: only if the key is free and nobody waits before us (our
+#: place, our wake list and any wake-up in it go).  ``{0, ms}`` when refused: we are in
+#: the queue (at our old place, if we had one) and may block for up to ``ms``, the time
+#: the refusal can last at most: the holder's remaining TTL, or, when the key is free but
+#: another waiter is first, the rest of that waiter's place.  ``{0, 0}``: the last
+#: attempt was refused, and we are out of the queue.
+_WAIT: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
+local now = now_ms()
+local head, head_until = live_head(queue, places, wake, now)
+local busy_ms = busy()
+if busy_ms == 0 and (not head or head == token) then
+  local fence = claim()
+  if type(fence) == 'table' then fence = fence[2] end
+  leave(queue, places, wake, token)
+  return {fence, 0}
+end
+local left = tonumber(ARGV[3])
+if left <= 0 then
+  leave(queue, places, wake, token)
+  return {0, 0}
+end
+local recheck = busy_ms
+if recheck == 0 then recheck = head_until - now end
+local life = math.min(left, recheck) + tonumber(ARGV[4])
+if not redis.call('HGET', places, token) then redis.call('RPUSH', queue, token) end
+redis.call('HSET', places, token, now + life)
+if redis.call('PTTL', queue) < life then
+  redis.call('PEXPIRE', queue, life)
+  redis.call('PEXPIRE', places, life)
+end
+return {0, recheck}
+"""
+
+
+def _waiting(claim: str, busy: str) -> Script:
+    """A primitive's waiting acquire: its plain acquire as ``claim()`` and its ``busy()``."""
+    return Script(
+        _READ + _QUEUE + "local function claim()\n" + claim + "end\n" + busy + _WAIT
+    )
+
+
+#: KEYS[1] the key, KEYS[2] the key's queue, KEYS[3] its places; ARGV[1] token, ARGV[2]
+#: the wake lists' prefix.  A waiter that stops waiting: its place and wake list go, and
+#: if it was first in line and the key is free, the wake-up it may have been sent goes to
+#: the next waiter (a wake-up is never dropped with its waiter).  Always 1.
+WITHDRAW: Final = Script(
+    _QUEUE
+    + """local head = live_head(KEYS[2], KEYS[3], ARGV[2], now_ms())
+leave(KEYS[2], KEYS[3], ARGV[2], ARGV[1])
+if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+  wake_head(KEYS[2], KEYS[3], ARGV[2])
+end
+return 1
+"""
+)
+
 #: KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
 #: Returns the new fence, or 0 when another token holds the key.  Idempotent for the same
 #: token: a client-side retry of a request that already ran gets its own fence back
 #: instead of being told the lock is taken by someone else (itself).  The counter may have
 #: moved on since (other keys of the slot share it): its current value is still above every
 #: earlier owner's fence and below every later owner's, which is all a fence promises.
-ACQUIRE: Final = Script(
-    _READ
-    + """local cur, foreign = read('GET', KEYS[1])
+_CLAIM: Final = """local cur, foreign = read('GET', KEYS[1])
 if foreign then return 0 end
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -59,6 +170,20 @@ if cur then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return redis.call('INCR', KEYS[2])
 """
+ACQUIRE: Final = Script(_READ + _CLAIM)
+
+#: The lock's waiting acquire (see ``_WAIT``): the key is busy for its remaining TTL
+#: unless it is free or ours (a resend of our own granted attempt).
+W_ACQUIRE: Final = _waiting(
+    _CLAIM,
+    """local function busy()
+  local cur, foreign = read('GET', KEYS[1])
+  if cur == ARGV[1] or not (cur or foreign) then return 0 end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then return ttl end
+  return tonumber(ARGV[4])
+end
+""",
 )
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 if extended, 0 if not ours.
@@ -76,15 +201,20 @@ return 0
 #: outlast the client's retries; redis-py 8's default policy gives up within seconds.
 RELEASE_MEMORY_MS: Final = 30_000
 
-#: KEYS[1] lock key, KEYS[2] its release record; ARGV[1] token, ARGV[2] memory ms.
+#: KEYS[1] lock key, KEYS[2] its release record, KEYS[3] its queue, KEYS[4] the queue's
+#: places; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the wake lists' prefix.
 #: 1 if deleted now, or if this token's release already deleted it (a resend); 0 if the
 #: key is not ours and we did not release it.  The record is a short-lived key of its own,
-#: so the lock key is gone the moment it is released.
+#: so the lock key is gone the moment it is released.  Deleting the key and waking the
+#: first waiter are one atomic step: a wake-up sent before the key is gone would find it
+#: still held, and the woken waiter would block again with nobody left to wake it.
 RELEASE: Final = Script(
     _READ
+    + _QUEUE
     + """if read('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  wake_head(KEYS[3], KEYS[4], ARGV[3])
   return 1
 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
@@ -99,9 +229,7 @@ return 0
 #: own hash again (the client library resent our outermost acquire: the TTL is re-set, the
 #: depth is left alone and the stored fence comes back).  {0, 0} when the key is held by
 #: another token, or is another type (a ``Lock``'s string): refused, never an error.
-R_ACQUIRE: Final = Script(
-    _READ
-    + """local cur, foreign = read('HGET', KEYS[1], ARGV[1])
+_R_CLAIM: Final = """local cur, foreign = read('HGET', KEYS[1], ARGV[1])
 if foreign then return {0, 0} end
 if cur then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -113,6 +241,20 @@ redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', fence)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, fence}
 """
+R_ACQUIRE: Final = Script(_READ + _R_CLAIM)
+
+#: The reentrant lock's waiting acquire (see ``_WAIT``): the hash is busy for its
+#: remaining TTL unless it is gone or holds our token.
+RW_ACQUIRE: Final = _waiting(
+    _R_CLAIM,
+    """local function busy()
+  local cur, foreign = read('HGET', KEYS[1], ARGV[1])
+  if cur or (not foreign and redis.call('EXISTS', KEYS[1]) == 0) then return 0 end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then return ttl end
+  return tonumber(ARGV[4])
+end
+""",
 )
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the new depth.
@@ -154,14 +296,18 @@ return 0
 """
 )
 
-#: KEYS[1] lock key, KEYS[2] fence counter (unused), KEYS[3] release record; ARGV[1] token,
-#: ARGV[2] memory ms.  The outermost exit: 1 if deleted now, or if this token's release
-#: already deleted it (a resend); else 0.  The record is the one ``RELEASE`` writes.
+#: KEYS[1] lock key, KEYS[2] fence counter (unused), KEYS[3] release record, KEYS[4] the
+#: key's queue, KEYS[5] the queue's places; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the
+#: wake lists' prefix.  The outermost exit: 1 if deleted now, or if this token's release
+#: already deleted it (a resend); else 0.  The record is the one ``RELEASE`` writes; the
+#: first waiter is woken in the same step, as ``RELEASE`` wakes it.
 R_RELEASE: Final = Script(
     _READ
+    + _QUEUE
     + """if read('HGET', KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+  wake_head(KEYS[4], KEYS[5], ARGV[3])
   return 1
 end
 if redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
@@ -198,17 +344,55 @@ def released_key(key: str) -> str:
     return f"distlock:released:{{{slot_tag(key_slot(key))}}}:{key}"
 
 
+@functools.lru_cache(maxsize=4096)
+def queue_keys(key: str) -> tuple[str, str, str]:
+    """``key``'s queue, its places, and the prefix of its waiters' wake lists (a token is
+    appended), all in ``key``'s Cluster slot."""
+    tag = slot_tag(key_slot(key))
+    return (
+        f"distlock:queue:{{{tag}}}:{key}",
+        f"distlock:queued:{{{tag}}}:{key}",
+        f"distlock:wake:{{{tag}}}:{key}:",
+    )
+
+
+def wake_key(key: str, token: str) -> str:
+    """The list the waiter ``token`` blocks on for a wake-up from ``key``'s release."""
+    return queue_keys(key)[2] + token
+
+
 def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     """The script, KEYS and ARGV that carry out ``command``."""
     op = command.op
     key = command.key
+    if op is Op.WITHDRAW:
+        queue, places, wake = queue_keys(key)
+        return WITHDRAW, [key, queue, places], [command.token, wake]
     if command.reentrant:
         return _encode_reentrant(command)
     if op is Op.ACQUIRE:
+        if command.queue_ms is not None:
+            return _encode_waiting(W_ACQUIRE, command)
         return ACQUIRE, [key, fence_key(key)], [command.token, command.ttl_ms]
     if op is Op.RELEASE:
-        return RELEASE, [key, released_key(key)], [command.token, RELEASE_MEMORY_MS]
+        queue, places, wake = queue_keys(key)
+        return (
+            RELEASE,
+            [key, released_key(key), queue, places],
+            [command.token, RELEASE_MEMORY_MS, wake],
+        )
     return EXTEND, [key], [command.token, command.ttl_ms]
+
+
+def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str], list[str | int]]:
+    key = command.key
+    queue, places, wake = queue_keys(key)
+    assert command.queue_ms is not None
+    return (
+        script,
+        [key, fence_key(key), queue, places],
+        [command.token, command.ttl_ms, command.queue_ms, QUEUE_GRACE_MS, wake],
+    )
 
 
 def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | int]]:
@@ -216,12 +400,15 @@ def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | i
     key = command.key
     token = command.token
     if op is Op.ACQUIRE:
+        if command.queue_ms is not None:
+            return _encode_waiting(RW_ACQUIRE, command)
         return R_ACQUIRE, [key, fence_key(key)], [token, command.ttl_ms]
     if op is Op.RELEASE:
+        queue, places, wake = queue_keys(key)
         return (
             R_RELEASE,
-            [key, fence_key(key), released_key(key)],
-            [token, RELEASE_MEMORY_MS],
+            [key, fence_key(key), released_key(key), queue, places],
+            [token, RELEASE_MEMORY_MS, wake],
         )
     if op is Op.REENTER:
         return R_ENTER, [key], [token, command.ttl_ms, command.depth]
@@ -232,7 +419,12 @@ def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | i
 
 def decode(command: Command, reply: object) -> int:
     """The integer a machine takes from ``command``'s reply: the fence for an acquire (0:
-    refused), 1 or 0 for everything else."""
+    refused), 1 or 0 for everything else.  A waiting attempt's refusal is ``-ms``, the
+    time it can last at most (see ``_WAIT``), or 0 when it was the last attempt."""
+    if command.queue_ms is not None and command.op is Op.ACQUIRE:
+        parts = cast(list[Any], reply)
+        fence = int(parts[0])
+        return fence if fence > 0 else -int(parts[1])
     if isinstance(reply, list):
         # R_ACQUIRE's {granted, fence}
         return int(reply[1]) if int(reply[0]) == 1 else 0

@@ -31,6 +31,7 @@ from distlock._base import (
     Holders,
     HoldingBase,
     LockBase,
+    block_seconds,
     conclude,
     inner_verdict,
     now_ms,
@@ -40,8 +41,8 @@ from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
-from distlock._flows import Flow, Sleep
-from distlock._protocol import decode, encode
+from distlock._flows import Block, Flow, Sleep
+from distlock._protocol import decode, encode, wake_key
 from distlock._scheduler import Scheduler, Timer
 from distlock._workers import Workers
 from distlock.errors import UsageError, ValidationError
@@ -325,6 +326,34 @@ class Lock(LockBase):
             conn.disconnect()
         return reply
 
+    def _block(self, request: Block) -> int:
+        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0.
+
+        On a connection taken from the pool for the purpose, so that whatever interrupts
+        the wait (``KeyboardInterrupt``, a socket error) disconnects it: a connection
+        still blocked in Redis is never handed back to the pool, and Redis forgets the
+        blocked client when the socket closes.
+        """
+        client = self.client
+        key = wake_key(request.key, request.token)
+        if not isinstance(client, redis.Redis):
+            timeout = block_seconds(request.until_ms, None)
+            return 0 if client.blpop([key], timeout=timeout) is None else 1
+        # Typed Any: parts of redis-py's connection API carry no annotations.
+        api: Any = client
+        pool: Any = client.connection_pool
+        timeout = block_seconds(request.until_ms, pool.connection_kwargs.get("socket_timeout"))
+        conn = pool.get_connection()
+        try:
+            conn.send_command("BLPOP", key, timeout)
+            reply = api.parse_response(conn, "BLPOP")
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+        return 0 if reply is None else 1
+
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its end; whatever interrupts a wait is thrown into the flow."""
         try:
@@ -334,6 +363,8 @@ class Lock(LockBase):
                     if isinstance(request, Sleep):
                         time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
+                    elif isinstance(request, Block):
+                        reply = self._block(request)
                     else:
                         reply = self._call(request)
                 except BaseException as exc:

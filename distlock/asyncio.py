@@ -33,6 +33,7 @@ from distlock._base import (
     Holders,
     HoldingBase,
     LockBase,
+    block_seconds,
     conclude,
     inner_verdict,
     now_ms,
@@ -42,8 +43,8 @@ from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
-from distlock._flows import Flow, Request, Sleep
-from distlock._protocol import decode, encode
+from distlock._flows import Block, Flow, Request, Sleep
+from distlock._protocol import decode, encode, wake_key
 from distlock.errors import UsageError
 from distlock.events import Observer
 from distlock.options import (
@@ -60,6 +61,9 @@ from distlock.signal import AsyncLeaseSignal
 T = TypeVar("T")
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
 _NO_GUARD = nullcontext()
+#: Requests that go on after their caller is cancelled: a release (the key is ours until
+#: Redis answers one) and a withdrawal (the place would hold up the queue until it expires).
+_FINISH_IN_BACKGROUND = frozenset({Op.RELEASE, Op.WITHDRAW})
 #: What an asyncio Lock talks through (a Sentinel's ``master_for`` gives a redis.asyncio.Redis).
 Client = aredis.Redis | aredis.RedisCluster
 ClientFactory = Callable[[], "Client | Awaitable[Client]"]
@@ -372,10 +376,12 @@ class Lock(LockBase):
                     if isinstance(request, Sleep):
                         await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
+                    elif isinstance(request, Block):
+                        reply = await self._block(request)
                     else:
                         reply = await self._call(request)
                 except asyncio.CancelledError as exc:
-                    if isinstance(request, Command) and request.op is Op.RELEASE:
+                    if isinstance(request, Command) and request.op in _FINISH_IN_BACKGROUND:
                         # It may or may not have reached Redis: send it again, same token,
                         # and let the flow run to its end in the background.
                         self._spawn(self._run(flow, request), name="distlock-release")
@@ -387,6 +393,33 @@ class Lock(LockBase):
                     request = flow.send(reply)
         except StopIteration as stop:
             return cast(T, stop.value)
+
+    async def _block(self, request: Block) -> int:
+        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0.
+
+        On a connection taken from the pool for the purpose, so that a cancellation (or
+        any error) disconnects it: a connection still blocked in Redis is never handed
+        back to the pool, and Redis forgets the blocked client when the socket closes.
+        """
+        client = self._client if self._client is not None else await self.client()
+        key = wake_key(request.key, request.token)
+        if not isinstance(client, aredis.Redis):
+            timeout = block_seconds(request.until_ms, None)
+            return 0 if await client.blpop([key], timeout=timeout) is None else 1
+        # Typed Any: parts of redis-py's connection API carry no annotations.
+        api: Any = client
+        pool: Any = client.connection_pool
+        timeout = block_seconds(request.until_ms, pool.connection_kwargs.get("socket_timeout"))
+        conn = await pool.get_connection()
+        try:
+            await conn.send_command("BLPOP", key, timeout)
+            reply = await api.parse_response(conn, "BLPOP")
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        finally:
+            await pool.release(conn)
+        return 0 if reply is None else 1
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

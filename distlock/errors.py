@@ -18,13 +18,14 @@ class ValidationError(LockError, ValueError):
 
 
 class LockNotAcquiredError(LockError):
-    """The lock is held by another owner and every allowed attempt was refused."""
+    """The lock is held by another owner and every allowed attempt was refused (or
+    ``wait_ms`` passed without it).  For a group, ``key`` is the key that could not be had."""
 
     def __init__(self, key: str, attempts: int) -> None:
         super().__init__(
             f"lock {key!r} is held by another owner ({attempts} attempt"
             f"{'' if attempts == 1 else 's'}); back off and try later, or pass retries=N "
-            "and retry_delay_ms=M to wait for it",
+            "and retry_delay_ms=M to try again, or wait_ms=N to wait for its release",
             key,
         )
         self.attempts = attempts

@@ -17,6 +17,8 @@ DEFAULT_PREFIX: Final = "lock"
 DEFAULT_TTL_MS: Final = 30_000
 DEFAULT_RETRIES: Final = 0
 DEFAULT_RETRY_DELAY_MS: Final = 100
+#: Fail fast: a caller that finds the lock held does not wait for it.
+DEFAULT_WAIT_MS: Final = 0
 #: Fraction of the TTL the client assumes its clock may run slow against Redis's.
 DEFAULT_DRIFT_FACTOR: Final = 0.01
 #: The longest TTL or retry delay accepted: 2**31 - 1 ms, about 24.8 days.  A TTL is how
@@ -68,6 +70,26 @@ def check_retries(retries: object) -> int:
     if count is None:
         raise ValidationError(f"retries must be an int >= 0 (0 fails fast), got {retries!r}")
     return count
+
+
+def check_wait(wait_ms: object) -> int:
+    if isinstance(wait_ms, int) and not isinstance(wait_ms, bool) and 0 <= wait_ms <= MAX_MS:
+        return wait_ms
+    raise ValidationError(
+        f"wait_ms must be an int of milliseconds from 0 (fail fast) to {MAX_MS}, got {wait_ms!r}"
+    )
+
+
+def check_wait_or_retries(options: Mapping[str, object]) -> None:
+    """Waiting and retrying are two answers to a held lock; given together at one level,
+    neither could be honoured as asked."""
+    if options.get("wait_ms") and options.get("retries"):
+        raise ValidationError(
+            "wait_ms and retries cannot both be non-zero at one level (both to the Lock, or "
+            f"both to one call), got wait_ms={options['wait_ms']!r} and "
+            f"retries={options['retries']!r}: wait_ms waits for the release in arrival "
+            "order, retries spin; choose one"
+        )
 
 
 def check_delay(delay: object) -> float:
@@ -152,6 +174,8 @@ class AcquireOptions(TypedDict, total=False):
     retries: int
     #: Delay between attempts, in ms.
     retry_delay_ms: float
+    #: How long to wait for a held lock, in ms, woken by its release; 0 fails fast.
+    wait_ms: int
 
 
 class HoldOptions(AcquireOptions, total=False):
@@ -196,6 +220,7 @@ class Options:
     ttl_ms: int = DEFAULT_TTL_MS
     retries: int = DEFAULT_RETRIES
     retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS
+    wait_ms: int = DEFAULT_WAIT_MS
     heartbeat_ms: Heartbeat = None
     on_renew_error: RenewErrorHook | None = None
     cancel_on_loss: bool = True
@@ -228,6 +253,12 @@ class Options:
                 f"accepted here: {', '.join(sorted(allowed))}"
             )
         changes = {name: _CHECKS[name](value) for name, value in options.items()}
+        check_wait_or_retries(changes)
+        # The level that asked for one way of meeting a held lock turns the other off.
+        if changes.get("wait_ms") and "retries" not in changes:
+            changes["retries"] = 0
+        elif changes.get("retries") and "wait_ms" not in changes:
+            changes["wait_ms"] = 0
         merged = replace(self, **changes)  # type: ignore[arg-type]
         # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.
         check_heartbeat(merged.heartbeat_ms, merged.ttl_ms)
@@ -238,6 +269,7 @@ _CHECKS: Final[dict[str, Callable[[object], object]]] = {
     "ttl_ms": check_ttl,
     "retries": check_retries,
     "retry_delay_ms": check_delay,
+    "wait_ms": check_wait,
     "heartbeat_ms": lambda value: check_heartbeat(value, MAX_MS),
     "on_renew_error": check_hook,
     "cancel_on_loss": check_cancel,

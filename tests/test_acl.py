@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 import redis
@@ -10,13 +11,16 @@ import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
+from distlock._protocol import queue_keys
 from tests.redis_server import RedisServer
 
 #: The README's ACL, for locks under the prefix "orders".
 ACL = [
     "on", ">s3cret", "resetkeys", "~orders:*", "~distlock:fence:*",
-    "~distlock:released:*", "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del",
-    "+incr",
+    "~distlock:released:*", "~distlock:queue:*", "~distlock:queued:*", "~distlock:wake:*",
+    "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "+incr", "+exists",
+    "+time", "+pttl", "+lindex", "+llen", "+lpop", "+rpush", "+lrem", "+hget", "+hset", "+hdel",
+    "+blpop",
 ]
 
 
@@ -40,6 +44,19 @@ def test_the_documented_acl_is_enough(fresh_redis: RedisServer, restricted: redi
         admin.script_flush()
         assert handle.release() is True
         assert locks.run("3", lambda h: h.fence) >= 1
+        # Waiting: a refused attempt queues, the block times out, the last attempt leaves.
+        held = locks.acquire("5")
+        assert held is not None
+        assert locks.acquire("5", wait_ms=50) is None
+        # A release wakes the waiter: the queue's commands run under the restricted user.
+        waiter = threading.Thread(target=lambda: got.append(locks.acquire("5", wait_ms=60_000)))
+        got: list[object] = []
+        waiter.start()
+        while not admin.exists(queue_keys("orders:5")[0]):
+            waiter.join(0.01)
+        assert held.release() is True
+        waiter.join()
+        assert got and isinstance(got[0], distlock.LockHandle) and got[0].release()
 
     async def main() -> None:
         client = aredis.Redis(port=fresh_redis.port, username="locker", password="s3cret")

@@ -38,7 +38,7 @@ def locks(r: redis.Redis) -> Iterator[Lock]:
 
 
 #: Commands the Lua scripts run inside Redis; commandstats counts them too.
-SCRIPT_INTERNAL = {"get", "set", "incr", "del", "pexpire"}
+SCRIPT_INTERNAL = {"get", "set", "incr", "del", "pexpire", "exists"}
 
 
 def command_calls(r: redis.Redis) -> dict[str, int]:

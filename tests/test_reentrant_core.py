@@ -56,7 +56,7 @@ def test_every_command_is_carried_by_a_reentrant_script() -> None:
     release = section.release(5.0).send
     assert release is not None
     script, keys, _ = encode(release)
-    assert script is R_SCRIPTS[Op.RELEASE] and len(keys) == 3
+    assert script is R_SCRIPTS[Op.RELEASE] and len(keys) == 5
 
 
 def test_reenter_reply_one_deepens_and_refreshes_the_lease() -> None:

@@ -45,6 +45,17 @@ REENTRANT_ACTIONS: Final[dict[str, str]] = {
     "LeaveFail": "R_LEAVE got no reply: not a loss (the depth in Redis is advisory until the next depth write)",
 }
 
+#: The waiting acquisition's own client-side actions (``spec/Wait.tla``), one method each
+#: of :class:`distlock._core.section.Section`.  A waiting attempt is the lock's
+#: ``Acquire``/``AcquireReply`` with a place in the key's queue; these come in between.
+WAIT_ACTIONS: Final[dict[str, str]] = {
+    "Block": "a waiting attempt was refused (the waiter is in the key's queue): block on the waiter's wake list until woken or until the refusal may have run out (the holder's TTL, the head's place), never past the wait deadline",
+    "Wake": "the block ended: woken by a release, or at its end; the next attempt follows, the last one once the deadline has passed (refused, it leaves the queue in the same script)",
+    "Withdraw": "a waiter that stops waiting (an error, a cancellation) removes its place and wake list; if it was the head and the key is free, the next waiter is woken",
+    "WithdrawReply": "the withdrawal was answered",
+    "WithdrawFail": "the withdrawal got no answer: the place expires by itself",
+}
+
 #: Environment actions: in the specification only, never in the core.
 ENVIRONMENT_ACTIONS: Final[dict[str, str]] = {
     "Tick": "time advances one unit: the key expires at its instant, countdowns and message ages move; a client clock may lag (drift within the bound); a due heartbeat timer fires first unless the loop is starved",

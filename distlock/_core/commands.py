@@ -27,6 +27,8 @@ class Op(enum.Enum):
     REENTER = "reenter"
     #: A reentrant lock's inner exit: set the holder's depth (never frees the key).
     LEAVE = "leave"
+    #: A waiter that stops waiting gives up its place in the key's queue.
+    WITHDRAW = "withdraw"
 
 
 class Command:
@@ -38,9 +40,23 @@ class Command:
     retries, so a Redis that is down is not waited for twice.
     ``reentrant``: the key is a reentrant lock's hash (the ``R_*`` scripts carry it out);
     ``depth``: the depth a re-entry or an inner exit writes.
+    ``queue_ms``: for an acquire, None fails fast (the key is taken if free, whoever
+    waits); a number makes it a waiting attempt, which joins or keeps its place in the
+    key's queue for up to that many ms if refused, and 0 makes it the last attempt, which
+    leaves the queue if refused.
     """
 
-    __slots__ = ("best_effort", "depth", "key", "op", "reentrant", "token", "ttl_ms", "write")
+    __slots__ = (
+        "best_effort",
+        "depth",
+        "key",
+        "op",
+        "queue_ms",
+        "reentrant",
+        "token",
+        "ttl_ms",
+        "write",
+    )
 
     def __init__(
         self,
@@ -53,6 +69,7 @@ class Command:
         *,
         reentrant: bool = False,
         depth: int = 0,
+        queue_ms: int | None = None,
     ) -> None:
         self.op = op
         self.key = key
@@ -62,6 +79,7 @@ class Command:
         self.best_effort = best_effort
         self.reentrant = reentrant
         self.depth = depth
+        self.queue_ms = queue_ms
 
     def __repr__(self) -> str:
         return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"

@@ -45,6 +45,13 @@ class Group:
         #: The body was cancelled because of a loss (at most once).
         self.body_cancelled = False
 
+    def start(self, now: float) -> None:
+        """The group starts acquiring: ``wait_ms`` bounds the whole group, so every
+        section waits until one deadline, however long the keys before it took."""
+        for section in self.sections:
+            if section.waiting is not None:
+                section.waiting.start(now)
+
     def on_loss(self, step: Step) -> tuple[LockLeaseLostError | None, bool]:
         """A section's step reported a loss: (the loss to fire the signal with, or None if
         the signal already fired; whether to cancel the body now)."""

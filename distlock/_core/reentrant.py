@@ -71,10 +71,23 @@ class ReentrantSection(Section):
         return self.depth_op is None and not self.depth_unsettled
 
     def _command(
-        self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
+        self,
+        op: Op,
+        ttl_ms: int,
+        write: Write | None,
+        best_effort: bool = False,
+        queue_ms: int | None = None,
     ) -> Command:
         return Command(
-            op, self.key, self.token, ttl_ms, write, best_effort, reentrant=True, depth=self.depth
+            op,
+            self.key,
+            self.token,
+            ttl_ms,
+            write,
+            best_effort,
+            reentrant=True,
+            depth=self.depth,
+            queue_ms=queue_ms,
         )
 
     def _depth_command(self, op: Op, depth: int, write: Write | None) -> Command:

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from distlock._core.commands import NOTHING, Command, Op, Step
 from distlock._core.lease import LeaseClock, Write
+from distlock._core.waiting import Waiting
 from distlock.errors import (
     LockLeaseLostError,
     LockNotAcquiredError,
@@ -45,6 +46,9 @@ class Phase(enum.Enum):
     IDLE = "idle"
     ACQUIRING = "acquiring"
     BACKOFF = "backoff"
+    #: Refused while waiting: in the key's queue, blocked until a release wakes us or the
+    #: refusal may have run out.
+    WAITING = "waiting"
     HELD = "held"
     BODY_DONE = "body_done"
     ABANDONED = "abandoned"
@@ -79,6 +83,7 @@ class SectionConfig:
         "retries",
         "retry_delay_ms",
         "ttl_ms",
+        "wait_ms",
         "watch",
     )
 
@@ -92,8 +97,11 @@ class SectionConfig:
         cancel_on_loss: bool = False,
         drift_factor: float = 0.01,
         observed: bool = False,
+        wait_ms: int = 0,
     ) -> None:
         self.ttl_ms = ttl_ms
+        #: How long an acquisition may wait for a held key (0: fail fast).
+        self.wait_ms = wait_ms
         self.retries = retries
         self.retry_delay_ms = retry_delay_ms
         #: Renewal interval while the body runs; None for a manual handle or heartbeat_ms=False.
@@ -135,6 +143,7 @@ class Section:
         "retry_at",
         "sent_at",
         "token",
+        "waiting",
     )
 
     def __init__(
@@ -177,6 +186,7 @@ class Section:
         self.lost: LockLeaseLostError | None = None
         self.cancel_requested = False
         self.release_confirmed: bool | None = None
+        self.waiting = Waiting(config.wait_ms) if config.wait_ms else None
 
     # -- what the spec observes -------------------------------------------------------------
 
@@ -262,9 +272,14 @@ class Section:
         return Step(loss=self.lost, cancel_body=cancel)
 
     def _command(
-        self, op: Op, ttl_ms: int, write: Write | None, best_effort: bool = False
+        self,
+        op: Op,
+        ttl_ms: int,
+        write: Write | None,
+        best_effort: bool = False,
+        queue_ms: int | None = None,
     ) -> Command:
-        return Command(op, self.key, self.token, ttl_ms, write, best_effort)
+        return Command(op, self.key, self.token, ttl_ms, write, best_effort, queue_ms=queue_ms)
 
     # -- replies, routed by the command they answer ------------------------------------------
 
@@ -277,6 +292,8 @@ class Section:
             return self.renew_reply(now, value == 1)
         if op is Op.EXTEND:
             return self.extend_reply(now, value == 1)
+        if op is Op.WITHDRAW:
+            return self.withdraw_reply(now)
         return self.release_reply(now, value == 1)
 
     def failed(self, now: float, command: Command, error: BaseException | None = None) -> Step:
@@ -288,6 +305,8 @@ class Section:
             return self.renew_fail(now, error)
         if op is Op.EXTEND:
             return self.extend_fail(now)
+        if op is Op.WITHDRAW:
+            return self.withdraw_fail(now)
         return self.release_fail(now)
 
     # -- acquisition -----------------------------------------------------------------------
@@ -296,10 +315,16 @@ class Section:
         """Acquire: send SET NX PX (and mint the fence) in one script."""
         self._guard(
             "Acquire",
-            self.phase is Phase.IDLE or (self.phase is Phase.BACKOFF and now >= self.retry_at),
+            self.phase in (Phase.IDLE, Phase.WAITING)
+            or (self.phase is Phase.BACKOFF and now >= self.retry_at),
         )
         if self.phase is Phase.IDLE:
             self.first_sent_at = now
+        queue_ms = None
+        waiting = self.waiting
+        if waiting is not None:
+            waiting.start(now)
+            queue_ms = waiting.attempt(now)
         self.phase = Phase.ACQUIRING
         self.attempts += 1
         self.sent_at = now
@@ -316,14 +341,18 @@ class Section:
                 watch=self.config.watch,
                 retries=self.config.retries,
             )
-        return Step(send=self._command(Op.ACQUIRE, ttl, None))
+        return Step(send=self._command(Op.ACQUIRE, ttl, None, queue_ms=queue_ms))
 
     def acquire_reply(self, now: float, fence: int) -> Step:
-        """AcquireReply: ``fence`` > 0 is granted, 0 is held by another owner."""
+        """AcquireReply: ``fence`` > 0 is granted; otherwise held by another owner, and a
+        waiting attempt's refusal may last ``-fence`` ms at most."""
         self._guard("AcquireReply", self.phase is Phase.ACQUIRING)
         lease = self.lease
         step = NOTHING
+        waiting = self.waiting
         if fence > 0:
+            if waiting is not None:
+                waiting.queued = False  # the granting script took us out of the queue
             self.phase = Phase.HELD
             self.fence = fence
             lease.grant(self.sent_at, self.config.ttl_ms)
@@ -334,6 +363,13 @@ class Section:
             if lease.expired(now):
                 # The reply outlived the lease it grants: no body may start on it.
                 step = self._lose(now, LossReason.GRANTED_TOO_LATE, body_running=False)
+        elif waiting is not None:
+            if waiting.refused(now, -fence):
+                self.phase = Phase.WAITING
+            else:
+                self.phase = Phase.DONE
+                self.outcome = Outcome.NOT_ACQUIRED
+                self._emit(NotAcquired(self.key, self.client, now, self.attempts))
         elif self.attempts <= self.config.retries:
             self.phase = Phase.BACKOFF
             self.retry_at = now + self.config.retry_delay_ms
@@ -349,8 +385,67 @@ class Section:
         """AcquireFail: the reply never came; the SET may have run, so clean up with our token."""
         self._guard("AcquireFail", self.phase is Phase.ACQUIRING)
         self.phase = Phase.ABANDONED
+        if self.waiting is not None:
+            self.waiting.queued = True  # the attempt may have queued us: withdraw too
         if self.recording:
             self._record("AcquireFail", now)
+        return NOTHING
+
+    # -- waiting (spec/Wait.tla; WAIT_ACTIONS in distlock._core.actions) ----------------------
+
+    @property
+    def block_until(self) -> float | None:
+        """While waiting: when the current block must end at the latest."""
+        if self.phase is not Phase.WAITING or self.waiting is None:
+            return None
+        return self.waiting.block_until
+
+    @property
+    def queued(self) -> bool:
+        """Redis may hold a place for us in the key's queue: whoever stops waiting (an
+        error, a cancellation) must withdraw it, or other waiters wait for it to expire."""
+        return self.waiting is not None and self.waiting.queued
+
+    def block(self, now: float) -> Step:
+        """Block: a refused waiter waits on its wake list until ``block_until``."""
+        self._guard("Block", self.phase is Phase.WAITING)
+        if self.recording:
+            self._record("Block", now, until=self.block_until)
+        return NOTHING
+
+    def wake(self, now: float, woken: bool) -> Step:
+        """Wake: the block ended, by a release's wake-up (``woken``) or at its end; the
+        next attempt follows (the last one if the deadline has passed)."""
+        self._guard("Wake", self.phase is Phase.WAITING)
+        if self.recording:
+            self._record("Wake", now, woken=woken)
+        return NOTHING
+
+    def withdraw(self, now: float) -> Step:
+        """Withdraw: a waiter that stops waiting gives up its place in the queue (and
+        hands a wake-up meant for it on to the next waiter).  Best effort: a place that
+        is never withdrawn expires on its own."""
+        waiting = self.waiting
+        if waiting is None or not waiting.queued:
+            return NOTHING
+        waiting.queued = False
+        if self.phase is Phase.WAITING:
+            self.phase = Phase.DONE
+            self.outcome = Outcome.NOT_ACQUIRED
+        if self.recording:
+            self._record("Withdraw", now)
+        return Step(send=self._command(Op.WITHDRAW, self.config.ttl_ms, None, True))
+
+    def withdraw_reply(self, now: float) -> Step:
+        """WithdrawReply: our place is gone."""
+        if self.recording:
+            self._record("WithdrawReply", now)
+        return NOTHING
+
+    def withdraw_fail(self, now: float) -> Step:
+        """WithdrawFail: no answer; our place expires by itself at the latest."""
+        if self.recording:
+            self._record("WithdrawFail", now)
         return NOTHING
 
     # -- renewal while the body runs --------------------------------------------------------

@@ -1,0 +1,63 @@
+"""How long one acquisition may wait for a held key, and when it looks again.
+
+A waiting acquisition is a run of attempts with blocks in between.  A refused attempt
+leaves the waiter in the key's queue and says how long the refusal can last at most (the
+holder's remaining TTL, or the remaining life of the queue's head when the key is free but
+another waiter is first); the waiter then blocks until it is woken by a release or that
+time has passed, whichever is first, and never past its own deadline.  The attempt sent
+at or after the deadline is the last one: if refused, Redis removes the waiter from the
+queue in the same script, so giving up costs no extra round trip.
+
+The instants are on the client's monotonic clock, like every other instant of the core.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+#: How long a waiter's place outlives the block it was given, in ms: room for the waiter's
+#: next attempt to arrive (a woken waiter keeps its place; one that died loses it after
+#: this).  It is also how often a waiter looks again at a key whose holder set no expiry.
+QUEUE_GRACE_MS: Final = 2_000
+
+
+class Waiting:
+    """The waiting part of one section: its deadline and its place in the queue."""
+
+    __slots__ = ("block_until", "queued", "sent_ms", "until", "wait_ms")
+
+    def __init__(self, wait_ms: int) -> None:
+        self.wait_ms = wait_ms
+        #: The deadline; set when the section (or its group) starts acquiring.
+        self.until: float | None = None
+        #: The end of the current block.
+        self.block_until = 0.0
+        #: What the last attempt asked Redis for: the ms left to wait (0: the last attempt).
+        self.sent_ms = 0
+        #: Redis may hold a place in the queue for us: a refused attempt left one, or an
+        #: attempt's reply never came.  Whoever stops waiting while this is set withdraws.
+        self.queued = False
+
+    def start(self, now: float) -> None:
+        """The clock starts at the first attempt (of the section, or of its group)."""
+        if self.until is None:
+            self.until = now + self.wait_ms
+
+    def attempt(self, now: float) -> int:
+        """The ms this attempt may keep a place in the queue; 0 for the last attempt."""
+        assert self.until is not None
+        left = self.until - now
+        self.sent_ms = math.ceil(left) if left > 0 else 0
+        return self.sent_ms
+
+    def refused(self, now: float, recheck_ms: int) -> bool:
+        """The attempt was refused: True to block and try again, False to give up (the
+        last attempt's script already took us out of the queue)."""
+        assert self.until is not None
+        if self.sent_ms == 0:
+            self.queued = False
+            return False
+        self.queued = True
+        self.block_until = min(self.until, now + max(1, recheck_ms))
+        return True

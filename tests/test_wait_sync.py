@@ -1,0 +1,347 @@
+"""Waiting for a held lock (sync), against a real redis-server.
+
+Every outcome here is decided by Redis state or by the order of events, never by how long
+something took: a waiter is known to be waiting when its place is in the key's queue and
+its connection is blocked (``CLIENT LIST``), and a TTL that must run out is a second long.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from distlock import (
+    Lock,
+    LockGroup,
+    LockHandle,
+    LockNotAcquiredError,
+    ReentrantHandle,
+    ReentrantLock,
+)
+from distlock._protocol import queue_keys
+from tests.redis_server import RedisServer
+
+#: Long enough never to run out in a test that expects a wake-up or a cancellation.
+FOREVER_MS = 60_000
+
+
+@pytest.fixture
+def locks(r: redis.Redis) -> Iterator[Lock]:
+    with Lock(r, prefix="w", ttl_ms=30_000) as lock:
+        yield lock
+
+
+def until(condition: Callable[[], object], what: str, limit_s: float = 30.0) -> None:
+    """Wait for a condition on Redis's state (polled: Redis cannot call us back)."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.005)
+
+
+def queue(r: redis.Redis, key: str) -> list[Any]:
+    return r.lrange(queue_keys(key)[0], 0, -1)
+
+
+def blocked_clients(r: redis.Redis) -> list[dict[str, Any]]:
+    return [c for c in r.client_list() if c.get("cmd") == "blpop"]
+
+
+def waiting_keys(r: redis.Redis) -> list[Any]:
+    return sorted(
+        r.keys("distlock:queue*") + r.keys("distlock:queued*") + r.keys("distlock:wake*")
+    )
+
+
+def calls(r: redis.Redis) -> dict[str, int]:
+    stats: dict[str, Any] = r.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+
+class Waiter(threading.Thread):
+    """Runs a call on a thread of its own and keeps what it returned or raised."""
+
+    def __init__(self, call: Callable[[], object]) -> None:
+        super().__init__(daemon=True)
+        self._call = call
+        self.result: object = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self._call()
+        except BaseException as exc:
+            self.error = exc
+
+    def outcome(self) -> object:
+        self.join(FOREVER_MS / 1000)
+        assert not self.is_alive(), "the waiter never returned"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def start_waiting(r: redis.Redis, key: str, call: Callable[[], object]) -> Waiter:
+    """Start ``call`` and return once its place is in the queue and it is blocked."""
+    before = len(queue(r, key))
+    blocked = len(blocked_clients(r))
+    waiter = Waiter(call)
+    waiter.start()
+    until(lambda: len(queue(r, key)) == before + 1, f"a waiter queued on {key}")
+    until(lambda: len(blocked_clients(r)) == blocked + 1, "the waiter's BLPOP")
+    return waiter
+
+
+# -- the deadline ----------------------------------------------------------------------
+
+
+def test_acquire_returns_none_after_wait_ms_with_one_block(locks: Lock, r: redis.Redis) -> None:
+    holder = locks.acquire("k")
+    assert holder is not None
+    r.config_resetstat()
+    assert locks.acquire("k", wait_ms=300) is None
+    stats = calls(r)
+    # Promptly: one block for the rest of the wait, then one last attempt (which leaves
+    # the queue if refused); no retry period, no spin.
+    assert stats["evalsha"] == 2 and stats["blpop"] == 1
+    assert waiting_keys(r) == []
+    assert r.get("w:k") == holder.token.encode()
+
+
+def test_hold_and_run_raise_not_acquired_after_wait_ms(locks: Lock, r: redis.Redis) -> None:
+    assert locks.acquire("k") is not None
+    with pytest.raises(LockNotAcquiredError) as caught, locks.hold("k", wait_ms=200):
+        pytest.fail("the body must not run without the lock")
+    assert caught.value.key == "w:k"
+    with pytest.raises(LockNotAcquiredError):
+        locks.run("k", lambda h: pytest.fail("no lock, no body"), wait_ms=200)
+    assert waiting_keys(r) == []
+
+
+def test_the_lock_s_default_wait_applies_and_a_call_overrides_it(r: redis.Redis) -> None:
+    with Lock(r, prefix="w", wait_ms=200) as locks:
+        assert locks.acquire("k") is not None
+        r.config_resetstat()
+        assert locks.acquire("k") is None
+        assert calls(r)["blpop"] == 1
+        r.config_resetstat()
+        assert locks.acquire("k", wait_ms=0) is None
+        assert "blpop" not in calls(r) and calls(r)["evalsha"] == 1
+
+
+# -- wake-up on release, and on expiry ---------------------------------------------------
+
+
+def test_a_release_wakes_the_waiter(r: redis.Redis) -> None:
+    trace: list[dict[str, Any]] = []
+    with Lock(r, prefix="w", ttl_ms=FOREVER_MS, trace=trace.append) as locks:
+        holder = locks.acquire("k")
+        assert holder is not None
+        waiter = start_waiting(r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS))
+        r.config_resetstat()
+        assert holder.release() is True
+        got = waiter.outcome()
+        assert isinstance(got, LockHandle) and got.held
+        # Woken by the release (the holder's TTL was a minute away), not by a re-check.
+        wakes = [t for t in trace if t["action"] == "Wake"]
+        assert [w["woken"] for w in wakes] == [True]
+        # The release's wake-up cost the releaser nothing: one script each, no more.
+        assert calls(r)["evalsha"] == 2
+        assert got.release() is True
+    assert waiting_keys(r) == []
+
+
+def test_a_holder_that_died_is_waited_out_at_its_expiry(locks: Lock, r: redis.Redis) -> None:
+    trace: list[dict[str, Any]] = []
+    with Lock(r, prefix="w", trace=trace.append) as waiting:
+        dead = locks.acquire("k", ttl_ms=1_000)  # never released: its holder "died"
+        assert dead is not None
+        got = waiting.acquire("k", wait_ms=FOREVER_MS)
+        assert got is not None and got.fence > dead.fence
+        # Nobody released: the block ended at the re-check, the holder's expiry.
+        assert [t["woken"] for t in trace if t["action"] == "Wake"] == [False]
+        got.release()
+    assert waiting_keys(r) == []
+
+
+def test_contended_acquisition_is_three_round_trips(locks: Lock, r: redis.Redis) -> None:
+    holder = locks.acquire("k")
+    assert holder is not None
+    r.config_resetstat()
+    waiter = start_waiting(r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS))
+    holder.release()
+    got = waiter.outcome()
+    assert isinstance(got, LockHandle)
+    stats = calls(r)
+    # The waiter: attempt, BLPOP, attempt; the holder: its release.
+    assert stats["evalsha"] == 3 and stats["blpop"] == 1
+
+
+def test_waiting_costs_nothing_when_the_lock_is_free(locks: Lock, r: redis.Redis) -> None:
+    locks.run("warm", lambda h: None, wait_ms=1_000)
+    r.config_resetstat()
+    for _ in range(10):
+        locks.run("cheap", lambda h: None, wait_ms=1_000)
+    stats = calls(r)
+    assert stats["evalsha"] == 20 and "blpop" not in stats
+
+
+# -- order ---------------------------------------------------------------------------------
+
+
+def test_waiters_get_the_lock_in_the_order_they_began_waiting(
+    locks: Lock, r: redis.Redis
+) -> None:
+    holder = locks.acquire("k")
+    assert holder is not None
+    order: list[int] = []
+
+    def waiter(n: int) -> Callable[[], object]:
+        return lambda: locks.run("k", lambda h: order.append(n), wait_ms=FOREVER_MS)
+
+    waiters = [start_waiting(r, "w:k", waiter(n)) for n in range(5)]
+    holder.release()
+    for w in waiters:
+        w.outcome()
+    assert order == [0, 1, 2, 3, 4]
+    assert waiting_keys(r) == []
+
+
+def test_a_fail_fast_caller_takes_a_free_key_while_others_wait(
+    locks: Lock, r: redis.Redis
+) -> None:
+    # A waiter at the head of the queue who has not yet come back for the free key.
+    queue_key, places, _ = queue_keys("w:k")
+    now_ms = int(r.time()[0]) * 1000
+    r.rpush(queue_key, "someone")
+    r.hset(places, "someone", now_ms + FOREVER_MS)
+    # A waiting caller respects the queue: the key is free, but not its turn.
+    assert locks.acquire("k", wait_ms=200) is None
+    # A fail-fast caller does not wait, and so does not queue either.
+    taken = locks.acquire("k")
+    assert taken is not None and queue(r, "w:k") == [b"someone"]
+    assert taken.release() is True
+    # Its release woke the head of the queue.
+    assert r.lrange(queue_keys("w:k")[2] + "someone", 0, -1) == [b"1"]
+
+
+def test_a_waiter_that_died_loses_its_place(locks: Lock, r: redis.Redis) -> None:
+    queue_key, places, _ = queue_keys("w:k")
+    now_ms = int(r.time()[0]) * 1000
+    r.rpush(queue_key, "dead")
+    r.hset(places, "dead", now_ms + 1_000)  # its place runs out in a second
+    got = locks.acquire("k", wait_ms=FOREVER_MS)
+    assert got is not None and queue(r, "w:k") == []
+
+
+# -- cancellation --------------------------------------------------------------------------
+
+
+def test_keyboard_interrupt_while_waiting_leaves_nothing_behind(
+    locks: Lock, r: redis.Redis
+) -> None:
+    holder = locks.acquire("k")
+    assert holder is not None
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+
+    def interrupt() -> None:
+        until(lambda: len(queue(r, "w:k")) == 1, "the waiter queued")
+        until(lambda: blocked_clients(r), "the waiter's BLPOP")
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt, daemon=True)
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        locks.acquire("k", wait_ms=FOREVER_MS)
+    interrupter.join()
+    # No place, no wake list, no key of ours, and no connection left blocked in Redis.
+    assert waiting_keys(r) == []
+    assert r.get("w:k") == holder.token.encode()
+    until(lambda: not blocked_clients(r), "the blocked connection closed")
+    # The pool still works: nothing blocked was handed back to it.
+    assert holder.release() is True
+    assert locks.run("k", lambda h: h.fence, wait_ms=1_000) > holder.fence
+
+
+def test_a_connection_error_while_blocked_withdraws(fresh_redis: RedisServer) -> None:
+    r = redis.Redis(port=fresh_redis.port)
+    with Lock(r, prefix="w") as locks:
+        assert locks.acquire("k") is not None
+        waiter = start_waiting(r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS))
+        r.client_kill_filter(_type="normal", skipme=True)  # the waiter's connection drops
+        with pytest.raises(redis.ConnectionError):
+            waiter.outcome()
+        assert waiting_keys(r) == []
+    r.close()
+
+
+# -- groups --------------------------------------------------------------------------------
+
+
+def test_a_group_times_out_as_a_whole_and_names_the_missing_key(
+    locks: Lock, r: redis.Redis
+) -> None:
+    assert locks.acquire("b") is not None
+    with pytest.raises(LockNotAcquiredError) as caught, locks.hold_many(
+        ["c", "b", "a"], wait_ms=300
+    ):
+        pytest.fail("no body without every lock")
+    assert caught.value.key == "w:b"
+    assert r.get("w:a") is None and r.get("w:c") is None  # "a" was taken, then given back
+    assert waiting_keys(r) == []
+
+
+def test_a_group_waits_for_its_missing_key(locks: Lock, r: redis.Redis) -> None:
+    holder = locks.acquire("b")
+    assert holder is not None
+
+    def body(group: LockGroup) -> list[str]:
+        return group.keys
+
+    waiter = start_waiting(
+        r, "w:b", lambda: locks.run_many(["a", "b"], body, wait_ms=FOREVER_MS)
+    )
+    holder.release()
+    assert waiter.outcome() == ["w:a", "w:b"]
+
+
+# -- the reentrant lock --------------------------------------------------------------------
+
+
+def test_a_reentrant_waiter_is_woken_and_a_reentry_never_waits(r: redis.Redis) -> None:
+    with ReentrantLock(r, prefix="rw", ttl_ms=FOREVER_MS) as locks:
+        outer = locks.acquire("k")
+        assert outer is not None
+        r.config_resetstat()
+        inner = locks.acquire("k", wait_ms=FOREVER_MS)  # the same thread: a re-entry
+        assert isinstance(inner, ReentrantHandle) and inner.depth == 2
+        assert "blpop" not in calls(r)
+
+        def other_thread() -> object:
+            with locks.hold("k", wait_ms=FOREVER_MS) as h:
+                return h.depth
+
+        waiter = start_waiting(r, "rw:k", other_thread)
+        assert inner.release() is True
+        assert outer.release() is True
+        assert waiter.outcome() == 1
+        assert locks.acquire("k", wait_ms=100) is not None
+    assert waiting_keys(r) == []
+
+
+def test_a_reentrant_waiter_times_out(r: redis.Redis) -> None:
+    with ReentrantLock(r, prefix="rw") as locks:
+        assert locks.acquire("k") is not None
+        got = Waiter(lambda: locks.acquire("k", wait_ms=200))
+        got.start()
+        assert got.outcome() is None
+    assert waiting_keys(r) == []
