@@ -113,7 +113,8 @@ class CountingRedis(redis.Redis):
         counter = _worker.get()
         if counter is not None:
             counter[0] += 1
-        return super().execute_command(*args, **options)
+        send: Callable[..., Any] = super().execute_command
+        return send(*args, **options)
 
 
 class CountingAsyncRedis(aredis.Redis):
@@ -121,7 +122,8 @@ class CountingAsyncRedis(aredis.Redis):
         counter = _worker.get()
         if counter is not None:
             counter[0] += 1
-        return await super().execute_command(*args, **options)
+        send: Callable[..., Awaitable[Any]] = super().execute_command
+        return await send(*args, **options)
 
 
 # -- what is measured ---------------------------------------------------------------------
@@ -473,7 +475,8 @@ def monitored(url: str) -> Iterator[Counter[str]]:
     ready = threading.Event()
 
     def watch() -> None:
-        with client.monitor() as m:
+        monitor: Callable[[], Any] = client.monitor
+        with monitor() as m:
             ready.set()
             for info in m.listen():
                 command = str(info.get("command", ""))

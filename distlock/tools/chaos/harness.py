@@ -433,15 +433,18 @@ class Scenario:
         its work at depth 2; with ``wait_ms``, it waits for the key that long."""
         section = self._section(role, wait_ms)
         reenter = lock if nest else None
-        waiting: HoldOptions = {} if wait_ms is None else {"wait_ms": wait_ms}
+        options: HoldOptions = {
+            "retries": retries,
+            "retry_delay_ms": retry_delay_ms,
+            "on_renew_error": self._renew_hook(section),
+        }
+        if wait_ms is not None:
+            options["wait_ms"] = wait_ms
         try:
             lock.run(
                 self.key_id,
                 lambda handle: self._sync_body(section, body, handle, reenter),
-                retries=retries,
-                retry_delay_ms=retry_delay_ms,
-                on_renew_error=self._renew_hook(section),
-                **waiting,
+                **options,
             )
         except LockLeaseLostError as exc:
             self.recorder.settle(section, "lost", exc)
@@ -554,16 +557,19 @@ class Scenario:
         its work at depth 2; with ``wait_ms``, it waits for the key that long."""
         section = self._section(role, wait_ms)
         reenter = lock if nest else None
-        waiting: AsyncHoldOptions = {} if wait_ms is None else {"wait_ms": wait_ms}
+        options: AsyncHoldOptions = {
+            "retries": retries,
+            "retry_delay_ms": retry_delay_ms,
+            "on_renew_error": self._renew_hook(section),
+            "cancel_on_loss": cancel_on_loss,
+        }
+        if wait_ms is not None:
+            options["wait_ms"] = wait_ms
         try:
             await lock.run(
                 self.key_id,
                 lambda handle: self._async_body(section, body, handle, reenter),
-                retries=retries,
-                retry_delay_ms=retry_delay_ms,
-                on_renew_error=self._renew_hook(section),
-                cancel_on_loss=cancel_on_loss,
-                **waiting,
+                **options,
             )
         except LockLeaseLostError as exc:
             self.recorder.settle(section, "lost", exc)
