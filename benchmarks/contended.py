@@ -20,11 +20,12 @@ What the table reports, per contender and driver, over the timed rounds:
   the time the key sits idle between two owners.
 - wait p50/p99: from asking to holding, every acquisition.
 - fairness: most / fewest acquisitions per worker (``inf`` when a worker starved).
-- round trips per contended acquisition: commands each worker's client sent during one
-  acquisition that was not granted at once (counted on the client, per worker), mean and
-  max.  The first round of each run is a counting round under ``MONITOR`` (not timed):
-  the server's count of top-level commands (not those scripts run inside) per
-  acquire-and-release cycle checks the clients' count.
+- round trips per contended acquisition: commands a worker sent during one acquisition
+  that was not granted at once (counted on its connections, so that a command sent on a
+  connection of the lock's own counts too), mean and max.  The first round of each run
+  is a counting round under ``MONITOR`` (not timed): the server's count of top-level
+  commands (not those scripts run inside) per acquire-and-release cycle checks the
+  clients' count.
 
 Ratios are to floor+signal of the same driver.  Rounds alternate the contenders' order
 so drift on a shared machine hits them alike.
@@ -106,24 +107,43 @@ _worker: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
 )
 
 
-class CountingRedis(redis.Redis):
-    """redis-py's client, counting each command against the worker that sent it."""
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        counter = _worker.get()
-        if counter is not None:
-            counter[0] += 1
-        send: Callable[..., Any] = super().execute_command
-        return send(*args, **options)
+#: What a connection sends when it is set up (not a round trip of the lock's).
+SETUP_COMMANDS = frozenset({"CLIENT", "HELLO", "AUTH", "SELECT"})
 
 
-class CountingAsyncRedis(aredis.Redis):
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        counter = _worker.get()
-        if counter is not None:
-            counter[0] += 1
-        send: Callable[..., Awaitable[Any]] = super().execute_command
-        return await send(*args, **options)
+def _count(args: tuple[Any, ...]) -> None:
+    counter = _worker.get()
+    name = args[0] if args else b""
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    if counter is not None and name.upper() not in SETUP_COMMANDS:
+        counter[0] += 1
+
+
+class CountingConnection(redis.Connection):
+    """redis-py's connection, counting each command against the worker that sent it.
+
+    Counted on the connection, not the client: a lock may send on a connection of its own
+    (distlock blocks in BLPOP on one it can drop if the wait is interrupted)."""
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        _count(args)
+        send: Callable[..., None] = super().send_command
+        send(*args, **kwargs)
+
+
+class CountingAsyncConnection(aredis.Connection):
+    async def send_command(self, *args: Any, **kwargs: Any) -> None:
+        _count(args)
+        send: Callable[..., Awaitable[None]] = super().send_command
+        await send(*args, **kwargs)
+
+
+def counting_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, connection_class=CountingConnection)
+
+
+def counting_async_client(url: str) -> aredis.Redis:
+    return aredis.Redis.from_url(url, connection_class=CountingAsyncConnection)
 
 
 # -- what is measured ---------------------------------------------------------------------
@@ -512,7 +532,7 @@ def run_sync(
     workers: int,
     think_s: float = THINK_S,
 ) -> list[Stats]:
-    client = CountingRedis.from_url(url)
+    client = counting_client(url)
     made = {name: SYNC_CONTENDERS[name](client, KEY) for name in names}
     timed: dict[str, list[list[Acquisition]]] = {name: [] for name in names}
     server: dict[str, float] = {}
@@ -543,7 +563,7 @@ async def run_async(
     workers: int,
     think_s: float = THINK_S,
 ) -> list[Stats]:
-    client = CountingAsyncRedis.from_url(url)
+    client = counting_async_client(url)
     made = {name: ASYNC_CONTENDERS[name](client, KEY) for name in names}
     timed: dict[str, list[list[Acquisition]]] = {name: [] for name in names}
     server: dict[str, float] = {}

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import redis
 
 from tests.redis_server import RedisServer
 
@@ -43,7 +44,7 @@ def _key() -> str:
 def test_every_thread_contender_is_a_lock_and_is_counted(
     bench: ModuleType, redis_server: RedisServer, name: str
 ) -> None:
-    client = bench.CountingRedis.from_url(redis_server.url)
+    client = bench.counting_client(redis_server.url)
     contender = bench.SYNC_CONTENDERS[name](client, _key())
     try:
         with bench.monitored(redis_server.url) as seen:
@@ -67,7 +68,7 @@ def test_every_asyncio_contender_is_a_lock_and_is_counted(
     bench: ModuleType, redis_server: RedisServer, name: str
 ) -> None:
     async def main() -> list[Any]:
-        client = bench.CountingAsyncRedis.from_url(redis_server.url)
+        client = bench.counting_async_client(redis_server.url)
         contender = bench.ASYNC_CONTENDERS[name](client, _key())
         try:
             done: list[Any] = await bench.async_round(contender, SECONDS, WORKERS)
@@ -82,13 +83,15 @@ def test_every_asyncio_contender_is_a_lock_and_is_counted(
     assert all(a.round_trips >= 1 for a in acquisitions)
 
 
-def test_a_waiting_floor_worker_is_counted_as_contended(
-    bench: ModuleType, redis_server: RedisServer
+@pytest.mark.parametrize("name", ["floor+signal", "distlock wait"])
+def test_a_contended_acquisition_is_three_round_trips(
+    bench: ModuleType, redis_server: RedisServer, name: str
 ) -> None:
-    """A held key makes the next floor+signal caller wait: refused, woken, granted, in
-    three round trips, and the release's wake-up is what ends its wait."""
-    client = bench.CountingRedis.from_url(redis_server.url)
-    contender = bench.FloorSignal(client, _key())
+    """A held key makes the next caller wait: refused, blocked until the release wakes it,
+    granted; three round trips, counted on the connections (the BLPOP included)."""
+    client = bench.counting_client(redis_server.url)
+    contender = bench.SYNC_CONTENDERS[name](client, _key())
+    admin = redis.Redis.from_url(redis_server.url)
     counter = [0]
     token = bench._worker.set(counter)
     try:
@@ -107,16 +110,18 @@ def test_a_waiting_floor_worker_is_counted_as_contended(
 
         waiter = threading.Thread(target=second)
         waiter.start()
-        # The waiter is blocked once Redis lists a client blocked on the signal list.
+        # The waiter is blocked once Redis lists a client blocked on a wake-up list.
         give_up = time.monotonic() + 10
-        while not int(client.info("clients")["blocked_clients"]):
+        while not int(admin.info("clients")["blocked_clients"]):
             assert time.monotonic() < give_up, "the second caller never blocked"
         release()
         waiter.join(10)
         assert got == [3]
     finally:
         bench._worker.reset(token)
+        contender.close()
         client.close()
+        admin.close()
 
 
 def test_the_table_and_json_render_with_ratios_to_the_floor(
