@@ -99,7 +99,8 @@ def holder_killed_mid_section(ctx: Context) -> None:
         require(0 < pttl <= sc.ttl_ms, f"PTTL right after the kill: {pttl} ms")
         expires_lo = asked + pttl / 1000 - TOLERANCE
         expires_hi = answered + pttl / 1000 + TOLERANCE
-        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.attempt_started)
+        # In the order the key was granted: a waiter asks long before it is granted.
+        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.start or 0.0)
         refused = [s for s in attempts if s.outcome == "not_acquired"]
         require(granted, "nobody got the lock after its holder died")
         first = granted[0]
