@@ -98,8 +98,9 @@ end
 #: the key, the fence counter, the token, the TTL); ARGV[3] the ms the caller may still
 #: wait (0: its last attempt), ARGV[4] how long a place outlives its block, ms, ARGV[5]
 #: the wake lists' prefix.
-#: ``{fence, 0}`` when granted: only if the key is free and nobody waits before us (our
-#: place, our wake list and any wake-up in it go).  ``{0, ms}`` when refused: we are in
+#: ``{fence, 0}`` when granted: if the key is free and nobody waits before us, or if it
+#: is ours already (a resend of an attempt that was granted); our place, our wake list
+#: and any wake-up in it go.  ``{0, ms}`` when refused: we are in
 #: the queue (at our old place, if we had one) and may block for up to ``ms``, the time
 #: the refusal can last at most: the holder's remaining TTL, or, when the key is free but
 #: another waiter is first, the rest of that waiter's place.  ``{0, 0}``: the last
@@ -107,8 +108,8 @@ end
 _WAIT: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
 local now = now_ms()
 local head, head_until = live_head(queue, places, wake, now)
-local busy_ms = busy()
-if busy_ms == 0 and (not head or head == token) then
+local busy_ms, mine = busy()
+if mine or (busy_ms == 0 and (not head or head == token)) then
   local fence = claim()
   if type(fence) == 'table' then fence = fence[2] end
   leave(queue, places, wake, token)
@@ -139,20 +140,22 @@ def _waiting(claim: str, busy: str) -> Script:
     )
 
 
-#: KEYS[1] the key, KEYS[2] the key's queue, KEYS[3] its places; ARGV[1] token, ARGV[2]
-#: the wake lists' prefix.  A waiter that stops waiting: its place and wake list go, and
-#: if it was first in line and the key is free, the wake-up it may have been sent goes to
-#: the next waiter (a wake-up is never dropped with its waiter).  Always 1.
-WITHDRAW: Final = Script(
-    _QUEUE
-    + """local head = live_head(KEYS[2], KEYS[3], ARGV[2], now_ms())
-leave(KEYS[2], KEYS[3], ARGV[2], ARGV[1])
-if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-  wake_head(KEYS[2], KEYS[3], ARGV[2])
-end
+#: A primitive's withdrawal, around its ``busy()``: KEYS and ARGV as ``_WAIT``'s.  A waiter
+#: that stops waiting: its place and wake list go, and if it was first in line and the
+#: key is free, the wake-up it may have been sent goes to the next waiter (a wake-up is
+#: never dropped with its waiter).  Always 1.
+_WITHDRAW: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
+local head = live_head(queue, places, wake, now_ms())
+leave(queue, places, wake, token)
+if head == token and busy() == 0 then wake_head(queue, places, wake) end
 return 1
 """
-)
+
+
+def _withdrawing(busy: str) -> Script:
+    """A primitive's withdrawal (``_WITHDRAW``) around its ``busy()``."""
+    return Script(_READ + _QUEUE + busy + _WITHDRAW)
+
 
 #: KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
 #: Returns the new fence, or 0 when another token holds the key.  Idempotent for the same
@@ -174,17 +177,18 @@ ACQUIRE: Final = Script(_READ + _CLAIM)
 
 #: The lock's waiting acquire (see ``_WAIT``): the key is busy for its remaining TTL
 #: unless it is free or ours (a resend of our own granted attempt).
-W_ACQUIRE: Final = _waiting(
-    _CLAIM,
-    """local function busy()
+_BUSY: Final = """local function busy()
   local cur, foreign = read('GET', KEYS[1])
-  if cur == ARGV[1] or not (cur or foreign) then return 0 end
+  if cur == ARGV[1] then return 0, true end
+  if not (cur or foreign) then return 0, false end
   local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then return ttl end
-  return tonumber(ARGV[4])
+  if ttl > 0 then return ttl, false end
+  return tonumber(ARGV[4]), false
 end
-""",
-)
+"""
+W_ACQUIRE: Final = _waiting(_CLAIM, _BUSY)
+#: The lock's withdrawal (see ``_WITHDRAW``).
+WITHDRAW: Final = _withdrawing(_BUSY)
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 if extended, 0 if not ours.
 EXTEND: Final = Script(
@@ -245,17 +249,18 @@ R_ACQUIRE: Final = Script(_READ + _R_CLAIM)
 
 #: The reentrant lock's waiting acquire (see ``_WAIT``): the hash is busy for its
 #: remaining TTL unless it is gone or holds our token.
-RW_ACQUIRE: Final = _waiting(
-    _R_CLAIM,
-    """local function busy()
+_R_BUSY: Final = """local function busy()
   local cur, foreign = read('HGET', KEYS[1], ARGV[1])
-  if cur or (not foreign and redis.call('EXISTS', KEYS[1]) == 0) then return 0 end
+  if cur then return 0, true end
+  if not foreign and redis.call('EXISTS', KEYS[1]) == 0 then return 0, false end
   local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then return ttl end
-  return tonumber(ARGV[4])
+  if ttl > 0 then return ttl, false end
+  return tonumber(ARGV[4]), false
 end
-""",
-)
+"""
+RW_ACQUIRE: Final = _waiting(_R_CLAIM, _R_BUSY)
+#: The reentrant lock's withdrawal (see ``_WITHDRAW``).
+R_WITHDRAW: Final = _withdrawing(_R_BUSY)
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the new depth.
 #: A re-entry: 1 if the hash holds our token (its depth is set, its TTL refreshed), else 0.
@@ -366,8 +371,7 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     op = command.op
     key = command.key
     if op is Op.WITHDRAW:
-        queue, places, wake = queue_keys(key)
-        return WITHDRAW, [key, queue, places], [command.token, wake]
+        return _encode_waiting(R_WITHDRAW if command.reentrant else WITHDRAW, command)
     if command.reentrant:
         return _encode_reentrant(command)
     if op is Op.ACQUIRE:
@@ -385,13 +389,13 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
 
 
 def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str], list[str | int]]:
+    """A waiting attempt, or a withdrawal: both take the queue's KEYS and ARGV."""
     key = command.key
     queue, places, wake = queue_keys(key)
-    assert command.queue_ms is not None
     return (
         script,
         [key, fence_key(key), queue, places],
-        [command.token, command.ttl_ms, command.queue_ms, QUEUE_GRACE_MS, wake],
+        [command.token, command.ttl_ms, command.queue_ms or 0, QUEUE_GRACE_MS, wake],
     )
 
 

@@ -162,7 +162,9 @@ class Lock(LockBase):
 
     ``client`` is a ``redis.Redis``, a URL (the Lock then owns the client and closes it in
     :meth:`close`), or a zero-argument factory called on first use.  Options (see
-    :class:`distlock.options.LockOptions`) are the defaults of every call.
+    :class:`distlock.options.LockOptions`) are the defaults of every call.  A caller that
+    waits (``wait_ms``) holds one of the client's connections while blocked: size the
+    client's pool for the callers that may wait at once.
 
     >>> locks = Lock("redis://127.0.0.1:6379/0", prefix="order", ttl_ms=10_000)  # doctest: +SKIP
     >>> locks.run("42", lambda handle: charge(handle.fence))  # doctest: +SKIP
@@ -224,8 +226,12 @@ class Lock(LockBase):
     # -- public API ------------------------------------------------------------------------
 
     def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> LockHandle | None:
-        """Take the lock, or return None if another owner holds it (after any retries).
+        """Take the lock, or return None if another owner holds it (after any retries, or
+        once ``wait_ms`` has passed without it).
 
+        With ``wait_ms`` the caller waits in the lock's queue, in arrival order, and is
+        woken by the release (or looks again when the holder's TTL could have run out);
+        a ``KeyboardInterrupt`` while waiting withdraws its place before it propagates.
         The handle is not renewed in the background: call :meth:`LockHandle.extend` if the
         work can outlive the TTL, and :meth:`LockHandle.release` when done.
         """
@@ -237,10 +243,10 @@ class Lock(LockBase):
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold:
         """Hold the lock for a ``with`` block, renewing it every heartbeat while the block runs.
 
-        Raises :class:`LockNotAcquiredError` if the lock is held elsewhere, and
-        :class:`LockLeaseLostError` on exit if exclusivity was not kept for the whole block,
-        even when the block itself succeeded. Options are validated here, before any
-        Redis command.
+        Raises :class:`LockNotAcquiredError` if the lock is held elsewhere (and, with
+        ``wait_ms``, was not released to us within it), and :class:`LockLeaseLostError` on
+        exit if exclusivity was not kept for the whole block, even when the block itself
+        succeeded. Options are validated here, before any Redis command.
         """
         return _Hold(self, [id], options)
 
@@ -258,9 +264,10 @@ class Lock(LockBase):
 
         The locks are taken in sorted key order whatever order ``ids`` names them in, so
         two callers wanting the same locks can never each hold one and wait for the other.
-        If one cannot be had, those already taken are released and
-        :class:`LockNotAcquiredError` names it. On exit they are released in reverse order,
-        and :class:`LockLeaseLostError` is raised if any of them was lost.
+        ``wait_ms`` bounds the whole group's acquisition, not each key's.  If one cannot be
+        had, those already taken are released and :class:`LockNotAcquiredError` names it.
+        On exit they are released in reverse order, and :class:`LockLeaseLostError` is
+        raised if any of them was lost.
         """
         return _HoldMany(self, self._group_ids(ids), options)
 
@@ -563,12 +570,13 @@ class ReentrantLock(Lock):
         self._holders: Holders[ReentrantHandle] = Holders()
 
     def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> ReentrantHandle | None:
-        """Take the lock, or return None if another holder has it (after any retries).
+        """Take the lock, or return None if another holder has it (after any retries, or
+        once ``wait_ms`` has passed without it).
 
         If the current thread already holds ``id`` through this lock, this is a re-entry:
-        it never waits and returns the next level's handle (release it before the outer
-        levels).  The outermost handle is not renewed in the background, as for
-        :meth:`Lock.acquire`.
+        it never waits, whatever ``wait_ms`` says, and returns the next level's handle
+        (release it before the outer levels).  The outermost handle is not renewed in the
+        background, as for :meth:`Lock.acquire`.
         """
         key = self.key(id)
         self._check_open(key)

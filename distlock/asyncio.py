@@ -190,6 +190,8 @@ class Lock(LockBase):
     ``client`` is a ``redis.asyncio.Redis``, a URL (the Lock then owns the client and closes
     it in :meth:`aclose`), or a zero-argument factory, sync or async, called on first use.
     Options (see :class:`distlock.options.AsyncLockOptions`) are the defaults of every call.
+    A task that waits (``wait_ms``) holds one of the client's connections while blocked:
+    size the client's pool for the tasks that may wait at once.
     """
 
     #: The handle each acquisition gets.
@@ -263,10 +265,14 @@ class Lock(LockBase):
     # -- public API ------------------------------------------------------------------------
 
     async def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> LockHandle | None:
-        """Take the lock, or return None if another owner holds it (after any retries).
+        """Take the lock, or return None if another owner holds it (after any retries, or
+        once ``wait_ms`` has passed without it).
 
-        Not renewed in the background: ``await handle.extend()`` if the work can outlive
-        the TTL, and ``await handle.release()`` when done.
+        With ``wait_ms`` the task waits in the lock's queue, in arrival order, woken by the
+        release; cancelling it while it waits withdraws its place and discards its blocked
+        connection before the cancellation propagates.  Not renewed in the background:
+        ``await handle.extend()`` if the work can outlive the TTL, and
+        ``await handle.release()`` when done.
         """
         _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
         handle = group.handles[0]
@@ -276,8 +282,10 @@ class Lock(LockBase):
     def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _Hold:
         """``async with locks.hold(id) as handle``: renewed while the block runs.
 
-        On loss the block is cancelled (unless ``cancel_on_loss=False``) and
-        :class:`LockLeaseLostError` is raised on exit, even when the block succeeded.
+        Raises :class:`LockNotAcquiredError` if the lock is held elsewhere (and, with
+        ``wait_ms``, was not released to us within it).  On loss the block is cancelled
+        (unless ``cancel_on_loss=False``) and :class:`LockLeaseLostError` is raised on exit,
+        even when the block succeeded.
         Options are validated here, before any Redis command.
         """
         return _Hold(self, [id], options)
@@ -295,7 +303,8 @@ class Lock(LockBase):
     def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
         """``async with locks.hold_many(ids) as group``: several locks, as :meth:`hold` holds
         one, taken in sorted key order (so callers never deadlock on each other) and
-        released in reverse. The block is cancelled on the first loss among them."""
+        released in reverse; ``wait_ms`` bounds the whole group's acquisition. The block is
+        cancelled on the first loss among them."""
         return _HoldMany(self, self._group_ids(ids), options)
 
     async def run_many(
@@ -658,12 +667,13 @@ class ReentrantLock(Lock):
         self._holders: Holders[ReentrantHandle] = Holders()
 
     async def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> ReentrantHandle | None:
-        """Take the lock, or return None if another holder has it (after any retries).
+        """Take the lock, or return None if another holder has it (after any retries, or
+        once ``wait_ms`` has passed without it).
 
         If the current task already holds ``id`` through this lock, this is a re-entry: it
-        never waits and returns the next level's handle (release it before the outer
-        levels).  The outermost handle is not renewed in the background, as for
-        :meth:`Lock.acquire`.
+        never waits, whatever ``wait_ms`` says, and returns the next level's handle
+        (release it before the outer levels).  The outermost handle is not renewed in the
+        background, as for :meth:`Lock.acquire`.
         """
         key = self.key(id)
         self._check_open(key)

@@ -24,7 +24,8 @@ from distlock import (
     ReentrantHandle,
     ReentrantLock,
 )
-from distlock._protocol import queue_keys
+from distlock._core.commands import Command, Op
+from distlock._protocol import encode, queue_keys
 from tests.redis_server import RedisServer
 
 #: Long enough never to run out in a test that expects a wake-up or a cancellation.
@@ -345,3 +346,64 @@ def test_a_reentrant_waiter_times_out(r: redis.Redis) -> None:
         got.start()
         assert got.outcome() is None
     assert waiting_keys(r) == []
+
+
+# -- the scripts, one by one ---------------------------------------------------------------
+
+
+def _script(r: redis.Redis, command: Command) -> Any:
+    script, keys, args = encode(command)
+    return r.eval(script.source, len(keys), *keys, *args)
+
+
+def _place(r: redis.Redis, key: str, token: str, life_ms: int) -> None:
+    queue_key, places, _ = queue_keys(key)
+    r.rpush(queue_key, token)
+    r.hset(places, token, int(r.time()[0]) * 1000 + life_ms)
+
+
+def test_a_resent_waiting_attempt_that_was_granted_is_granted_again(r: redis.Redis) -> None:
+    attempt = Command(Op.ACQUIRE, "w:k", "mine", 10_000, queue_ms=5_000)
+    fence, _ = _script(r, attempt)
+    assert fence > 0
+    _place(r, "w:k", "later", FOREVER_MS)  # someone queued since
+    # The client library resends the attempt whose reply was lost: still ours, same fence.
+    assert _script(r, attempt) == [fence, 0]
+    assert queue(r, "w:k") == [b"later"]
+
+
+def test_a_withdrawing_head_hands_its_wake_up_on(r: redis.Redis) -> None:
+    _place(r, "w:k", "first", FOREVER_MS)
+    _place(r, "w:k", "second", FOREVER_MS)
+    wake = queue_keys("w:k")[2]
+    r.rpush(wake + "first", "1")  # a release woke "first", which then stops waiting
+    assert _script(r, Command(Op.WITHDRAW, "w:k", "first", 10_000)) == 1
+    assert queue(r, "w:k") == [b"second"]
+    assert r.exists(wake + "first") == 0 and r.lrange(wake + "second", 0, -1) == [b"1"]
+    # Withdrawing from behind the head wakes nobody.
+    _place(r, "w:k", "third", FOREVER_MS)
+    assert _script(r, Command(Op.WITHDRAW, "w:k", "third", 10_000)) == 1
+    assert r.llen(wake + "second") == 1 and queue(r, "w:k") == [b"second"]
+
+
+def test_a_release_passes_over_expired_places_to_the_first_live_waiter(
+    locks: Lock, r: redis.Redis
+) -> None:
+    holder = locks.acquire("k")
+    assert holder is not None
+    _place(r, "w:k", "gone", -1)  # its place has already run out
+    _place(r, "w:k", "alive", FOREVER_MS)
+    assert holder.release() is True
+    wake = queue_keys("w:k")[2]
+    assert queue(r, "w:k") == [b"alive"] and r.lrange(wake + "alive", 0, -1) == [b"1"]
+    assert 0 < r.pttl(wake + "alive") <= FOREVER_MS
+
+
+def test_a_waiting_attempt_on_the_other_kind_of_key_is_refused_not_an_error(
+    r: redis.Redis,
+) -> None:
+    r.hset("w:k", mapping={"tok": 1, "fence": 1})  # a ReentrantLock's hash
+    r.pexpire("w:k", 5_000)
+    fence, recheck = _script(r, Command(Op.ACQUIRE, "w:k", "t", 10_000, queue_ms=1_000))
+    assert fence == 0 and 0 < recheck <= 5_000
+    assert queue(r, "w:k") == [b"t"]
