@@ -310,3 +310,13 @@ def test_a_waiting_acquires_grant_is_a_successful_send_and_its_refusal_is_not() 
     assert _positive([7, 0]) and _positive(1)
     assert not _positive([0, 150]) and not _positive([0, 0]) and not _positive(0)
     assert not _positive(True) and not _positive(b"1")
+
+
+def test_a_withdrawal_from_the_queue_confirms_no_lease() -> None:
+    from distlock._protocol import R_WITHDRAW, WITHDRAW
+
+    for script in (WITHDRAW, R_WITHDRAW):
+        for first in (script.sha, script.source):
+            sent = Command("EVALSHA", (first, "3", "k", "q", "p", "tok"), 0.0, 0.001, True)
+            assert not sent.lease_write
+    assert Command("EVALSHA", ("sha", "1", "k", "tok"), 0.0, 0.001, True).lease_write

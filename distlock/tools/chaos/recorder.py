@@ -23,7 +23,7 @@ from typing import Any, Literal
 import redis
 import redis.asyncio
 
-from distlock._protocol import R_ENTER, R_LEAVE
+from distlock._protocol import R_ENTER, R_LEAVE, R_WITHDRAW, WITHDRAW
 
 Outcome = Literal["pending", "ok", "lost", "error", "not_acquired"]
 
@@ -39,6 +39,10 @@ DEPTH_SCRIPTS = {
     R_LEAVE.sha: "leave",
     R_LEAVE.source: "leave",
 }
+
+#: A waiter's withdrawal from the key's queue: it carries the waiter's token and answers
+#: 1, but writes no lease.
+WITHDRAW_SCRIPTS = frozenset({WITHDRAW.sha, WITHDRAW.source, R_WITHDRAW.sha, R_WITHDRAW.source})
 
 
 def now() -> float:
@@ -68,8 +72,9 @@ class Command:
     @property
     def lease_write(self) -> bool:
         """A reply of 1 confirms the lease from this send (acquire, renewal, re-entry): an
-        inner exit's reply says the key was ours, but refreshes nothing."""
-        return self.depth_write != "leave"
+        inner exit's reply says the key was ours, but refreshes nothing; nor does a
+        waiter's withdrawal from the queue."""
+        return self.depth_write != "leave" and not (self.args and self.args[0] in WITHDRAW_SCRIPTS)
 
 
 @dataclass
