@@ -26,7 +26,7 @@ from distlock._base import HandleBase
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.section import Outcome, Phase, Section, SectionConfig
-from distlock._flows import Flow, Sleep
+from distlock._flows import Block, Flow, Sleep
 from distlock.errors import LockError
 from distlock.events import Event, Transition
 
@@ -117,7 +117,7 @@ def drive(
                     db.run(request)
                 request = flow.throw(exc)
                 continue
-            if isinstance(request, Sleep):
+            if isinstance(request, Sleep | Block):
                 fx.clock = max(fx.clock, request.until_ms)
                 request = flow.send(0)
             else:
@@ -272,7 +272,7 @@ def test_closing_a_flow_at_any_yield_yields_nothing_more(name: str) -> None:
         request = next(flow)
         for _ in range(at):
             try:
-                request = flow.send(0 if isinstance(request, Sleep) else db.run(request))
+                request = flow.send(0 if isinstance(request, Sleep | Block) else db.run(request))
             except (StopIteration, LockError):
                 break
         flow.close()  # raises RuntimeError if the flow yields on GeneratorExit
@@ -296,7 +296,7 @@ def _requests(fx: FakeEffects, db: FakeRedis, flow: Flow[Any]) -> list[object]:
         request = next(flow)
         while True:
             seen.append(request)
-            if isinstance(request, Sleep):
+            if isinstance(request, Sleep | Block):
                 fx.clock = max(fx.clock, request.until_ms)
                 request = flow.send(0)
             else:

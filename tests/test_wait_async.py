@@ -8,6 +8,7 @@ and the order of events, never by how long something took.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -15,8 +16,9 @@ import pytest
 import redis
 import redis.asyncio as aredis
 
+import distlock
 from distlock import LockNotAcquiredError
-from distlock._protocol import queue_keys
+from distlock._protocol import W_ACQUIRE, queue_keys
 from distlock.asyncio import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
 from tests.redis_server import RedisServer
 
@@ -204,6 +206,28 @@ def test_waiters_get_the_lock_in_the_order_they_began_waiting(
     assert waiting_keys(r) == []
 
 
+def test_no_waiter_starves_while_others_keep_succeeding(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def main() -> dict[int, int]:
+        turns = {n: 0 for n in range(4)}
+        async with Lock(client_for(redis_server), prefix="w") as locks:
+
+            async def worker(n: int) -> None:
+                async def body(h: LockHandle) -> None:
+                    turns[n] += 1
+                    await asyncio.sleep(0)
+
+                for _ in range(10):
+                    await locks.run("k", body, wait_ms=FOREVER_MS)
+
+            await asyncio.gather(*(worker(n) for n in range(4)))
+        return turns
+
+    assert arun(main) == {0: 10, 1: 10, 2: 10, 3: 10}
+    assert waiting_keys(r) == []
+
+
 def test_a_fail_fast_caller_takes_a_free_key_while_others_wait(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
@@ -362,3 +386,128 @@ def test_a_reentrant_waiter_is_woken_and_a_reentry_never_waits(
 
     arun(main)
     assert waiting_keys(r) == []
+
+
+# -- the twins -------------------------------------------------------------------------------
+
+
+def _actions(trace: list[dict[str, Any]]) -> list[str]:
+    return [t["action"] for t in trace]
+
+
+def test_sync_and_asyncio_wait_with_the_same_transitions(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """One scenario per driver: woken by a release, then timed out (and, for asyncio,
+    cancelled while blocked)."""
+    woken = ["Acquire", "AcquireReply", "Block", "Wake", "Acquire", "AcquireReply"]
+    timed_out = woken  # the last attempt is refused instead of granted
+    withdrawn = ["Acquire", "AcquireReply", "Block", "Withdraw", "WithdrawReply"]
+
+    sync_trace: list[dict[str, Any]] = []
+    with distlock.Lock(r, prefix="tw", ttl_ms=FOREVER_MS) as holder_locks, distlock.Lock(
+        r, prefix="tw", trace=sync_trace.append
+    ) as locks:
+        holder = holder_locks.acquire("k")
+        assert holder is not None
+        got: list[object] = []
+        thread = threading.Thread(target=lambda: got.append(locks.acquire("k", wait_ms=FOREVER_MS)))
+        thread.start()
+        while not r.exists(queue_keys("tw:k")[0]) or not [
+            c for c in r.client_list() if c.get("cmd") == "blpop"
+        ]:
+            thread.join(0.005)
+        holder.release()
+        thread.join()
+        handle = got[0]
+        assert isinstance(handle, distlock.LockHandle)
+        assert _actions(sync_trace) == woken
+        assert handle.release()
+        sync_trace.clear()
+        holder = holder_locks.acquire("k")
+        assert holder is not None
+        assert locks.acquire("k", wait_ms=100) is None
+        assert _actions(sync_trace) == timed_out
+        assert holder.release()
+
+    async_trace: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        admin = client_for(redis_server)
+        async with Lock(client_for(redis_server), prefix="tw", ttl_ms=FOREVER_MS) as hl, Lock(
+            client_for(redis_server), prefix="tw", trace=async_trace.append
+        ) as locks:
+            holder = await hl.acquire("k")
+            assert holder is not None
+            task = await start_waiting(admin, "tw:k", locks.acquire("k", wait_ms=FOREVER_MS))
+            await holder.release()
+            handle = await task
+            assert handle is not None
+            assert _actions(async_trace) == woken
+            await handle.release()
+            async_trace.clear()
+            holder = await hl.acquire("k")
+            assert holder is not None
+            assert await locks.acquire("k", wait_ms=100) is None
+            assert _actions(async_trace) == timed_out
+            async_trace.clear()
+            task = await start_waiting(admin, "tw:k", locks.acquire("k", wait_ms=FOREVER_MS))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert _actions(async_trace) == withdrawn
+            await holder.release()
+        await admin.aclose()
+
+    arun(main)
+    assert waiting_keys(r) == []
+
+
+class LateAttempts(aredis.Redis):
+    """Runs each waiting attempt in Redis, then holds its reply until ``late`` is set:
+    a caller cancelled meanwhile cannot know what the attempt did."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.held = asyncio.Event()
+        self.late = asyncio.Event()
+
+    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
+        reply = await super().evalsha(sha, numkeys, *args)
+        if sha == W_ACQUIRE.sha:
+            self.held.set()
+            await self.late.wait()
+        return reply
+
+
+@pytest.mark.parametrize("held_by_another", [True, False])
+def test_cancelled_while_an_attempt_s_reply_is_out_leaves_nothing_behind(
+    redis_server: RedisServer, r: redis.Redis, held_by_another: bool
+) -> None:
+    """The attempt ran (it queued us, or granted us the key), its reply never came: the
+    cleanup release and the withdrawal take back whichever it was."""
+
+    async def main() -> None:
+        client = LateAttempts(port=redis_server.port)
+        async with Lock(client_for(redis_server), prefix="w") as holders, Lock(
+            client, prefix="w"
+        ) as locks:
+            holder = await holders.acquire("k") if held_by_another else None
+            task = asyncio.get_running_loop().create_task(
+                locks.acquire("k", wait_ms=FOREVER_MS)
+            )
+            await client.held.wait()
+            # What the attempt did, before the cancellation undoes it:
+            assert bool(r.exists(queue_keys("w:k")[0])) is held_by_another
+            assert bool(r.exists("w:k"))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await locks.aclose()
+            assert waiting_keys(r) == []
+            if holder is None:
+                assert r.exists("w:k") == 0  # granted to us, released by the cleanup
+            else:
+                assert r.get("w:k") == holder.token.encode()
+
+    arun(main)

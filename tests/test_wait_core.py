@@ -55,6 +55,25 @@ def test_wait_ms_must_be_an_int_of_milliseconds(bad: object) -> None:
         distlock.ReentrantLock(_no_client).acquire("k", wait_ms=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("bad", [True, 1.5, "100", -1, MAX_MS + 1])
+def test_asyncio_calls_refuse_a_bad_wait_before_any_command(bad: object) -> None:
+    async def main() -> None:
+        locks = distlock.asyncio.Lock(_no_client)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            await locks.acquire("k", wait_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            locks.hold("k", wait_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            locks.hold_many(["a", "b"], wait_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms and retries"):
+            await locks.acquire("k", wait_ms=10, retries=1)
+        reentrant = distlock.asyncio.ReentrantLock(_no_client)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="wait_ms"):
+            await reentrant.acquire("k", wait_ms=bad)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+
+
 def test_wait_ms_bounds_are_accepted() -> None:
     assert distlock.Lock(_no_client, wait_ms=0).defaults.wait_ms == 0
     assert distlock.Lock(_no_client, wait_ms=MAX_MS).defaults.wait_ms == MAX_MS
@@ -418,3 +437,19 @@ def test_a_group_timeout_releases_what_it_took_and_names_the_missing_key() -> No
     assert isinstance(error, LockNotAcquiredError) and error.key == "b"
     assert dbs["a"].holder is None and dbs["b"].queue == []
     assert fx.clock >= 400.0
+
+
+def test_the_reentrant_lock_waits_on_its_own_scripts() -> None:
+    from distlock._core.reentrant import ReentrantSection
+    from distlock._protocol import R_WITHDRAW, RW_ACQUIRE, WITHDRAW
+
+    s = ReentrantSection("k", "tok", SectionConfig(ttl_ms=10_000, wait_ms=1_000))
+    attempt = sent(s.acquire(0.0))
+    assert encode(attempt)[0] is RW_ACQUIRE
+    s.acquire_fail(1.0)
+    withdrawal = sent(s.withdraw(2.0))
+    assert encode(withdrawal)[0] is R_WITHDRAW is not WITHDRAW
+    # The waiting attempt and the withdrawal share one layout of KEYS and ARGV, so a
+    # primitive joins the queue with its claim() and busy() alone.
+    assert encode(attempt)[1] == encode(withdrawal)[1]
+    assert decode(attempt, [9, 0]) == 9  # a granted reentrant claim's fence

@@ -215,6 +215,30 @@ def test_waiters_get_the_lock_in_the_order_they_began_waiting(
     assert waiting_keys(r) == []
 
 
+def test_no_waiter_starves_while_others_keep_succeeding(locks: Lock, r: redis.Redis) -> None:
+    # Each worker comes straight back for the lock after each turn: a newcomer queues
+    # behind those already waiting, so every worker gets every turn it asked for.
+    turns: dict[int, int] = {n: 0 for n in range(4)}
+
+    def worker(n: int) -> Callable[[], object]:
+        def body(h: LockHandle) -> None:
+            turns[n] += 1
+
+        def work() -> None:
+            for _ in range(10):
+                locks.run("k", body, wait_ms=FOREVER_MS)
+
+        return work
+
+    workers = [Waiter(worker(n)) for n in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.outcome()
+    assert turns == {0: 10, 1: 10, 2: 10, 3: 10}
+    assert waiting_keys(r) == []
+
+
 def test_a_fail_fast_caller_takes_a_free_key_while_others_wait(
     locks: Lock, r: redis.Redis
 ) -> None:
@@ -275,13 +299,18 @@ def test_keyboard_interrupt_while_waiting_leaves_nothing_behind(
 
 def test_a_connection_error_while_blocked_withdraws(fresh_redis: RedisServer) -> None:
     r = redis.Redis(port=fresh_redis.port)
-    with Lock(r, prefix="w") as locks:
-        assert locks.acquire("k") is not None
+    trace: list[dict[str, Any]] = []
+    with Lock(r, prefix="w") as holders, Lock(r, prefix="w", trace=trace.append) as locks:
+        assert holders.acquire("k") is not None
         waiter = start_waiting(r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS))
         r.client_kill_filter(_type="normal", skipme=True)  # the waiter's connection drops
         with pytest.raises(redis.ConnectionError):
             waiter.outcome()
         assert waiting_keys(r) == []
+        # The same transitions as an asyncio waiter cancelled while blocked.
+        assert [t["action"] for t in trace] == [
+            "Acquire", "AcquireReply", "Block", "Withdraw", "WithdrawReply",
+        ]
     r.close()
 
 

@@ -340,7 +340,11 @@ class Section:
                 renew_every_ms=self.config.renew_every_ms,
                 watch=self.config.watch,
                 retries=self.config.retries,
+                **({} if waiting is None else {"wait_ms": waiting.wait_ms, "queue_ms": queue_ms}),
             )
+        if queue_ms is None:
+            # Without the keyword: a subclass's _command that predates waiting still works.
+            return Step(send=self._command(Op.ACQUIRE, ttl, None))
         return Step(send=self._command(Op.ACQUIRE, ttl, None, queue_ms=queue_ms))
 
     def acquire_reply(self, now: float, fence: int) -> Step:
@@ -378,7 +382,8 @@ class Section:
             self.outcome = Outcome.NOT_ACQUIRED
             self._emit(NotAcquired(self.key, self.client, now, self.attempts))
         if self.recording:
-            self._record("AcquireReply", now, granted=fence > 0)
+            extra = {} if waiting is None or fence > 0 else {"recheck_ms": -fence}
+            self._record("AcquireReply", now, granted=fence > 0, **extra)
         return step
 
     def acquire_fail(self, now: float) -> Step:
