@@ -45,10 +45,17 @@ def test_every_thread_contender_is_a_lock_and_is_counted(
     bench: ModuleType, redis_server: RedisServer, name: str
 ) -> None:
     client = bench.counting_client(redis_server.url)
-    contender = bench.SYNC_CONTENDERS[name](client, _key())
+    key = _key()
+    contender = bench.SYNC_CONTENDERS[name](client, key)
     try:
         with bench.monitored(redis_server.url) as seen:
             acquisitions = bench.sync_round(contender, SECONDS, WORKERS)
+        # Every wait ended in a grant: no queue, place or wake list is left behind.
+        assert [
+            k
+            for k in client.scan_iter(match=f"distlock:*{key}*")
+            if b":released:" not in k and b":fence:" not in k
+        ] == []
     finally:
         contender.close()
         client.close()
