@@ -320,3 +320,37 @@ def test_a_withdrawal_from_the_queue_confirms_no_lease() -> None:
             sent = Command("EVALSHA", (first, "3", "k", "q", "p", "tok"), 0.0, 0.001, True)
             assert not sent.lease_write
     assert Command("EVALSHA", ("sha", "1", "k", "tok"), 0.0, 0.001, True).lease_write
+
+
+def _waiting_attempt(rec: Recorder, token: str, at: float, *, granted: bool) -> None:
+    from distlock._protocol import W_ACQUIRE
+
+    keys = ("k", "fence", "queue", "queued")
+    args = (W_ACQUIRE.sha, "4", *keys, token, "200", "400", "2000", "wake:")
+    rec.command(Command("EVALSHA", args, rec.origin + at, rec.origin + at + 0.001, granted))
+
+
+def test_a_waiting_grant_that_nobody_used_or_gave_back_is_caught() -> None:
+    """Redis granted a waiter the key, yet no body ran on that token and no release gave
+    it back: the key is held without anybody holding the lock."""
+    rec = Recorder("synthetic")
+    _waiting_attempt(rec, "orphan", 0.0, granted=True)
+    _waiting_attempt(rec, "refused", 0.0, granted=False)
+    verdict = check(rec, slack_ms=50)
+    assert [v for v in verdict.violations if "no release gave it back" in v] == [
+        "a waiting attempt was granted (sent 0.0 ms, token orphan) but no body ran on it "
+        "and no release gave it back"
+    ]
+
+
+def test_a_waiting_grant_used_by_a_body_or_given_back_passes() -> None:
+    from distlock._protocol import RELEASE
+
+    rec = Recorder("synthetic")
+    used = _section(rec, "waiter0", 0.01, 0.05, "ok")
+    assert used.token is not None
+    _waiting_attempt(rec, used.token, 0.0, granted=True)
+    _waiting_attempt(rec, "late", 0.1, granted=True)
+    release = (RELEASE.sha, "4", "k", "released", "queue", "queued", "late", "30000", "wake:")
+    rec.command(Command("EVALSHA", release, rec.origin + 0.2, rec.origin + 0.201, True))
+    assert check(rec, slack_ms=50).violations == []

@@ -21,9 +21,12 @@
 
 - Waits end on time: a section that waited with ``wait_ms`` (a waiter) got the key, or
   ``run`` returned without it (timed out, or failed), within its ``wait_ms`` plus an
-  allowance for a round trip hung at the deadline and a loaded machine.  That a waiter
-  never held the key without the lock is the first two checks' business: its sections are
-  checked like every other.
+  allowance for a round trip hung at the deadline and a loaded machine.
+- No waiter holds without the lock: its sections are checked like every other (a body
+  that ran without the key overlaps a successful section, or its grant is not on the
+  wire), and every waiting attempt Redis granted on the wire either started a body with
+  its token or was given back by a release with that token (a grant nobody knows of
+  would hold the key until its TTL).
 
 Times are ``time.monotonic()`` seconds; the lease arithmetic is in milliseconds.
 """
@@ -68,6 +71,7 @@ class Verdict:
 def check(recorder: Recorder, *, slack_ms: float, wait_allowance_ms: float = math.inf) -> Verdict:
     verdict = Verdict()
     _check_waits(recorder, wait_allowance_ms, verdict)
+    _check_waiting_grants(recorder, verdict)
     sections = recorder.entered()
     origin = recorder.origin
     verdict.sections = len(sections)
@@ -137,6 +141,20 @@ def _check_waits(recorder: Recorder, allowance_ms: float, verdict: Verdict) -> N
                 f"a wait of {s.wait_ms} ms ended {waited * 1000:.0f} ms after it began "
                 f"({s.outcome}; allowance {allowance_ms:.0f} ms): {s.describe(origin)}, "
                 f"asked at {(s.attempt_started - origin) * 1000:.1f} ms"
+            )
+
+
+def _check_waiting_grants(recorder: Recorder, verdict: Verdict) -> None:
+    """Every grant of a waiting attempt started a body, or a release gave it back."""
+    used = {s.token for s in recorder.entered()}
+    commands = list(recorder.commands)
+    given_back = {c.token for c in commands if c.release}
+    origin = recorder.origin
+    for c in commands:
+        if c.waiting_grant and c.token not in used and c.token not in given_back:
+            verdict.violations.append(
+                f"a waiting attempt was granted (sent {(c.sent - origin) * 1000:.1f} ms, token "
+                f"{str(c.token)[:8]}) but no body ran on it and no release gave it back"
             )
 
 

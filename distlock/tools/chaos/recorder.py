@@ -23,7 +23,16 @@ from typing import Any, Literal
 import redis
 import redis.asyncio
 
-from distlock._protocol import R_ENTER, R_LEAVE, R_WITHDRAW, WITHDRAW
+from distlock._protocol import (
+    R_ENTER,
+    R_LEAVE,
+    R_RELEASE,
+    R_WITHDRAW,
+    RELEASE,
+    RW_ACQUIRE,
+    W_ACQUIRE,
+    WITHDRAW,
+)
 
 Outcome = Literal["pending", "ok", "lost", "error", "not_acquired"]
 
@@ -44,6 +53,12 @@ DEPTH_SCRIPTS = {
 #: 1, but writes no lease.
 WITHDRAW_SCRIPTS = frozenset({WITHDRAW.sha, WITHDRAW.source, R_WITHDRAW.sha, R_WITHDRAW.source})
 
+#: A waiting attempt (granted: ``{fence, 0}``), and the releases that give a key back.
+WAITING_ACQUIRE_SCRIPTS = frozenset(
+    {W_ACQUIRE.sha, W_ACQUIRE.source, RW_ACQUIRE.sha, RW_ACQUIRE.source}
+)
+RELEASE_SCRIPTS = frozenset({RELEASE.sha, RELEASE.source, R_RELEASE.sha, R_RELEASE.source})
+
 
 def now() -> float:
     return time.monotonic()
@@ -63,6 +78,24 @@ class Command:
 
     def carries(self, token: str) -> bool:
         return token in self.args
+
+    @property
+    def token(self) -> str | None:
+        """The script's ARGV[1] (every lock script's token), after its KEYS."""
+        try:
+            at = 2 + int(self.args[1])
+        except (IndexError, ValueError):
+            return None
+        return self.args[at] if at < len(self.args) else None
+
+    @property
+    def waiting_grant(self) -> bool:
+        """A waiting attempt that Redis answered with a grant."""
+        return self.ok and bool(self.args) and self.args[0] in WAITING_ACQUIRE_SCRIPTS
+
+    @property
+    def release(self) -> bool:
+        return bool(self.args) and self.args[0] in RELEASE_SCRIPTS
 
     @property
     def depth_write(self) -> str | None:
