@@ -242,3 +242,115 @@ def test_a_starved_signal_late_after_the_whole_starvation_is_caught() -> None:
     _starved(rec, "v0", 0.402, 0.4, 0.9, signal=0.806)
     violations = check(rec, slack_ms=150).violations
     assert len(violations) == 1 and "after the starvation ended" in violations[0]
+
+
+def _wait(
+    rec: Recorder,
+    asked: float,
+    ended: float,
+    outcome: str,
+    *,
+    wait_ms: int = 400,
+    granted: bool = False,
+) -> Section:
+    """A waiter's section: asked at ``asked``; its body started at ``ended`` (``granted``)
+    or ``run`` returned then without it."""
+    o = rec.origin
+    if granted:
+        s = _section(rec, "waiter0", ended, ended + 0.05, outcome)
+    else:
+        s = rec.new_section("waiter0", "k", TTL_MS)
+        s.outcome = outcome  # type: ignore[assignment]
+        s.finished = o + ended
+    s.attempt_started = o + asked
+    s.wait_ms = wait_ms
+    return s
+
+
+def test_waits_that_end_within_their_bound_pass_and_are_counted() -> None:
+    rec = Recorder("synthetic")
+    _wait(rec, 0.0, 0.3, "ok", granted=True)
+    _wait(rec, 0.0, 0.45, "not_acquired")
+    _wait(rec, 0.0, 0.1, "error")
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert verdict.violations == []
+    assert (verdict.waits, verdict.waits_granted, verdict.waits_timed_out) == (3, 1, 1)
+    assert verdict.waits_failed == 1
+    assert verdict.worst_wait_overrun_ms == pytest.approx(50, abs=1)
+
+
+@pytest.mark.parametrize(("outcome", "granted"), [("not_acquired", False), ("ok", True)])
+def test_a_wait_that_ends_past_its_bound_is_caught(outcome: str, granted: bool) -> None:
+    rec = Recorder("synthetic")
+    _wait(rec, 0.0, 0.7, outcome, granted=granted)
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert any("a wait of 400 ms ended 700 ms after" in v for v in verdict.violations)
+
+
+def test_a_wait_that_never_ended_is_caught() -> None:
+    rec = Recorder("synthetic")
+    rec.new_section("waiter0", "k", TTL_MS, wait_ms=400)
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert any("never ended" in v for v in verdict.violations)
+
+
+def test_a_waiter_holding_beside_a_success_is_caught() -> None:
+    """A waiter whose body ran while another section held the key, both reporting success:
+    a waiter that held without the lock."""
+    rec = Recorder("synthetic")
+    _section(rec, "victim0", 0.0, 0.2, "ok")
+    _wait(rec, 0.0, 0.1, "ok", granted=True)
+    verdict = check(rec, slack_ms=50, wait_allowance_ms=100)
+    assert any("NoOverlappingSuccess" in v for v in verdict.violations)
+
+
+def test_a_waiting_acquires_grant_is_a_successful_send_and_its_refusal_is_not() -> None:
+    from distlock.tools.chaos.recorder import _positive
+
+    assert _positive([7, 0]) and _positive(1)
+    assert not _positive([0, 150]) and not _positive([0, 0]) and not _positive(0)
+    assert not _positive(True) and not _positive(b"1")
+
+
+def test_a_withdrawal_from_the_queue_confirms_no_lease() -> None:
+    from distlock._protocol import R_WITHDRAW, WITHDRAW
+
+    for script in (WITHDRAW, R_WITHDRAW):
+        for first in (script.sha, script.source):
+            sent = Command("EVALSHA", (first, "3", "k", "q", "p", "tok"), 0.0, 0.001, True)
+            assert not sent.lease_write
+    assert Command("EVALSHA", ("sha", "1", "k", "tok"), 0.0, 0.001, True).lease_write
+
+
+def _waiting_attempt(rec: Recorder, token: str, at: float, *, granted: bool) -> None:
+    from distlock._protocol import W_ACQUIRE
+
+    keys = ("k", "fence", "queue", "queued")
+    args = (W_ACQUIRE.sha, "4", *keys, token, "200", "400", "2000", "wake:")
+    rec.command(Command("EVALSHA", args, rec.origin + at, rec.origin + at + 0.001, granted))
+
+
+def test_a_waiting_grant_that_nobody_used_or_gave_back_is_caught() -> None:
+    """Redis granted a waiter the key, yet no body ran on that token and no release gave
+    it back: the key is held without anybody holding the lock."""
+    rec = Recorder("synthetic")
+    _waiting_attempt(rec, "orphan", 0.0, granted=True)
+    _waiting_attempt(rec, "refused", 0.0, granted=False)
+    verdict = check(rec, slack_ms=50)
+    assert [v for v in verdict.violations if "no release gave it back" in v] == [
+        "a waiting attempt was granted (sent 0.0 ms, token orphan) but no body ran on it "
+        "and no release gave it back"
+    ]
+
+
+def test_a_waiting_grant_used_by_a_body_or_given_back_passes() -> None:
+    from distlock._protocol import RELEASE
+
+    rec = Recorder("synthetic")
+    used = _section(rec, "waiter0", 0.01, 0.05, "ok")
+    assert used.token is not None
+    _waiting_attempt(rec, used.token, 0.0, granted=True)
+    _waiting_attempt(rec, "late", 0.1, granted=True)
+    release = (RELEASE.sha, "4", "k", "released", "queue", "queued", "late", "30000", "wake:")
+    rec.command(Command("EVALSHA", release, rec.origin + 0.2, rec.origin + 0.201, True))
+    assert check(rec, slack_ms=50).violations == []

@@ -83,6 +83,9 @@ def test_one_scenario_end_to_end_beside_a_teams_keys(
     assert row["status"] == "passed"
     assert row["trials"] == 3 and row["faults"] >= 3 and row["ok"] > 0
     assert row["overlaps"] == 0
+    # Waiters waited beside the fault, and the report says how their waits ended.
+    assert row["waits_granted"] + row["waits_timed_out"] + row["waits_failed"] > 0, row
+    assert row["worst_wait_overrun_ms"] is not None
     assert row["traces_validated"] is not None and row["traces_validated"] >= 1, row
     skipped = [r for r in rows if r["status"] == "not run"]
     assert {r["scenario"] for r in skipped} == {
@@ -92,6 +95,7 @@ def test_one_scenario_end_to_end_beside_a_teams_keys(
     assert all(r["reason"] == NOT_RUN for r in skipped)
     # The table, as `make chaos` prints it.
     assert re.search(r"^scenario\s+trials\s+faults injected", proc.stdout, re.M), proc.stdout
+    assert "waits granted/timed out/failed" in proc.stdout
     assert "bandwidth 4 KB/s each way [sync]" in proc.stdout
     assert f"not run: Redis paused (SIGSTOP) 2.5xTTL [sync]: {NOT_RUN}" in proc.stdout
 

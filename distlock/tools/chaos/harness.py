@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError,
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
 from distlock.asyncio import ReentrantLock as AsyncReentrantLock
+from distlock.options import AsyncHoldOptions, HoldOptions
 from distlock.tools import tracecheck
 from distlock.tools.chaos.invariants import Verdict, check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks, leaked_tasks
@@ -292,6 +293,12 @@ class Scenario:
         elif reason not in self.trace_excluded:
             self.trace_excluded = f"{self.trace_excluded}; and {reason}"
 
+    def waiters_in(self, trial: int) -> bool:
+        """Waiters join every trial but the one whose trace TLC checks: the spec of that
+        check (``spec/DistLock.tla``) has no waiting actions, and leaving the waiters
+        untraced would leave the others' refusals without an owner."""
+        return self._trace is None or trial != TRACED_TRIAL
+
     def _start_trace(self, trial: int) -> None:
         if trial == TRACED_TRIAL and self.trace_excluded is None and self._trace is None:
             self._trace_stream = io.StringIO()
@@ -401,8 +408,8 @@ class Scenario:
 
     # -- sections -------------------------------------------------------------------------
 
-    def _section(self, role: str) -> Section:
-        return self.recorder.new_section(role, self.key, self.ttl_ms)
+    def _section(self, role: str, wait_ms: int | None = None) -> Section:
+        return self.recorder.new_section(role, self.key, self.ttl_ms, wait_ms)
 
     def _renew_hook(self, section: Section) -> Callable[[BaseException], None]:
         def hook(exc: BaseException) -> None:
@@ -420,18 +427,24 @@ class Scenario:
         retries: int,
         retry_delay_ms: float,
         nest: bool = False,
+        wait_ms: int | None = None,
     ) -> Section:
         """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
-        its work at depth 2."""
-        section = self._section(role)
+        its work at depth 2; with ``wait_ms``, it waits for the key that long."""
+        section = self._section(role, wait_ms)
         reenter = lock if nest else None
+        options: HoldOptions = {
+            "retries": retries,
+            "retry_delay_ms": retry_delay_ms,
+            "on_renew_error": self._renew_hook(section),
+        }
+        if wait_ms is not None:
+            options["wait_ms"] = wait_ms
         try:
             lock.run(
                 self.key_id,
                 lambda handle: self._sync_body(section, body, handle, reenter),
-                retries=retries,
-                retry_delay_ms=retry_delay_ms,
-                on_renew_error=self._renew_hook(section),
+                **options,
             )
         except LockLeaseLostError as exc:
             self.recorder.settle(section, "lost", exc)
@@ -538,19 +551,25 @@ class Scenario:
         retry_delay_ms: float,
         cancel_on_loss: bool = True,
         nest: bool = False,
+        wait_ms: int | None = None,
     ) -> Section:
         """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
-        its work at depth 2."""
-        section = self._section(role)
+        its work at depth 2; with ``wait_ms``, it waits for the key that long."""
+        section = self._section(role, wait_ms)
         reenter = lock if nest else None
+        options: AsyncHoldOptions = {
+            "retries": retries,
+            "retry_delay_ms": retry_delay_ms,
+            "on_renew_error": self._renew_hook(section),
+            "cancel_on_loss": cancel_on_loss,
+        }
+        if wait_ms is not None:
+            options["wait_ms"] = wait_ms
         try:
             await lock.run(
                 self.key_id,
                 lambda handle: self._async_body(section, body, handle, reenter),
-                retries=retries,
-                retry_delay_ms=retry_delay_ms,
-                on_renew_error=self._renew_hook(section),
-                cancel_on_loss=cancel_on_loss,
+                **options,
             )
         except LockLeaseLostError as exc:
             self.recorder.settle(section, "lost", exc)
@@ -742,7 +761,14 @@ class Scenario:
         stop = threading.Event()
         intruder_thread = self._intruder_thread(trial, stop) if intruder else None
         injector = self._injector_thread(fault)
-        self._run_threads(threads, injector, intruder_thread, stop)
+        from distlock.tools.chaos import waiters
+
+        waiting = (
+            waiters.sync_threads(self, trial, stop, via_proxy=via_proxy)
+            if self.waiters_in(trial)
+            else []
+        )
+        self._run_threads(threads, injector, intruder_thread, stop, waiting)
         self.close_sync()
         self._stop_trace()
 
@@ -762,8 +788,10 @@ class Scenario:
         injector: Injector | None,
         intruder: threading.Thread | None,
         stop: threading.Event,
+        waiting: Sequence[threading.Thread] = (),
     ) -> None:
         helpers: list[threading.Thread] = [x for x in (injector, intruder) if x is not None]
+        helpers.extend(waiting)
         for t in [*victims, *helpers]:
             t.start()
         give_up = now() + TRIAL_TIMEOUT
@@ -916,6 +944,14 @@ class Scenario:
                         break
                     await asyncio.sleep(0.01)
 
+        from distlock.tools.chaos import waiters
+
+        victims_done = asyncio.Event()
+        waiting = asyncio.create_task(
+            waiters.async_waiters(self, trial, victims_done, via_proxy=via_proxy)
+            if self.waiters_in(trial)
+            else victims_done.wait()
+        )
         tasks = []
         for i in range(victims):
             lock = shared if i < 2 else new_lock(f"victim{i}-t{trial}")
@@ -923,10 +959,15 @@ class Scenario:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for lock in locks:
-                await lock.aclose()
-            for client in clients:
-                await client.aclose()
+            victims_done.set()
+            try:
+                # The waiters end their current wait (bounded by its wait_ms) and stop.
+                await waiting
+            finally:
+                for lock in locks:
+                    await lock.aclose()
+                for client in clients:
+                    await client.aclose()
 
     # -- the verdict ----------------------------------------------------------------------
 
@@ -994,7 +1035,11 @@ class Scenario:
         trace_problems = self._trace_verdict()
         admin = self.admin if check_server_connections else None
         leaks = check_no_leaks(self.baseline, admin=admin, name_prefix=self.tag)
-        verdict = check(self.recorder, slack_ms=self.slack_ms)
+        from distlock.tools.chaos.waiters import WAIT_ALLOWANCE_MS
+
+        verdict = check(
+            self.recorder, slack_ms=self.slack_ms, wait_allowance_ms=WAIT_ALLOWANCE_MS
+        )
         rec = self.recorder
         self.report.add(
             Row(
@@ -1017,9 +1062,19 @@ class Scenario:
                 trace_seconds=round(self.trace_seconds, 1),
                 trace_excluded=self.trace_excluded,
                 trace_note=self.trace_note,
+                waits_granted=verdict.waits_granted,
+                waits_timed_out=verdict.waits_timed_out,
+                waits_failed=verdict.waits_failed,
+                worst_wait_overrun_ms=(
+                    None
+                    if verdict.worst_wait_overrun_ms is None
+                    else round(verdict.worst_wait_overrun_ms, 1)
+                ),
             )
         )
         problems = list(verdict.violations) + leaks + trace_problems
+        if not verdict.waits:
+            problems.append("no client waited with wait_ms during the scenario")
         if rec.faults < rec.trials:
             problems.append(f"only {rec.faults} faults injected in {rec.trials} trials")
         if self.reentrant:

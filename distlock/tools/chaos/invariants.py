@@ -19,12 +19,22 @@
   sections (event loop or GIL held by the body) cannot fire timers; for them the signal
   must fire once the starvation ends.
 
+- Waits end on time: a section that waited with ``wait_ms`` (a waiter) got the key, or
+  ``run`` returned without it (timed out, or failed), within its ``wait_ms`` plus an
+  allowance for a round trip hung at the deadline and a loaded machine.
+- No waiter holds without the lock: its sections are checked like every other (a body
+  that ran without the key overlaps a successful section, or its grant is not on the
+  wire), and every waiting attempt Redis granted on the wire either started a body with
+  its token or was given back by a release with that token (a grant nobody knows of
+  would hold the key until its TTL).
+
 Times are ``time.monotonic()`` seconds; the lease arithmetic is in milliseconds.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 from distlock.tools.chaos.recorder import Recorder, Section
@@ -40,6 +50,17 @@ class Verdict:
     detections_ms: list[float] = field(default_factory=list)
     starved_detections_ms: list[float] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    #: Waits (sections run with ``wait_ms``) by how they ended.
+    waits: int = 0
+    waits_granted: int = 0
+    waits_timed_out: int = 0
+    waits_failed: int = 0
+    #: How long each wait took past its ``wait_ms`` (0 when it ended within it), ms.
+    wait_overruns_ms: list[float] = field(default_factory=list)
+
+    @property
+    def worst_wait_overrun_ms(self) -> float | None:
+        return max(self.wait_overruns_ms) if self.wait_overruns_ms else None
 
     @property
     def worst_detection_ms(self) -> float | None:
@@ -47,8 +68,10 @@ class Verdict:
         return max(every) if every else None
 
 
-def check(recorder: Recorder, *, slack_ms: float) -> Verdict:
+def check(recorder: Recorder, *, slack_ms: float, wait_allowance_ms: float = math.inf) -> Verdict:
     verdict = Verdict()
+    _check_waits(recorder, wait_allowance_ms, verdict)
+    _check_waiting_grants(recorder, verdict)
     sections = recorder.entered()
     origin = recorder.origin
     verdict.sections = len(sections)
@@ -88,6 +111,51 @@ def check(recorder: Recorder, *, slack_ms: float) -> Verdict:
         _check_one_renewal_in_flight(recorder, s, verdict)
         _check_levels(recorder, s, verdict)
     return verdict
+
+
+def _check_waits(recorder: Recorder, allowance_ms: float, verdict: Verdict) -> None:
+    """Every wait ended within its ``wait_ms`` (plus the allowance): granted, or ``run``
+    returned without the key."""
+    origin = recorder.origin
+    for s in recorder.sections:
+        if s.wait_ms is None:
+            continue
+        verdict.waits += 1
+        if s.entered:
+            verdict.waits_granted += 1
+        elif s.outcome == "not_acquired":
+            verdict.waits_timed_out += 1
+        elif s.outcome != "pending":
+            verdict.waits_failed += 1
+        waited = s.waited_s
+        if waited is None:
+            verdict.violations.append(
+                f"a wait of {s.wait_ms} ms never ended: {s.describe(origin)}, asked at "
+                f"{(s.attempt_started - origin) * 1000:.1f} ms"
+            )
+            continue
+        over_ms = max(0.0, waited * 1000 - s.wait_ms)
+        verdict.wait_overruns_ms.append(over_ms)
+        if over_ms > allowance_ms:
+            verdict.violations.append(
+                f"a wait of {s.wait_ms} ms ended {waited * 1000:.0f} ms after it began "
+                f"({s.outcome}; allowance {allowance_ms:.0f} ms): {s.describe(origin)}, "
+                f"asked at {(s.attempt_started - origin) * 1000:.1f} ms"
+            )
+
+
+def _check_waiting_grants(recorder: Recorder, verdict: Verdict) -> None:
+    """Every grant of a waiting attempt started a body, or a release gave it back."""
+    used = {s.token for s in recorder.entered()}
+    commands = list(recorder.commands)
+    given_back = {c.token for c in commands if c.release}
+    origin = recorder.origin
+    for c in commands:
+        if c.waiting_grant and c.token not in used and c.token not in given_back:
+            verdict.violations.append(
+                f"a waiting attempt was granted (sent {(c.sent - origin) * 1000:.1f} ms, token "
+                f"{str(c.token)[:8]}) but no body ran on it and no release gave it back"
+            )
 
 
 def _check_levels(recorder: Recorder, s: Section, verdict: Verdict) -> None:
@@ -131,11 +199,7 @@ def _check_one_renewal_in_flight(recorder: Recorder, s: Section, verdict: Verdic
         return
     start, end = s.start, s.end
     renewals = sorted(
-        (
-            c
-            for c in recorder.commands_of(s)
-            if start <= c.sent < end and c.depth_write is None
-        ),
+        (c for c in recorder.commands_of(s) if start <= c.sent < end and c.depth_write is None),
         key=lambda c: c.sent,
     )
     origin = recorder.origin

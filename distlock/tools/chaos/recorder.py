@@ -23,7 +23,16 @@ from typing import Any, Literal
 import redis
 import redis.asyncio
 
-from distlock._protocol import R_ENTER, R_LEAVE
+from distlock._protocol import (
+    R_ENTER,
+    R_LEAVE,
+    R_RELEASE,
+    R_WITHDRAW,
+    RELEASE,
+    RW_ACQUIRE,
+    W_ACQUIRE,
+    WITHDRAW,
+)
 
 Outcome = Literal["pending", "ok", "lost", "error", "not_acquired"]
 
@@ -39,6 +48,16 @@ DEPTH_SCRIPTS = {
     R_LEAVE.sha: "leave",
     R_LEAVE.source: "leave",
 }
+
+#: A waiter's withdrawal from the key's queue: it carries the waiter's token and answers
+#: 1, but writes no lease.
+WITHDRAW_SCRIPTS = frozenset({WITHDRAW.sha, WITHDRAW.source, R_WITHDRAW.sha, R_WITHDRAW.source})
+
+#: A waiting attempt (granted: ``{fence, 0}``), and the releases that give a key back.
+WAITING_ACQUIRE_SCRIPTS = frozenset(
+    {W_ACQUIRE.sha, W_ACQUIRE.source, RW_ACQUIRE.sha, RW_ACQUIRE.source}
+)
+RELEASE_SCRIPTS = frozenset({RELEASE.sha, RELEASE.source, R_RELEASE.sha, R_RELEASE.source})
 
 
 def now() -> float:
@@ -61,6 +80,24 @@ class Command:
         return token in self.args
 
     @property
+    def token(self) -> str | None:
+        """The script's ARGV[1] (every lock script's token), after its KEYS."""
+        try:
+            at = 2 + int(self.args[1])
+        except (IndexError, ValueError):
+            return None
+        return self.args[at] if at < len(self.args) else None
+
+    @property
+    def waiting_grant(self) -> bool:
+        """A waiting attempt that Redis answered with a grant."""
+        return self.ok and bool(self.args) and self.args[0] in WAITING_ACQUIRE_SCRIPTS
+
+    @property
+    def release(self) -> bool:
+        return bool(self.args) and self.args[0] in RELEASE_SCRIPTS
+
+    @property
     def depth_write(self) -> str | None:
         """``"enter"`` or ``"leave"`` for a reentrant lock's depth write, else None."""
         return DEPTH_SCRIPTS.get(self.args[0]) if self.args else None
@@ -68,8 +105,9 @@ class Command:
     @property
     def lease_write(self) -> bool:
         """A reply of 1 confirms the lease from this send (acquire, renewal, re-entry): an
-        inner exit's reply says the key was ours, but refreshes nothing."""
-        return self.depth_write != "leave"
+        inner exit's reply says the key was ours, but refreshes nothing; nor does a
+        waiter's withdrawal from the queue."""
+        return self.depth_write != "leave" and not (self.args and self.args[0] in WITHDRAW_SCRIPTS)
 
 
 @dataclass
@@ -117,6 +155,15 @@ class Section:
     notes: list[str] = field(default_factory=list)
     #: A reentrant victim's inner level (None: the body does not re-enter).
     inner: Level | None = None
+    #: The ``wait_ms`` a waiter asked for (None: the section did not wait).
+    wait_ms: int | None = None
+
+    @property
+    def waited_s(self) -> float | None:
+        """How long the wait took: until the body started, or until ``run`` returned
+        without one (None while it has neither)."""
+        ended = self.start if self.start is not None else self.finished
+        return None if ended is None else ended - self.attempt_started
 
     @property
     def entered(self) -> bool:
@@ -169,8 +216,10 @@ class Recorder:
 
     # -- writing ------------------------------------------------------------------------
 
-    def new_section(self, client: str, key: str, ttl_ms: int) -> Section:
-        section = Section(client, key, ttl_ms, next(self._seq), now())
+    def new_section(
+        self, client: str, key: str, ttl_ms: int, wait_ms: int | None = None
+    ) -> Section:
+        section = Section(client, key, ttl_ms, next(self._seq), now(), wait_ms=wait_ms)
         with self._cond:
             self.sections.append(section)
         return section
@@ -305,6 +354,14 @@ class Recorder:
             return [s for s in self.sections if s.entered and s.end is None]
 
 
+def _positive(reply: Any) -> bool:
+    """A granted fence, an extension or a release: a positive integer, or, from a waiting
+    acquire (``{fence, 0}`` granted, ``{0, ms}`` refused), a list led by one."""
+    if isinstance(reply, list | tuple) and reply:
+        reply = reply[0]
+    return isinstance(reply, int) and not isinstance(reply, bool) and reply > 0
+
+
 def _record(
     recorder: Recorder, args: tuple[Any, ...], sent: float, reply: Any, error: str | None
 ) -> None:
@@ -312,7 +369,7 @@ def _record(
     if name not in SCRIPT_COMMANDS:
         return
     text = tuple(a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in args[1:])
-    ok = error is None and isinstance(reply, int) and not isinstance(reply, bool) and reply > 0
+    ok = error is None and _positive(reply)
     recorder.command(Command(name, text, sent, now(), ok, error))
 
 

@@ -25,6 +25,13 @@ class Row:
     trace_seconds: float = 0.0
     trace_excluded: str | None = None
     trace_note: str | None = None
+    #: Waits beside the fault (sections run with ``wait_ms``): granted, timed out, failed
+    #: (an error, such as a connection refused), and the furthest any ended past its
+    #: ``wait_ms``, ms.
+    waits_granted: int = 0
+    waits_timed_out: int = 0
+    waits_failed: int = 0
+    worst_wait_overrun_ms: float | None = None
     #: How the scenario ended; ``reason`` says why when it did not pass.
     status: Status = "passed"
     reason: str | None = None
@@ -68,6 +75,8 @@ class ChaosReport:
             "losses surfaced",
             "overlaps among successes",
             "worst detection ms",
+            "waits granted/timed out/failed",
+            "worst wait overrun ms",
             "traces validated",
         )
         ran = [r for r in self.rows if r.status != "not run"]
@@ -80,6 +89,8 @@ class ChaosReport:
                 str(r.lost),
                 str(r.overlaps),
                 "-" if r.worst_detection_ms is None else f"{r.worst_detection_ms:.1f}",
+                f"{r.waits_granted}/{r.waits_timed_out}/{r.waits_failed}",
+                "-" if r.worst_wait_overrun_ms is None else f"{r.worst_wait_overrun_ms:.1f}",
                 _traces(r),
             )
             for r in ran

@@ -160,7 +160,8 @@ class ExternalTarget:
         return True
 
     def cleanup(self, prefix: str) -> None:
-        """Delete the scenario's keys: ``<prefix>:*`` and their release records."""
+        """Delete the scenario's keys: ``<prefix>:*`` and distlock's records beside them
+        (release records, waiters' queues and wake lists)."""
         admin = redis.Redis.from_url(self._url, socket_timeout=10)
         try:
             keys = list(admin.scan_iter(match=f"*{prefix}*", count=1000))
@@ -171,12 +172,13 @@ class ExternalTarget:
 
 
 def is_own_key(key: str) -> bool:
-    """A key the chaos scenarios write: under ``chaos-``, a release record of one, or a
-    fence counter (shared per hash slot, created by any distlock lock)."""
+    """A key the chaos scenarios write: under ``chaos-``, distlock's own record beside one
+    (a release record, a waiters' queue or wake list), or a fence counter (shared per hash
+    slot, created by any distlock lock)."""
     return (
         key.startswith(KEY_PREFIX)
         or key.startswith("distlock:fence:")
-        or (key.startswith("distlock:released:") and f":{KEY_PREFIX}" in key)
+        or (key.startswith("distlock:") and f":{KEY_PREFIX}" in key)
     )
 
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 from distlock import Lock
+from distlock.tools.chaos import waiters
 from distlock.tools.chaos.harness import Body, Scenario, require
 from distlock.tools.chaos.processes import Child
 from distlock.tools.chaos.recorder import Section, now
@@ -15,6 +16,7 @@ from distlock.tools.chaos.registry import Context, scenario
 
 TRIALS = 3
 POLLERS = 2
+WAITERS = 2
 #: Redis reports PTTL in whole milliseconds; the poll replies are timed on our side.
 TOLERANCE = 0.002
 
@@ -22,7 +24,8 @@ TOLERANCE = 0.002
 @scenario(
     "holder-killed-mid-section",
     "client process killed (SIGKILL) mid-section [sync]",
-    "the holder process SIGKILLed after a renewal: refused until the key's PTTL runs out",
+    "the holder process SIGKILLed after a renewal: refused until the key's PTTL runs out, "
+    "waiters included",
 )
 def holder_killed_mid_section(ctx: Context) -> None:
     sc = ctx.scenario(ttl_ms=300)
@@ -54,6 +57,23 @@ def holder_killed_mid_section(ctx: Context) -> None:
                 )
                 for i in range(POLLERS)
             ]
+            # Waiters beside the pollers: nobody wakes them (the holder never releases),
+            # so each must find the key freed by its TTL at its re-check.
+            pollers += [
+                threading.Thread(
+                    target=_wait,
+                    args=(
+                        sc,
+                        sc.sync_lock(sc.sync_client(f"waiter{i}-t{trial}", via_proxy=False)),
+                        f"waiter{i}",
+                        done,
+                        attempts,
+                    ),
+                    name=f"chaos-waiter{i}",
+                    daemon=True,
+                )
+                for i in range(WAITERS)
+            ]
             for t in pollers:
                 t.start()
             # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
@@ -79,7 +99,8 @@ def holder_killed_mid_section(ctx: Context) -> None:
         require(0 < pttl <= sc.ttl_ms, f"PTTL right after the kill: {pttl} ms")
         expires_lo = asked + pttl / 1000 - TOLERANCE
         expires_hi = answered + pttl / 1000 + TOLERANCE
-        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.attempt_started)
+        # In the order the key was granted: a waiter asks long before it is granted.
+        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.start or 0.0)
         refused = [s for s in attempts if s.outcome == "not_acquired"]
         require(granted, "nobody got the lock after its holder died")
         first = granted[0]
@@ -89,9 +110,7 @@ def holder_killed_mid_section(ctx: Context) -> None:
         require(not early, f"granted before the dead holder's TTL ran out: {early}")
         require(
             any(
-                s.attempt_started > killed_at
-                and s.finished is not None
-                and s.finished < expires_lo
+                s.attempt_started > killed_at and s.finished is not None and s.finished < expires_lo
                 for s in refused
             ),
             "no attempt was refused between the kill and the expiry: the 'not before' check "
@@ -120,3 +139,25 @@ def _poll(
             done.set()
             return
         done.wait(0.005)
+
+
+def _wait(
+    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
+) -> None:
+    """Wait (``wait_ms``, twice the TTL) until someone got the lock and let it go."""
+    give_up = now() + sc.ttl + 10
+    while not done.is_set() and now() < give_up:
+        section = sc.run_sync_section(
+            lock,
+            role,
+            Body(sc.ttl_ms * 0.5, cooperative=True),
+            retries=0,
+            retry_delay_ms=0,
+            wait_ms=waiters.wait_ms(sc),
+        )
+        attempts.append(section)
+        if section.entered:
+            done.set()
+            return
+        if section.outcome == "error":
+            done.wait(0.005)

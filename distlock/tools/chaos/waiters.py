@@ -1,0 +1,150 @@
+"""Waiters: clients that wait for the key with ``wait_ms`` while the faults happen.
+
+Every trial runs them beside its victims and intruder (but the one traced for TLC:
+``Scenario.waiters_in``): one on the trial's faulted path
+(through the proxy, or on the Redis that is paused or killed), one on a direct connection.
+Each loops until the trial's victims are done: ``run`` with ``wait_ms`` (twice the TTL: a
+victim's long body outlasts it, so some waits run out and some end in a grant), a short
+cooperative body when granted, and a pause before the next wait so that the victims, who
+retry rather than wait, still get their turn (waiters are served first on a release).
+
+(The harness imports this module where it starts them, not at its top: this module is
+built on the harness.)
+
+Their sections are recorded like everyone's, so the checks every scenario ends with cover
+them: a waiter that held the key without the lock overlaps a successful section, or its
+grant is not on the wire.  What is theirs alone (``invariants._check_waits``): every wait
+ended (granted, timed out or failed) within its ``wait_ms`` plus :data:`WAIT_ALLOWANCE_MS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING
+
+from distlock.tools.chaos.harness import SOCKET_TIMEOUT, Body
+
+if TYPE_CHECKING:
+    from distlock import Lock
+    from distlock.asyncio import Lock as AsyncLock
+    from distlock.tools.chaos.harness import Scenario
+
+#: Waiters per trial: one on the faulted path, one direct.
+WAITERS = 2
+#: A waiter's ``wait_ms``, in TTLs.
+WAIT_TTLS = 2
+#: How far past its ``wait_ms`` a wait may end on a loaded machine under faults: the
+#: attempt in flight at the deadline can hang until the socket timeout, and the client
+#: retries a failed command once (two socket timeouts); a grant that arrives after its own
+#: lease is given back by a release across the same faulted link, and a connection made
+#: anew sends its handshake across it too (a third: under 300 ms of reply latency a wait
+#: of 400 ms was seen to end 2.1 s late); and two seconds more for a starved process (a
+#: body that holds the GIL or blocks the event loop freezes the waiters beside it) on a
+#: loaded machine.
+WAIT_ALLOWANCE_MS = 3 * SOCKET_TIMEOUT * 1000 + 2000
+#: A granted waiter's body, in TTLs, and its pause before waiting again.
+BODY_TTLS = 0.25
+PAUSE_TTLS = 1.0
+#: After a wait that failed (a connection refused by a disabled proxy fails at once).
+ERROR_PAUSE_TTLS = 0.5
+#: Bound on one waiter's loop, whatever happens to ``stop``.
+MAX_WAITS = 200
+
+
+def wait_ms(sc: Scenario) -> int:
+    return WAIT_TTLS * sc.ttl_ms
+
+
+def paths(via_proxy: bool) -> list[bool]:
+    """Which waiters go through the proxy: the first, when the trial's victims do."""
+    return [via_proxy and i == 0 for i in range(WAITERS)]
+
+
+def sync_threads(
+    sc: Scenario, trial: int, stop: threading.Event, *, via_proxy: bool
+) -> list[threading.Thread]:
+    threads = []
+    for i, proxied in enumerate(paths(via_proxy)):
+        role = f"waiter{i}"
+        lock = sc.sync_lock(sc.sync_client(f"{role}-t{trial}", via_proxy=proxied))
+        threads.append(
+            threading.Thread(
+                target=_sync_waiter,
+                args=(sc, lock, role, stop),
+                name=f"chaos-{role}",
+                daemon=True,
+            )
+        )
+    return threads
+
+
+def _sync_waiter(sc: Scenario, lock: Lock, role: str, stop: threading.Event) -> None:
+    for _ in range(MAX_WAITS):
+        if stop.is_set():
+            return
+        section = sc.run_sync_section(
+            lock,
+            role,
+            Body(sc.ttl_ms * BODY_TTLS, cooperative=True),
+            retries=0,
+            retry_delay_ms=0,
+            wait_ms=wait_ms(sc),
+            nest=False,
+        )
+        if section.entered:
+            pause = PAUSE_TTLS
+        elif section.outcome == "error":
+            pause = ERROR_PAUSE_TTLS
+        else:
+            continue
+        if stop.wait(sc.ttl * pause):
+            return
+
+
+async def async_waiters(
+    sc: Scenario, trial: int, victims_done: asyncio.Event, *, via_proxy: bool
+) -> None:
+    """The waiters as tasks of the victims' event loop, until ``victims_done`` is set."""
+    clients = []
+    locks: list[AsyncLock] = []
+    for i, proxied in enumerate(paths(via_proxy)):
+        client = sc.async_client(f"waiter{i}-t{trial}", via_proxy=proxied)
+        clients.append(client)
+        locks.append(sc.async_lock(client))
+    try:
+        await asyncio.gather(
+            *(_async_waiter(sc, lock, f"waiter{i}", victims_done) for i, lock in enumerate(locks))
+        )
+    finally:
+        for lock in locks:
+            await lock.aclose()
+        for client in clients:
+            await client.aclose()
+
+
+async def _async_waiter(
+    sc: Scenario, lock: AsyncLock, role: str, victims_done: asyncio.Event
+) -> None:
+    for _ in range(MAX_WAITS):
+        if victims_done.is_set():
+            return
+        section = await sc.run_async_section(
+            lock,
+            role,
+            Body(sc.ttl_ms * BODY_TTLS, cooperative=True),
+            retries=0,
+            retry_delay_ms=0,
+            wait_ms=wait_ms(sc),
+        )
+        if section.entered:
+            pause = PAUSE_TTLS
+        elif section.outcome == "error":
+            pause = ERROR_PAUSE_TTLS
+        else:
+            continue
+        try:
+            await asyncio.wait_for(victims_done.wait(), sc.ttl * pause)
+        except TimeoutError:
+            continue
+        return
