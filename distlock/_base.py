@@ -94,6 +94,21 @@ def now_ms() -> float:
 _MIN_BLOCK_S: Final = 0.001
 
 
+def socket_timeout_of(client: object) -> object:
+    """The read timeout ``client``'s connections use: a plain client's pool keeps it; a
+    Cluster client keeps it for its nodes (``nodes_manager`` in sync redis-py, on the
+    client itself in asyncio).  None when unknown: a block is then not cut short."""
+    for owner in (
+        getattr(client, "connection_pool", None),
+        getattr(client, "nodes_manager", None),
+        client,
+    ):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict) and "socket_timeout" in kwargs:
+            return kwargs["socket_timeout"]
+    return None
+
+
 def block_seconds(until_ms: float, socket_timeout: object) -> float:
     """BLPOP's timeout for a block until ``until_ms``: never 0 (which blocks for ever), and
     within half the client's socket timeout, so a block is not mistaken for a hung

@@ -39,6 +39,7 @@ from distlock._base import (
     inner_verdict,
     now_ms,
     semaphore_options,
+    socket_timeout_of,
     split_client,
 )
 from distlock._core.commands import Command, Op, Step, replicated
@@ -355,12 +356,12 @@ class Lock(LockBase):
         client = self.client
         key = wake_key(request.key, request.token)
         if not isinstance(client, redis.Redis):
-            timeout = block_seconds(request.until_ms, None)
+            timeout = block_seconds(request.until_ms, socket_timeout_of(client))
             return 0 if client.blpop([key], timeout=timeout) is None else 1
         # Typed Any: parts of redis-py's connection API carry no annotations.
         api: Any = client
         pool: Any = client.connection_pool
-        timeout = block_seconds(request.until_ms, pool.connection_kwargs.get("socket_timeout"))
+        timeout = block_seconds(request.until_ms, socket_timeout_of(client))
         conn = pool.get_connection()
         try:
             conn.send_command("BLPOP", key, timeout)
