@@ -52,7 +52,8 @@ Mutants == {"none",
             \* the three the design names
             "shared_ttl", "renew_without_membership_check", "expiry_by_client_clock",
             \* the Lock's properties, broken through the permit's scripts and actions
-            "release_any_permit", "deadline_from_reply", "no_completion_check"}
+            "release_any_permit", "ignore_release_reply", "deadline_from_reply",
+            "no_completion_check"}
 
 (* Options a cfg turns on by overriding the definition, as in DistLock.tla. *)
 ShortTTL == TTL          \* the other TTL a manual extend may ask for
@@ -429,7 +430,8 @@ ReleaseReply(c) ==
         /\ Mine(m, c, "release") /\ m.st = "done"
         /\ net' = net \ {m}
         /\ Finish(c, IF Abandoned(c) THEN "failed"
-                     ELSE IF m.val = 1 /\ ~lost[c] THEN "ok" ELSE "lost")
+                     ELSE IF (m.val = 1 \/ Mutant = "ignore_release_reply") /\ ~lost[c]
+                     THEN "ok" ELSE "lost")
     /\ UNCHANGED <<retries_left, token, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    granted, auto_renew, extend_ttl, unconfirmed_ttl>>

@@ -95,8 +95,8 @@ SEMAPHORE = (
 )
 
 
-def _semaphore_holds(name: str, config: str, min_states: int) -> Run:
-    return Run(name, config, SEMAPHORE, "holds", min_states=min_states, module="Semaphore")
+def _semaphore_holds(name: str, config: str, min_states: int, checks: str = SEMAPHORE) -> Run:
+    return Run(name, config, checks, "holds", min_states=min_states, module="Semaphore")
 
 
 def _semaphore_refutes(name: str, config: str, prop: str) -> Run:
@@ -197,14 +197,20 @@ RUNS: tuple[Run, ...] = (
     # -- the semaphore (spec/Semaphore.tla): Limit permits, each expiring on its own -----
     _semaphore_holds("semaphore-limit-two", "Semaphore.cfg", 5_000),
     _semaphore_holds("semaphore-faults", "SemaphoreFaults.cfg", 5_000),
+    # two sections cannot exceed two permits: NoOverlapAboveLimit is not checked there
+    _semaphore_holds("semaphore-drift", "SemaphoreDrift.cfg", 2_000),
+    _semaphore_holds("semaphore-renewals", "SemaphoreRenewals.cfg", 5_000,
+                     SEMAPHORE.replace("NoOverlapAboveLimit, ", "")),
     _semaphore_refutes("semaphore-mutant-shared-ttl", "SemaphoreMutantSharedTTL.cfg",
                        "ReclaimedAtOwnExpiry"),
-    _semaphore_refutes("semaphore-mutant-renew-without-membership-check",
-                       "SemaphoreMutantRenewNoCheck.cfg", "NoOverlapAboveLimit"),
+    _semaphore_refutes("semaphore-mutant-renew-unchecked", "SemaphoreMutantRenewNoCheck.cfg",
+                       "ValidPermitsWithinLimit"),
     _semaphore_refutes("semaphore-mutant-expiry-by-client-clock",
                        "SemaphoreMutantClientClock.cfg", "ValidPermitsWithinLimit"),
     _semaphore_refutes("semaphore-mutant-release-any-permit", "SemaphoreMutantReleaseAny.cfg",
                        "NoForeignWrite"),
+    _semaphore_refutes("semaphore-mutant-ignore-release-reply",
+                       "SemaphoreMutantIgnoreReleaseReply.cfg", "NoOverlapAboveLimit"),
     _semaphore_refutes("semaphore-mutant-deadline-from-reply",
                        "SemaphoreMutantDeadlineFromReply.cfg", "SignalSound"),
     _semaphore_refutes("semaphore-mutant-no-completion-check",
