@@ -764,6 +764,10 @@ NoOverlapAboveLimit ==
     \A S \in SUBSET oks :
         Cardinality(S) > Limit => \E a, b \in S : a # b /\ a.tok \notin b.overlap
 
+(* Redis never holds more than Limit live permits on the id: an acquire    *)
+(* grants only below the limit, and nothing else adds a permit.           *)
+LiveWithinLimit == Cardinality(Live) <= Limit
+
 (* Sections that hold their permit as far as they can tell: the signal    *)
 (* has not fired, the lease is valid on their own clock, and Redis has not *)
 (* lost their permit unbeknown to them.                                   *)

@@ -90,8 +90,8 @@ def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
 #: successes and on sections believing they hold, per-permit expiry, and the Lock's
 #: safety that applies (no fence, no SignalOnTime nor RejectionSignals).
 SEMAPHORE = (
-    "NoOverlapAboveLimit, ValidPermitsWithinLimit, ReclaimedAtOwnExpiry, NoForeignWrite, "
-    "SignalSound, OkWithinLease"
+    "NoOverlapAboveLimit, LiveWithinLimit, ValidPermitsWithinLimit, ReclaimedAtOwnExpiry, "
+    "NoForeignWrite, SignalSound, OkWithinLease"
 )
 
 
@@ -195,7 +195,7 @@ RUNS: tuple[Run, ...] = (
     _reentrant_refutes("reentrant-probe-reentry-refreshed",
                        "ReentrantProbeReentryRefreshed.cfg", "ProbeReentryRefreshed"),
     # -- the semaphore (spec/Semaphore.tla): Limit permits, each expiring on its own -----
-    # no key loss there: ValidPermitsWithinLimit implies NoOverlapAboveLimit (see the cfg)
+    # no fault there: LiveWithinLimit implies NoOverlapAboveLimit (see the cfg)
     _semaphore_holds("semaphore-limit-two", "Semaphore.cfg", 5_000,
                      SEMAPHORE.replace("NoOverlapAboveLimit, ", "")),
     _semaphore_holds("semaphore-faults", "SemaphoreFaults.cfg", 5_000),
@@ -206,7 +206,7 @@ RUNS: tuple[Run, ...] = (
     _semaphore_refutes("semaphore-mutant-shared-ttl", "SemaphoreMutantSharedTTL.cfg",
                        "ReclaimedAtOwnExpiry"),
     _semaphore_refutes("semaphore-mutant-renew-unchecked", "SemaphoreMutantRenewNoCheck.cfg",
-                       "ValidPermitsWithinLimit"),
+                       "LiveWithinLimit"),
     _semaphore_refutes("semaphore-mutant-expiry-by-client-clock",
                        "SemaphoreMutantClientClock.cfg", "ValidPermitsWithinLimit"),
     _semaphore_refutes("semaphore-mutant-release-any-permit", "SemaphoreMutantReleaseAny.cfg",
