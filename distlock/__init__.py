@@ -1,10 +1,18 @@
 """distlock: a Redis lock whose behaviour is specified in TLA+ and model-checked with TLC.
 
->>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError, ReentrantLock
+>>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError, ReentrantLock, Semaphore
 """
 
 from distlock import events
-from distlock._sync import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
+from distlock._sync import (
+    Lock,
+    LockGroup,
+    LockHandle,
+    PermitHandle,
+    ReentrantHandle,
+    ReentrantLock,
+    Semaphore,
+)
 from distlock.errors import (
     LockClosedError,
     LockError,
@@ -33,9 +41,11 @@ __all__ = [
     "LockNotAcquiredError",
     "LockOptions",
     "LossReason",
+    "PermitHandle",
     "ProtocolError",
     "ReentrantHandle",
     "ReentrantLock",
+    "Semaphore",
     "UsageError",
     "ValidationError",
     "events",

@@ -14,9 +14,17 @@ from typing import Any, Final, Generic, TypeVar
 
 from distlock._core.group import Group, acquisition_order
 from distlock._core.section import Section, SectionConfig
+from distlock._core.semaphore import SemaphoreSection
 from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Lost, Observer, RenewFailed, Transition
-from distlock.options import DEFAULTS, Options, RenewErrorHook, check_id
+from distlock.options import (
+    DEFAULTS,
+    SEMAPHORE_PREFIX,
+    Options,
+    RenewErrorHook,
+    check_id,
+    check_limit,
+)
 
 log = logging.getLogger("distlock")
 
@@ -153,7 +161,8 @@ HandleT = TypeVar("HandleT", bound=HandleBase)
 class LockBase:
     """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
 
-    #: The machine of each acquisition: a lock's section, or a reentrant one.
+    #: The machine of each acquisition: a lock's section, a reentrant one, or a permit's
+    #: (:meth:`_new_section` makes it).
     _section_type: type[Section] = Section
 
     def __init__(self, allowed: frozenset[str], options: Mapping[str, object]) -> None:
@@ -216,16 +225,17 @@ class LockBase:
         config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
         record = self._trace is not None
         sections = [
-            self._section_type(
-                key,
-                secrets.token_hex(16),
-                config,
-                client=f"{self._label}.{next(self._sections)}",
-                record=record,
+            self._new_section(
+                key, secrets.token_hex(16), config, f"{self._label}.{next(self._sections)}", record
             )
             for key in keys
         ]
         return Group(sections), sections, observers
+
+    def _new_section(
+        self, key: str, token: str, config: SectionConfig, client: str, record: bool
+    ) -> Section:
+        return self._section_type(key, token, config, client=client, record=record)
 
     @staticmethod
     def _group_ids(ids: Sequence[str]) -> Sequence[str]:
@@ -258,6 +268,46 @@ class LockBase:
                 except Exception:
                     # An observer's bug must not cost anyone a lease: log it and go on.
                     log.exception("distlock observer %r failed on %r", observer, event)
+
+
+class SemaphoreBase(LockBase):
+    """What a sync and an asyncio ``Semaphore`` add to a lock namespace: the limit, given
+    to every permit's section (the driver's own ``Lock`` does the rest)."""
+
+    _section_type = SemaphoreSection
+    #: How many permits of one id this semaphore's acquires allow to be live at once.
+    limit: int
+
+    def _new_section(
+        self, key: str, token: str, config: SectionConfig, client: str, record: bool
+    ) -> Section:
+        return SemaphoreSection(key, token, config, limit=self.limit, client=client, record=record)
+
+
+def semaphore_options(limit: object, options: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A semaphore's limit, validated before anything else happens, and its constructor
+    options with the semaphore's own default prefix."""
+    return check_limit(limit), {"prefix": SEMAPHORE_PREFIX, **options}
+
+
+class PermitMixin(HandleBase):
+    """A permit handle has no fence: a permit is one of ``limit``, so there is no order of
+    holders for a resource to check."""
+
+    __slots__ = ()
+
+    @property
+    def fence(self) -> int:
+        raise AttributeError(
+            "a semaphore permit has no fence: several holders share the id at once"
+        )
+
+    def __repr__(self) -> str:
+        section = self._section
+        return (
+            f"<{type(self).__name__} {section.key!r} phase={section.phase.value} "
+            f"lost={section.lost is not None}>"
+        )
 
 
 class Holders(Generic[HandleT]):

@@ -12,7 +12,7 @@ import functools
 import hashlib
 from typing import Any, Final, cast
 
-from distlock._core.commands import Command, Op
+from distlock._core.commands import Command, Kind, Op
 from distlock._slots import key_slot, slot_tag
 
 
@@ -29,8 +29,9 @@ class Script:
 
 #: Reads a key in a script without the risk of a WRONGTYPE error: ``read(cmd, key, ...)``
 #: returns the command's reply and ``false``, or ``false, true`` when the key holds another
-#: type (a ``Lock``'s string where a ``ReentrantLock`` keeps a hash, or the other way round):
-#: such a key is held by someone else, never an error.  Any other error is raised as it is.
+#: type (a ``Lock``'s string where a ``ReentrantLock`` keeps a hash or a ``Semaphore`` a
+#: sorted set, in any combination): such a key is held by someone else, never an error.
+#: Any other error is raised as it is.
 _READ: Final = """local function read(...)
   local v = redis.pcall(...)
   if type(v) == 'table' and v.err then
@@ -169,6 +170,90 @@ return 0
 """
 )
 
+# -- the semaphore: a sorted set {<token>: expiry instant} under the semaphore key ----------
+#
+# A permit's expiry is an instant of Redis's clock (ms, from TIME inside the script), never
+# a client's: clients disagree, and a fast one would evict live permits.  The key itself
+# expires at its latest permit's instant, so it is gone once its last permit is released
+# or expired.  Scores and instants are formatted with %.0f: a Lua number handed to Redis
+# as is may be written in exponent form, which PEXPIREAT refuses.
+
+_S_HELPERS: Final = (
+    _READ
+    + """local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function ms(n) return string.format('%.0f', n) end
+local function expire_at_last(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then redis.call('PEXPIREAT', key, ms(tonumber(last[2]))) end
+end
+"""
+)
+
+#: KEYS[1] semaphore key; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] limit.
+#: 1 if granted, 0 if ``limit`` permits are live or the key is another type (a lock's).
+#: Permits expired by now are evicted first: O(log N + evicted), no scan.  Idempotent for
+#: the same token: a client-library resend of our own acquire finds our live permit and
+#: re-sets its expiry instead of taking a second one.  Each caller compares the live count
+#: with its own limit.
+S_ACQUIRE: Final = Script(
+    _S_HELPERS
+    + """local score, foreign = read('ZSCORE', KEYS[1], ARGV[1])
+if foreign then return 0 end
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))
+if not (score and tonumber(score) > now)
+    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ms(now + tonumber(ARGV[2])), ARGV[1])
+expire_at_last(KEYS[1])
+return 1
+"""
+)
+
+#: KEYS[1] semaphore key; ARGV[1] token, ARGV[2] ttl ms.  1 if our permit was live and now
+#: ends ttl ms from now, else 0.  The membership check is what keeps an evicted (or
+#: expired, not yet evicted) permit from coming back past the limit.
+S_RENEW: Final = Script(
+    _S_HELPERS
+    + """local score = read('ZSCORE', KEYS[1], ARGV[1])
+if not score then return 0 end
+local now = now_ms()
+if tonumber(score) <= now then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', ms(now + tonumber(ARGV[2])), ARGV[1])
+expire_at_last(KEYS[1])
+return 1
+"""
+)
+
+#: KEYS[1] semaphore key, KEYS[2] its release memory (a sorted set token -> forget
+#: instant); ARGV[1] token, ARGV[2] memory ms.  1 if our permit was live and is now
+#: removed, or if this token's release is remembered (a resend); else 0.  The memory is
+#: per token because several holders release concurrently; it is its own key, so the
+#: semaphore key is gone the moment its last permit is.
+S_RELEASE: Final = Script(
+    _S_HELPERS
+    + """local score, foreign = read('ZSCORE', KEYS[1], ARGV[1])
+if foreign then return 0 end
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))
+if score and tonumber(score) > now then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  expire_at_last(KEYS[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms(now))
+  redis.call('ZADD', KEYS[2], ms(now + tonumber(ARGV[2])), ARGV[1])
+  expire_at_last(KEYS[2])
+  return 1
+end
+local forget = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if forget and tonumber(forget) > now then return 1 end
+return 0
+"""
+)
+
 SCRIPTS: Final = {Op.ACQUIRE: ACQUIRE, Op.RENEW: EXTEND, Op.EXTEND: EXTEND, Op.RELEASE: RELEASE}
 #: The reentrant lock's scripts, by the operation they carry out.
 R_SCRIPTS: Final = {
@@ -178,6 +263,15 @@ R_SCRIPTS: Final = {
     Op.RELEASE: R_RELEASE,
     Op.REENTER: R_ENTER,
     Op.LEAVE: R_LEAVE,
+}
+
+
+#: The semaphore's scripts, by the operation they carry out.
+S_SCRIPTS: Final = {
+    Op.ACQUIRE: S_ACQUIRE,
+    Op.RENEW: S_RENEW,
+    Op.EXTEND: S_RENEW,
+    Op.RELEASE: S_RELEASE,
 }
 
 
@@ -198,12 +292,22 @@ def released_key(key: str) -> str:
     return f"distlock:released:{{{slot_tag(key_slot(key))}}}:{key}"
 
 
+@functools.lru_cache(maxsize=4096)
+def permits_released_key(key: str) -> str:
+    """The release memory of semaphore ``key`` (token -> forget instant), in ``key``'s
+    Cluster slot.  Not :func:`released_key`: a lock's release of the same name reads that
+    one as a string."""
+    return f"distlock:sem-released:{{{slot_tag(key_slot(key))}}}:{key}"
+
+
 def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     """The script, KEYS and ARGV that carry out ``command``."""
     op = command.op
     key = command.key
-    if command.reentrant:
+    if command.kind is Kind.REENTRANT:
         return _encode_reentrant(command)
+    if command.kind is Kind.SEMAPHORE:
+        return _encode_semaphore(command)
     if op is Op.ACQUIRE:
         return ACQUIRE, [key, fence_key(key)], [command.token, command.ttl_ms]
     if op is Op.RELEASE:
@@ -228,6 +332,20 @@ def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | i
     if op is Op.LEAVE:
         return R_LEAVE, [key], [token, command.depth]
     return R_RENEW, [key], [token, command.ttl_ms]
+
+
+def _encode_semaphore(command: Command) -> tuple[Script, list[str], list[str | int]]:
+    op = command.op
+    key = command.key
+    if op is Op.ACQUIRE:
+        return S_ACQUIRE, [key], [command.token, command.ttl_ms, command.limit]
+    if op is Op.RELEASE:
+        return (
+            S_RELEASE,
+            [key, permits_released_key(key)],
+            [command.token, RELEASE_MEMORY_MS],
+        )
+    return S_RENEW, [key], [command.token, command.ttl_ms]
 
 
 def decode(command: Command, reply: object) -> int:

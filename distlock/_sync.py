@@ -31,9 +31,12 @@ from distlock._base import (
     Holders,
     HoldingBase,
     LockBase,
+    PermitMixin,
+    SemaphoreBase,
     conclude,
     inner_verdict,
     now_ms,
+    semaphore_options,
     split_client,
 )
 from distlock._core.commands import Command, Op, Step
@@ -628,4 +631,106 @@ class ReentrantLock(Lock):
                 self._unregister(handle)
 
 
-__all__ = ["Lock", "LockGroup", "LockHandle", "ReentrantHandle", "ReentrantLock"]
+# -- the semaphore ------------------------------------------------------------------------------
+
+
+class PermitHandle(PermitMixin, LockHandle):
+    """A permit of a :class:`Semaphore`: ``key`` (``<prefix>:<id>``, the sorted set holding
+    the id's permits), ``token`` (our member of it), ``signal``, ``held``, ``extend`` and
+    ``release`` as a lock handle's, and no fence."""
+
+    __slots__ = ()
+
+    def extend(self, ttl_ms: int | None = None) -> bool:
+        """Make our permit end ``ttl_ms`` (default: the semaphore's TTL) from now, in
+        Redis's time, if it is still live.  False, and the signal, when it expired or was
+        removed: a permit that lapsed is never brought back (it may have been given to
+        someone else).  Connection errors propagate."""
+        return super().extend(ttl_ms)
+
+    def release(self) -> bool:
+        """Give the permit back. True only if it was still ours (live) until now."""
+        return super().release()
+
+    def __enter__(self) -> PermitHandle:
+        """``with permit:`` releases on exit, and raises :class:`LockLeaseLostError` if
+        the permit was no longer ours by then (it is not renewed: see ``hold``)."""
+        return self
+
+
+class _PermitHold(_Hold):
+    def __enter__(self) -> PermitHandle:
+        return cast(PermitHandle, self._enter().handles[0])
+
+
+class Semaphore(SemaphoreBase, Lock):
+    """A counting semaphore: at most ``limit`` permits of each id are held at once.
+
+    Each permit is owned (a random token), renewed while ``run``/``hold`` runs, and expires
+    on its own after its TTL if its holder dies, judged by Redis's clock; a lost permit is
+    surfaced as a lock's is (the signal, and :class:`LockLeaseLostError` from ``run`` and
+    ``hold``).  ``client`` and the options are a :class:`Lock`'s (the prefix defaults to
+    ``"sem"``); ``limit`` is a positive int, checked before anything is sent.  Each acquire
+    compares the number of live permits with its caller's own ``limit``, so callers of one
+    id should agree on it.  A ``Lock`` or ``ReentrantLock`` on a semaphore's key, and a
+    semaphore on a lock's, is refused, never an error.
+
+    >>> workers = Semaphore("redis://127.0.0.1:6379/0", limit=3)  # doctest: +SKIP
+    >>> workers.run("transcode", lambda permit: transcode())  # doctest: +SKIP
+    """
+
+    _handle_type = PermitHandle
+
+    def __init__(
+        self,
+        client: Client | str | Callable[[], Client],
+        *,
+        limit: int,
+        **options: Unpack[LockOptions],
+    ) -> None:
+        self.limit, merged = semaphore_options(limit, options)
+        super().__init__(client, **merged)
+
+    def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> PermitHandle | None:
+        """Take a permit of ``id``, or return None if ``limit`` are held (after any retries).
+
+        The permit is not renewed in the background: call :meth:`PermitHandle.extend` if
+        the work can outlive the TTL, and :meth:`PermitHandle.release` when done.
+        """
+        return cast("PermitHandle | None", super().acquire(id, **options))
+
+    def hold(self, id: str, **options: Unpack[HoldOptions]) -> _PermitHold:
+        """Hold a permit of ``id`` for a ``with`` block, renewed every heartbeat.
+
+        Raises :class:`LockNotAcquiredError` if ``limit`` permits are held (after any
+        retries), and :class:`LockLeaseLostError` on exit if the permit was not ours for the
+        whole block, even when the block itself succeeded.
+        """
+        return _PermitHold(self, [id], options)
+
+    def run(self, id: str, fn: Callable[[PermitHandle], T], **options: Unpack[HoldOptions]) -> T:
+        """Run ``fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""
+        _check_body(fn)
+        with self.hold(id, **options) as permit:
+            return fn(permit)
+
+    def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
+        """Not offered: a semaphore gives one permit of one id at a time."""
+        raise UsageError("Semaphore takes one permit at a time: nest hold() calls")
+
+    def run_many(
+        self, ids: Sequence[str], fn: Callable[[LockGroup], T], **options: Unpack[HoldOptions]
+    ) -> T:
+        """Not offered: see :meth:`hold_many`."""
+        raise UsageError("Semaphore takes one permit at a time: nest run() calls")
+
+
+__all__ = [
+    "Lock",
+    "LockGroup",
+    "LockHandle",
+    "PermitHandle",
+    "ReentrantHandle",
+    "ReentrantLock",
+    "Semaphore",
+]

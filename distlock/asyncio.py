@@ -33,9 +33,12 @@ from distlock._base import (
     Holders,
     HoldingBase,
     LockBase,
+    PermitMixin,
+    SemaphoreBase,
     conclude,
     inner_verdict,
     now_ms,
+    semaphore_options,
     split_client,
 )
 from distlock._core.commands import Command, Op, Step
@@ -726,4 +729,104 @@ class ReentrantLock(Lock):
                 self._unregister(handle)
 
 
-__all__ = ["Lock", "LockGroup", "LockHandle", "ReentrantHandle", "ReentrantLock"]
+# -- the semaphore ------------------------------------------------------------------------------
+
+
+class PermitHandle(PermitMixin, LockHandle):
+    """A permit of a :class:`Semaphore` (asyncio): ``key``, ``token``, ``signal``,
+    ``held``, ``extend`` and ``release`` as a lock handle's, and no fence."""
+
+    __slots__ = ()
+
+    async def extend(self, ttl_ms: int | None = None) -> bool:
+        """Make our permit end ``ttl_ms`` (default: the semaphore's TTL) from now, in
+        Redis's time, if it is still live.  False, and the signal, when it expired or was
+        removed: a lapsed permit is never brought back.  Connection errors propagate."""
+        return await super().extend(ttl_ms)
+
+    async def release(self) -> bool:
+        """Give the permit back. True only if it was still ours (live) until now.
+        Cancellation-safe, as :meth:`LockHandle.release`."""
+        return await super().release()
+
+    async def __aenter__(self) -> PermitHandle:
+        """``async with permit:`` releases on exit, and raises :class:`LockLeaseLostError`
+        if the permit was no longer ours by then (it is not renewed: see ``hold``)."""
+        return self
+
+
+class _PermitHold(_Hold):
+    async def __aenter__(self) -> PermitHandle:
+        return cast(PermitHandle, (await self._enter()).handles[0])
+
+
+class Semaphore(SemaphoreBase, Lock):
+    """A counting semaphore for asyncio: at most ``limit`` permits of each id at once.
+
+    As :class:`distlock.Semaphore`, with the asyncio :class:`Lock`'s client forms and
+    options: a lost permit cancels the body of ``run``/``hold`` (unless
+    ``cancel_on_loss=False``) and raises :class:`LockLeaseLostError` on exit.
+    """
+
+    _handle_type = PermitHandle
+
+    def __init__(
+        self,
+        client: Client | str | ClientFactory,
+        *,
+        limit: int,
+        **options: Unpack[AsyncLockOptions],
+    ) -> None:
+        self.limit, merged = semaphore_options(limit, options)
+        super().__init__(client, **merged)
+
+    async def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> PermitHandle | None:
+        """Take a permit of ``id``, or return None if ``limit`` are held (after any retries).
+
+        Not renewed in the background: ``await permit.extend()`` if the work can outlive the
+        TTL, and ``await permit.release()`` when done.
+        """
+        return cast("PermitHandle | None", await super().acquire(id, **options))
+
+    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _PermitHold:
+        """``async with sem.hold(id) as permit``: renewed while the block runs.
+
+        Raises :class:`LockNotAcquiredError` if ``limit`` permits are held (after any
+        retries).  On loss the block is cancelled (unless ``cancel_on_loss=False``) and
+        :class:`LockLeaseLostError` is raised on exit, even when the block succeeded.
+        """
+        return _PermitHold(self, [id], options)
+
+    async def run(
+        self,
+        id: str,
+        fn: Callable[[PermitHandle], Awaitable[T]],
+        **options: Unpack[AsyncHoldOptions],
+    ) -> T:
+        """``await fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""
+        async with self.hold(id, **options) as permit:
+            return await fn(permit)
+
+    def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
+        """Not offered: a semaphore gives one permit of one id at a time."""
+        raise UsageError("Semaphore takes one permit at a time: nest hold() calls")
+
+    async def run_many(
+        self,
+        ids: Sequence[str],
+        fn: Callable[[LockGroup], Awaitable[T]],
+        **options: Unpack[AsyncHoldOptions],
+    ) -> T:
+        """Not offered: see :meth:`hold_many`."""
+        raise UsageError("Semaphore takes one permit at a time: nest run() calls")
+
+
+__all__ = [
+    "Lock",
+    "LockGroup",
+    "LockHandle",
+    "PermitHandle",
+    "ReentrantHandle",
+    "ReentrantLock",
+    "Semaphore",
+]

@@ -14,6 +14,8 @@ from distlock.errors import ValidationError
 from distlock.events import Observer, TraceObserver
 
 DEFAULT_PREFIX: Final = "lock"
+#: A semaphore's keys are ``sem:<id>`` unless a prefix is given.
+SEMAPHORE_PREFIX: Final = "sem"
 DEFAULT_TTL_MS: Final = 30_000
 DEFAULT_RETRIES: Final = 0
 DEFAULT_RETRY_DELAY_MS: Final = 100
@@ -32,6 +34,19 @@ def _positive_int(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return None
+
+
+def check_limit(limit: object) -> int:
+    """A semaphore's limit: how many permits of one id may be held at once."""
+    count = _positive_int(limit)
+    if count is None:
+        raise ValidationError(
+            f"limit must be a positive int (how many permits of one id may be held at "
+            f"once), got {type(limit).__name__}: {limit!r}"
+        )
+    if count > MAX_MS:
+        raise ValidationError(f"limit must be at most {MAX_MS}, got {count}")
+    return count
 
 
 def check_id(id: object) -> str:

@@ -29,6 +29,17 @@ class Op(enum.Enum):
     LEAVE = "leave"
 
 
+class Kind(enum.Enum):
+    """What a key holds, which picks the scripts that carry out a command on it."""
+
+    #: A :class:`distlock.Lock`'s string (the token).
+    LOCK = "lock"
+    #: A :class:`distlock.ReentrantLock`'s hash (``<token>`` -> depth, ``fence``).
+    REENTRANT = "reentrant"
+    #: A :class:`distlock.Semaphore`'s sorted set (``<token>`` -> expiry instant).
+    SEMAPHORE = "semaphore"
+
+
 class Command:
     """One request for Redis: ``op`` on ``key`` with ``token``, setting ``ttl_ms``.
 
@@ -36,11 +47,13 @@ class Command:
     ``best_effort``: a cleanup whose failure changes nothing for the caller (the release
     after an acquire whose reply never came): one attempt, without the client library's
     retries, so a Redis that is down is not waited for twice.
-    ``reentrant``: the key is a reentrant lock's hash (the ``R_*`` scripts carry it out);
-    ``depth``: the depth a re-entry or an inner exit writes.
+    ``kind``: what the key holds (the scripts for it carry the command out);
+    ``reentrant=True`` is ``kind=Kind.REENTRANT``.  ``depth``: the depth a re-entry or an
+    inner exit writes.  ``limit``: a semaphore's acquire grants a permit only while fewer
+    than ``limit`` are live.
     """
 
-    __slots__ = ("best_effort", "depth", "key", "op", "reentrant", "token", "ttl_ms", "write")
+    __slots__ = ("best_effort", "depth", "key", "kind", "limit", "op", "token", "ttl_ms", "write")
 
     def __init__(
         self,
@@ -53,6 +66,8 @@ class Command:
         *,
         reentrant: bool = False,
         depth: int = 0,
+        kind: Kind = Kind.LOCK,
+        limit: int = 0,
     ) -> None:
         self.op = op
         self.key = key
@@ -60,8 +75,13 @@ class Command:
         self.ttl_ms = ttl_ms
         self.write = write
         self.best_effort = best_effort
-        self.reentrant = reentrant
+        self.kind = Kind.REENTRANT if reentrant else kind
         self.depth = depth
+        self.limit = limit
+
+    @property
+    def reentrant(self) -> bool:
+        return self.kind is Kind.REENTRANT
 
     def __repr__(self) -> str:
         return f"Command({self.op.name}, {self.key!r}, ttl_ms={self.ttl_ms})"
