@@ -266,39 +266,78 @@ def test_corrupted_permit_traces_are_rejected(redis_server: RedisServer, tmp_pat
     assert "REJECTED" in proc.stdout and "AcquireReply" in proc.stdout
 
 
+def _semaphore() -> Any:
+    """``distlock.Semaphore``; skips the test until it is part of the checkout."""
+    semaphore = getattr(distlock, "Semaphore", None)
+    if semaphore is None:
+        pytest.skip("distlock.Semaphore is not in this checkout yet")
+    return semaphore
+
+
+def _two_renewed_and_one_refused(server: RedisServer, path: Path) -> list[Event]:
+    """Two permits of limit 2 held at once through renewals of both, and a third section
+    refused meanwhile."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with _semaphore()(server.url, prefix="st-s", limit=2, ttl_ms=2000, trace=watch) as sem:
+            both_in, checked = threading.Barrier(3, timeout=30), threading.Event()
+
+            def section() -> None:
+                with sem.hold("x"):
+                    both_in.wait()
+                    assert checked.wait(30)
+
+            threads = [threading.Thread(target=section) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            try:
+                both_in.wait()
+                assert sem.acquire("x") is None
+                watch.wait_for(
+                    lambda seen: (
+                        len({e["client"] for e in seen if e["action"] == "RenewReply"}) == 2
+                    )
+                )
+            finally:
+                checked.set()
+                for thread in threads:
+                    thread.join(30)
+    return read_events(path)
+
+
+def _lost_permit(server: RedisServer, path: Path) -> list[Event]:
+    """Redis loses the permits (the key deleted) while a section holds one: a renewal
+    finds it gone, the signal fires and the section ends lost."""
+    with (  # noqa: PT012
+        NdjsonRecorder(path, append=False) as rec,
+        _semaphore()(server.url, prefix="st-l", limit=2, ttl_ms=2000, trace=rec) as sem,
+        pytest.raises(distlock.LockLeaseLostError),
+        sem.hold("x") as permit,
+    ):
+        sem.client.delete(permit.key)
+        assert permit.signal.wait(30)
+    return read_events(path)
+
+
 @needs_tlc
 @pytest.mark.tlc
 def test_semaphore_runs_are_behaviours_of_the_spec(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """Two permits of limit 2 held at once by the semaphore itself, and a third refused."""
-    semaphore = getattr(distlock, "Semaphore", None)
-    if semaphore is None:
-        pytest.skip("distlock.Semaphore is not in this checkout yet")
-    path = tmp_path / "sem.ndjson"
-    with (
-        NdjsonRecorder(path, append=False) as rec,
-        semaphore(redis_server.url, prefix="st-s", limit=2, ttl_ms=2000, trace=rec) as sem,
-    ):
-        both_in, checked = threading.Barrier(3, timeout=30), threading.Event()
+    both = _two_renewed_and_one_refused(redis_server, tmp_path / "both.ndjson")
+    lost = _lost_permit(redis_server, tmp_path / "lost.ndjson")
+    for events in (both, lost):
+        assert tracecheck.is_semaphore(events)
+        assert tracecheck.semaphore_limit(events) == 2
+    assert any(e["action"] == "AcquireReply" and not e["granted"] for e in both)
+    assert lost[-1]["outcome"] == "lost"
+    for v in _check_each([both, lost]):
+        assert v.accepted, v.describe() + "\n" + v.output[-2000:]
 
-        def section() -> None:
-            with sem.hold("x"):
-                both_in.wait()
-                assert checked.wait(30)
-
-        threads = [threading.Thread(target=section) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        try:
-            both_in.wait()
-            assert sem.acquire("x") is None
-        finally:
-            checked.set()
-            for thread in threads:
-                thread.join(30)
-    events = read_events(path)
-    assert tracecheck.is_semaphore(events)
-    assert tracecheck.semaphore_limit(events) == 2
-    (v,) = tracecheck.check(events)
-    assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+    # The same run with a refusal forged into a third grant under limit 2 is no behaviour.
+    refusal = _index(both, "AcquireReply", granted=False)
+    forged = [*both]
+    forged[refusal] = {**both[refusal], "granted": True, "phase": "held"}
+    (v,) = tracecheck.check(forged)
+    assert not v.accepted
+    assert (v.first_unexplained, v.by) == (refusal, "TLC"), v.describe()

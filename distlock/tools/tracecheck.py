@@ -1,5 +1,5 @@
 """Trace validation: is a recorded run a behaviour of ``spec/DistLock.tla``, or, for the
-reentrant lock, of ``spec/Reentrant.tla``?
+reentrant lock, of ``spec/Reentrant.tla``, or, for a semaphore, of ``spec/Semaphore.tla``?
 
 The recorded events of the sections on one key are checked in two stages.
 
@@ -84,6 +84,16 @@ body only where the rest of the trace can tell them).  A denial with retries lef
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
 levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
 manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
+
+**The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
+permit sections (:func:`is_semaphore`; ``semaphore=`` of :func:`check` forces it) and is
+checked against ``spec/Semaphore.tla`` with the static ``spec/SemaphoreTrace.tla``.  A
+permit takes the lock's actions and records the same transitions, so the TraceData module
+and the time bounds are the lock's (:func:`build_model` with ``limit``); the cfg sets
+``Limit`` to the recorded limit, which the sections of one id must share
+(:func:`semaphore_limit`: callers passing different limits count against their own, and
+the spec has one).  Permits have no fence: the pre-pass checks time only, and no fence
+order is compared.  A declared data loss is Redis losing every permit (one fault more).
 """
 
 from __future__ import annotations
