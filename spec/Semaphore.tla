@@ -53,7 +53,7 @@ Mutants == {"none",
             "shared_ttl", "renew_without_membership_check", "expiry_by_client_clock",
             \* the Lock's properties, broken through the permit's scripts and actions
             "release_any_permit", "ignore_release_reply", "deadline_from_reply",
-            "no_completion_check"}
+            "no_completion_check", "retry_off_by_one"}
 
 (* Options a cfg turns on by overriding the definition, as in DistLock.tla. *)
 ShortTTL == TTL          \* the other TTL a manual extend may ask for
@@ -229,6 +229,7 @@ AcquireReply(c) ==
                 /\ UNCHANGED <<outcome, retries_left>>
            ELSE /\ UNCHANGED <<deadline_in, next_renew_in, lost, overlap, granted>>
                 /\ IF retries_left[c] > 0
+                      \/ (Mutant = "retry_off_by_one" /\ retries_left[c] >= 0)
                    THEN /\ phase' = [phase EXCEPT ![c] = "backoff"]
                         /\ retries_left' = [retries_left EXCEPT ![c] = @ - 1]
                         /\ UNCHANGED outcome

@@ -217,6 +217,8 @@ RUNS: tuple[Run, ...] = (
                        "SemaphoreMutantDeadlineFromReply.cfg", "SignalSound"),
     _semaphore_refutes("semaphore-mutant-no-completion-check",
                        "SemaphoreMutantNoCompletionCheck.cfg", "OkWithinLease"),
+    _semaphore_refutes("semaphore-mutant-retry-off-by-one", "SemaphoreMutantRetryOffByOne.cfg",
+                       "TypeOK"),
     _semaphore_refutes("semaphore-probe-limit-in-body", "SemaphoreProbeLimitInBody.cfg",
                        "ProbeLimitInBody"),
     _semaphore_refutes("semaphore-probe-dead-reclaimed", "SemaphoreProbeDeadReclaimed.cfg",
