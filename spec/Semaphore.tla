@@ -518,9 +518,9 @@ Answer(m, v) ==
                             THEN {[m EXCEPT !.st = "done", !.val = v]} ELSE {})
 
 (* The permits after a script scores token t at now + n: ZADD t, and      *)
-(* PEXPIREAT the key at the highest score.  In seed 004's design (a set   *)
-(* of tokens under the key's one TTL: shared_ttl) PEXPIRE n is every      *)
-(* member's expiry.                                                       *)
+(* PEXPIREAT the key at the highest score.  In the broken shared_ttl (a   *)
+(* set of tokens under the key's one TTL) PEXPIRE n is every member's     *)
+(* expiry.                                                                *)
 Scored(base, t, n) ==
     [x \in Tokens |-> IF x = t THEN n
                      ELSE IF Mutant = "shared_ttl" /\ base[x] > 0 THEN n

@@ -116,6 +116,7 @@ def test_semaphore_section_adds_no_action() -> None:
         for name, member in vars(section).items()
         if not name.startswith("_") and inspect.isfunction(member)
     }
-    # Overriding one of Section's helpers (the not-acquired error names a permit) is fine.
+    # Overriding a method of Section that is no action (the not-acquired error names a
+    # permit) is fine.
     extra = own - {method_name(a) for a in CLIENT_ACTIONS} - set(NOT_ACTIONS)
     assert not extra, f"SemaphoreSection methods with no spec action: {sorted(extra)}"
