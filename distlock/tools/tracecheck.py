@@ -1,5 +1,5 @@
 """Trace validation: is a recorded run a behaviour of ``spec/DistLock.tla``, or, for the
-reentrant lock, of ``spec/Reentrant.tla``?
+reentrant lock, of ``spec/Reentrant.tla``, or, for a semaphore, of ``spec/Semaphore.tla``?
 
 The recorded events of the sections on one key are checked in two stages.
 
@@ -84,18 +84,29 @@ body only where the rest of the trace can tell them).  A denial with retries lef
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
 levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
 manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
+
+**The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
+permit sections (:func:`is_semaphore`; ``semaphore=`` of :func:`check` forces it) and is
+checked against ``spec/Semaphore.tla`` with the static ``spec/SemaphoreTrace.tla``.  A
+permit takes the lock's actions and records the same transitions, so the TraceData module
+and the time bounds are the lock's (:func:`build_model` with ``limit``); the cfg sets
+``Limit`` to the recorded limit, which the sections of one id must share
+(:func:`semaphore_limit`: callers passing different limits count against their own, and
+the spec has one).  Permits have no fence: the pre-pass checks time only, and no fence
+order is compared.  A declared data loss is Redis losing every permit (one fault more).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import re
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -402,8 +413,9 @@ class Problem:
     reason: str
 
 
-def prepass(events: Sequence[dict[str, Any]]) -> Problem | None:
-    """Checks that need no model: per-section time, and fences (see the module doc)."""
+def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem | None:
+    """Checks that need no model: per-section time, and fences (see the module doc).
+    ``fences`` false: time only (a semaphore's permits have no fence)."""
     last: dict[str, tuple[int, float]] = {}
     granted: dict[str, int] = {}
     # Fences of the grants whose reply came back so far (in this stretch of Redis's data),
@@ -426,6 +438,8 @@ def prepass(events: Sequence[dict[str, Any]]) -> Problem | None:
                 f"before its own previous event (event {n + 1}, t={before} ms)",
             )
         last[client] = (i, t)
+        if not fences:
+            continue
         if e["action"] == "Acquire":
             floor_at_send[client] = done_max
         fence = _granted_fence(e)
@@ -502,11 +516,14 @@ def build_model(
     complete: bool = True,
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
+    limit: int | None = None,
 ) -> Model:
     """The TLA+ modules and TLC config checking ``events`` (one key) against the spec.
 
     ``complete`` false: ``events`` are a prefix of a longer trace (see
-    :func:`_plausible_faults`)."""
+    :func:`_plausible_faults`).  ``limit``: the events are a semaphore's permit sections,
+    checked with ``spec/SemaphoreTrace.tla`` against ``spec/Semaphore.tla`` with that
+    ``Limit`` (the same actions and records as the lock's, without fences)."""
     logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
     if not logged:
         raise TraceError("empty trace")
@@ -578,6 +595,15 @@ def build_model(
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
     )
+    if limit is not None:
+        return Model(
+            data,
+            None,
+            _semaphore_cfg(len(index), limit, retries, ticks, heartbeat, manual, logged, events),
+            len(index),
+            [i for i, _ in logged],
+            module="SemaphoreTrace",
+        )
     cases = "\n      [] ".join(f'e.a = "{a}" -> {a}(c)' for a in CLIENT_ACTIONS)
     trace_spec = TRACE_SPEC.replace("{cases}", cases)
     clients = ", ".join(str(i) for i in range(1, len(index) + 1))
@@ -613,6 +639,68 @@ def build_model(
         ]
     )
     return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged])
+
+
+def _semaphore_cfg(
+    sections: int,
+    limit: int,
+    retries: set[Any],
+    ticks: int,
+    heartbeat: int,
+    manual: bool,
+    logged: Sequence[tuple[int, dict[str, Any]]],
+    events: Sequence[dict[str, Any]],
+) -> str:
+    """The cfg of ``spec/SemaphoreTrace.tla``: the lock's trace model, with ``Limit``.  A
+    declared data loss is the permits lost (Redis restarted empty): one fault more."""
+    failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail"))
+    declared = len(events) - len(logged)
+    clients = ", ".join(str(i) for i in range(1, sections + 1))
+    return "\n".join(
+        [
+            "CONSTANTS",
+            f"    Clients = {{{clients}}}",
+            "    MaxRounds = 1",
+            f"    Retries = {int(next(iter(retries)))}",
+            f"    Limit = {limit}",
+            f"    TTL = {ticks}",
+            f"    Heartbeat = {heartbeat}",
+            "    Margin = 1",
+            # one clock for every section, as in the lock's trace model
+            "    MaxDrift = 0",
+            f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
+            f"    Manual = {_tla_bool(manual)}",
+            '    Mutant = "none"',
+            # a trace records no death: a killed process records nothing more
+            '    FaultKinds = {"drop", "hang", "key_lost", "starve"}',
+            "    EarlyRelease = TRUE",
+            "INIT TraceInit",
+            "NEXT TraceNext",
+            "INVARIANT Unexplained",
+            "CONSTRAINT Progress",
+            "VIEW TraceView",
+            "",
+        ]
+    )
+
+
+def is_semaphore(events: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``events`` are a semaphore's permit sections: their Acquire events record
+    the ``limit`` the acquire script counted with."""
+    return any(e.get("action") == "Acquire" and "limit" in e for e in events)
+
+
+def semaphore_limit(events: Sequence[dict[str, Any]]) -> int:
+    """The one limit the permit sections of ``events`` acquired with.  Callers of one id
+    may pass different limits (each acquire counts with its own); the spec has one
+    ``Limit``, so such a trace is not checked."""
+    limits = {e.get("limit") for e in events if e.get("action") == "Acquire" and "limit" in e}
+    limit = next(iter(limits)) if len(limits) == 1 else None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise TraceError(
+            f"the permit sections of one id must share one positive limit, got {limits}"
+        )
+    return limit
 
 
 def is_reentrant(events: Sequence[dict[str, Any]]) -> bool:
@@ -907,20 +995,30 @@ def check_key(
     hang_after_ms: float = 0.0,
     niceness: int = 0,
     reentrant: bool | None = None,
+    semaphore: bool | None = None,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
     are a prefix of a longer trace).  ``reentrant``: check against ``spec/Reentrant.tla``
-    (None: when :func:`is_reentrant`), else ``spec/DistLock.tla``."""
+    (None: when :func:`is_reentrant`); ``semaphore``: against ``spec/Semaphore.tla`` with
+    the recorded limit (None: when :func:`is_semaphore`); else ``spec/DistLock.tla``."""
     spec = spec or spec_dir()
     if reentrant is None:
         reentrant = is_reentrant(events)
-    build = build_reentrant_model if reentrant else build_model
-    for needed in ("Reentrant.tla", "ReentrantTrace.tla") if reentrant else ("DistLock.tla",):
+    if semaphore is None:
+        semaphore = not reentrant and is_semaphore(events)
+    build: Callable[..., Model] = build_model
+    needs: tuple[str, ...] = ("DistLock.tla",)
+    if reentrant:
+        build, needs = build_reentrant_model, ("Reentrant.tla", "ReentrantTrace.tla")
+    elif semaphore:
+        build = functools.partial(build_model, limit=semaphore_limit(events))
+        needs = ("Semaphore.tla", "SemaphoreTrace.tla")
+    for needed in needs:
         if not (spec / needed).is_file():
             raise TraceError(f"no {needed} in {spec}")
     model = build(events, complete=complete, ticks=ticks, hang_after_ms=hang_after_ms)
     started = time.monotonic()
-    problem = prepass(events)
+    problem = prepass(events, fences=not semaphore)
     checked = events if problem is None else events[: problem.index]
     run: _Run | None = None
     rows: list[int] = []
@@ -978,6 +1076,7 @@ def check(
     hang_after_ms: float = 0.0,
     niceness: int = 0,
     reentrant: bool | None = None,
+    semaphore: bool | None = None,
 ) -> list[Verdict]:
     """One verdict per key of the trace.
 
@@ -1004,6 +1103,7 @@ def check(
                 hang_after_ms=hang_after_ms,
                 niceness=niceness,
                 reentrant=is_reentrant(evs) if reentrant is None else reentrant,
+                semaphore=semaphore,
             )
         )
     return verdicts
@@ -1059,7 +1159,8 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m distlock validate-trace",
         description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla "
-        "(of spec/Reentrant.tla for a reentrant lock's).",
+        "(of spec/Reentrant.tla for a reentrant lock's, of spec/Semaphore.tla for a "
+        "semaphore's permits).",
     )
     add_arguments(parser)
     return run_cli(parser.parse_args(list(argv)))
@@ -1078,9 +1179,11 @@ __all__ = [
     "condense",
     "first_ms",
     "is_reentrant",
+    "is_semaphore",
     "lower_bound",
     "main",
     "prepass",
     "run_cli",
+    "semaphore_limit",
     "split_by_key",
 ]

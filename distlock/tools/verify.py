@@ -95,6 +95,23 @@ def _wait_refutes(name: str, config: str, prop: str) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, module="Wait")
 
 
+#: What the models of the semaphore check (spec/Semaphore.tla): the limit on overlapping
+#: successes and on sections believing they hold, per-permit expiry, and the Lock's
+#: safety that applies (no fence, no SignalOnTime nor RejectionSignals).
+SEMAPHORE = (
+    "NoOverlapAboveLimit, LiveWithinLimit, ValidPermitsWithinLimit, ReclaimedAtOwnExpiry, "
+    "NoForeignWrite, SignalSound, OkWithinLease"
+)
+
+
+def _semaphore_holds(name: str, config: str, min_states: int, checks: str = SEMAPHORE) -> Run:
+    return Run(name, config, checks, "holds", min_states=min_states, module="Semaphore")
+
+
+def _semaphore_refutes(name: str, config: str, prop: str) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, module="Semaphore")
+
+
 #: Every run of ``verify``, in the order of the report.  The large runs come first so
 #: that the small ones fill the second core while they finish.
 RUNS: tuple[Run, ...] = (
@@ -212,6 +229,35 @@ RUNS: tuple[Run, ...] = (
     _wait_refutes("wait-probe-woken-on-free-key", "WaitProbeWokenOnFreeKey.cfg",
                   "ProbeWokenOnFreeKey"),
     _wait_refutes("wait-probe-waited-out", "WaitProbeWaitedOut.cfg", "ProbeWaitedOut"),
+    # -- the semaphore (spec/Semaphore.tla): Limit permits, each expiring on its own -----
+    # no fault there: LiveWithinLimit implies NoOverlapAboveLimit (see the cfg)
+    _semaphore_holds("semaphore-limit-two", "Semaphore.cfg", 5_000,
+                     SEMAPHORE.replace("NoOverlapAboveLimit, ", "")),
+    _semaphore_holds("semaphore-faults", "SemaphoreFaults.cfg", 5_000),
+    # two sections cannot exceed two permits: NoOverlapAboveLimit is not checked there
+    _semaphore_holds("semaphore-drift", "SemaphoreDrift.cfg", 2_000),
+    _semaphore_holds("semaphore-renewals", "SemaphoreRenewals.cfg", 5_000,
+                     SEMAPHORE.replace("NoOverlapAboveLimit, ", "")),
+    _semaphore_refutes("semaphore-mutant-shared-ttl", "SemaphoreMutantSharedTTL.cfg",
+                       "ReclaimedAtOwnExpiry"),
+    _semaphore_refutes("semaphore-mutant-renew-unchecked", "SemaphoreMutantRenewNoCheck.cfg",
+                       "LiveWithinLimit"),
+    _semaphore_refutes("semaphore-mutant-expiry-by-client-clock",
+                       "SemaphoreMutantClientClock.cfg", "ValidPermitsWithinLimit"),
+    _semaphore_refutes("semaphore-mutant-release-any-permit", "SemaphoreMutantReleaseAny.cfg",
+                       "NoForeignWrite"),
+    _semaphore_refutes("semaphore-mutant-ignore-release-reply",
+                       "SemaphoreMutantIgnoreReleaseReply.cfg", "NoOverlapAboveLimit"),
+    _semaphore_refutes("semaphore-mutant-deadline-from-reply",
+                       "SemaphoreMutantDeadlineFromReply.cfg", "SignalSound"),
+    _semaphore_refutes("semaphore-mutant-no-completion-check",
+                       "SemaphoreMutantNoCompletionCheck.cfg", "OkWithinLease"),
+    _semaphore_refutes("semaphore-mutant-retry-off-by-one", "SemaphoreMutantRetryOffByOne.cfg",
+                       "TypeOK"),
+    _semaphore_refutes("semaphore-probe-limit-in-body", "SemaphoreProbeLimitInBody.cfg",
+                       "ProbeLimitInBody"),
+    _semaphore_refutes("semaphore-probe-dead-reclaimed", "SemaphoreProbeDeadReclaimed.cfg",
+                       "ProbeDeadReclaimed"),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),

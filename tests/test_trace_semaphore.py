@@ -1,0 +1,343 @@
+"""Recorded traces of permit sections, validated against ``spec/Semaphore.tla``.
+
+A permit section takes the lock's actions and records the same transitions; its Acquire
+record also carries the ``limit`` (that is how ``validate-trace`` tells it from a lock's)
+and it records no fence.  The traces here are real runs of the lock's core against a real
+Redis, recorded as permits would be (``_as_permits``): a lock key is a semaphore of limit
+1, and two keys held at once are one id's two permits.  Runs of ``distlock.Semaphore``
+itself are checked too where it exists.
+
+Genuine traces must be accepted: a contended key as limit 1, two sections overlapping as
+limit 2.  The same overlap as limit 1, a refusal turned into a grant, a reply before its
+request and time running backwards must be rejected, at the event they corrupt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import distlock
+from distlock.tools import tracecheck
+from distlock.trace import NdjsonRecorder, read_events, write_events
+from tests.redis_server import RedisServer
+
+needs_tlc = pytest.mark.skipif(
+    not (tracecheck.spec_dir() / "SemaphoreTrace.tla").is_file() or shutil.which("java") is None,
+    reason="needs spec/Semaphore.tla, spec/SemaphoreTrace.tla and java",
+)
+
+Event = dict[str, Any]
+
+
+class Watch:
+    """A trace callable that records, and lets the test wait for an event it describes."""
+
+    def __init__(self, rec: NdjsonRecorder) -> None:
+        self.rec = rec
+        self.seen: list[Event] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        self.rec(event)
+        with self.cond:
+            self.seen.append(event)
+            self.cond.notify_all()
+
+    def wait_for(self, pred: Callable[[list[Event]], bool]) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: pred(self.seen), timeout=30)
+
+
+def _index(events: list[Event], action: str, **where: Any) -> int:
+    return next(
+        n
+        for n, e in enumerate(events)
+        if e["action"] == action and all(e.get(k) == v for k, v in where.items())
+    )
+
+
+def _as_permits(events: list[Event], limit: int, key: str = "sem:x") -> list[Event]:
+    """The lock's records as a permit section records them: the Acquire carries the
+    limit, no event a fence, and every section is on the one id ``key``."""
+    out = []
+    for e in events:
+        e = {**e, "fence": None}
+        if e["action"] == "Acquire":
+            e.update(limit=limit, key=key)
+        out.append(e)
+    return out
+
+
+def _contended(server: RedisServer, path: Path) -> list[Event]:
+    """A section holds through a renewal while a second one is refused, then granted once
+    the first exits."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.Lock(
+            server.url, prefix="st-c", ttl_ms=400, retries=200, retry_delay_ms=10, trace=watch
+        ) as locks:
+            first: list[str] = []
+
+            def contender() -> None:
+                with locks.hold("x"):
+                    pass
+
+            with locks.hold("x"):
+                first.append(str(watch.seen[0]["client"]))
+                watch.wait_for(lambda seen: any(e["action"] == "RenewReply" for e in seen))
+                thread = threading.Thread(target=contender, name="st-contender")
+                thread.start()
+                watch.wait_for(
+                    lambda seen: any(
+                        e["action"] == "AcquireReply"
+                        and e["client"] != first[0]
+                        and not e["granted"]
+                        for e in seen
+                    )
+                )
+            thread.join(30)
+            assert not thread.is_alive()
+    return read_events(path)
+
+
+def _overlapping(server: RedisServer, path: Path) -> list[Event]:
+    """Two sections in their bodies at once, on two keys, both ending ok."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.Lock(server.url, prefix="st-o", ttl_ms=2000, trace=watch) as locks:
+            both_in = threading.Barrier(2, timeout=30)
+
+            def section(name: str) -> None:
+                with locks.hold(name):
+                    both_in.wait()
+
+            threads = [threading.Thread(target=section, args=(n,)) for n in ("x", "y")]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+                assert not thread.is_alive()
+    events = read_events(path)
+    assert [e["outcome"] for e in events if e["action"] == "ReleaseReply"] == ["ok", "ok"]
+    return events
+
+
+def _check_each(traces: list[list[Event]]) -> list[tracecheck.Verdict]:
+    """One verdict per single-id trace, two TLC runs at a time (TLC uses one core)."""
+    with ThreadPoolExecutor(2) as pool:
+        return [v for (v,) in pool.map(tracecheck.check, traces)]
+
+
+def test_a_permit_trace_is_told_by_its_limit() -> None:
+    lock: list[Event] = [{"action": "Acquire", "client": "S1.1", "key": "k"}]
+    assert not tracecheck.is_semaphore(lock)
+    permits = [{**lock[0], "limit": 2}, {"action": "AcquireReply", "client": "S1.1"}]
+    assert tracecheck.is_semaphore(permits)
+    assert tracecheck.semaphore_limit(permits) == 2
+
+
+def test_permit_sections_with_different_limits_are_refused() -> None:
+    """Callers of one id may pass different limits; the spec has one Limit."""
+    first: Event = {
+        "action": "Acquire",
+        "key": "sem:x",
+        "ttl_ms": 400,
+        "watch": True,
+        "renew_every_ms": 100,
+        "t": 0.0,
+        "phase": "acquiring",
+        "outcome": "none",
+        "lost": False,
+        "fence": None,
+    }
+    mixed = [{**first, "client": "a", "limit": 1}, {**first, "client": "b", "limit": 2}]
+    with pytest.raises(tracecheck.TraceError, match="one positive limit"):
+        tracecheck.check_key("sem:x", mixed)
+    with pytest.raises(tracecheck.TraceError, match="one positive limit"):
+        tracecheck.check_key("sem:x", [{**first, "client": "a", "limit": 0}])
+
+
+def test_a_permit_model_checks_the_limit_and_no_fence() -> None:
+    events = [
+        {
+            "action": "Acquire",
+            "client": "a",
+            "key": "sem:x",
+            "ttl_ms": 400,
+            "watch": True,
+            "renew_every_ms": 100,
+            "retries": 0,
+            "limit": 3,
+            "t": 0.0,
+            "phase": "acquiring",
+            "outcome": "none",
+            "lost": False,
+            "fence": None,
+        }
+    ]
+    model = tracecheck.build_model(events, limit=3)
+    assert model.module == "SemaphoreTrace"
+    assert model.trace_spec is None  # the static spec/SemaphoreTrace.tla
+    assert "    Limit = 3" in model.cfg.splitlines()
+    # A permit section records no fence: the pre-pass checks time only.
+    granted = {**events[0], "action": "AcquireReply", "granted": True, "t": 1.0}
+    assert tracecheck.prepass([events[0], granted], fences=False) is None
+    assert tracecheck.prepass([events[0], granted]) is not None
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_permit_runs_are_behaviours_of_the_spec(redis_server: RedisServer, tmp_path: Path) -> None:
+    contended = _as_permits(_contended(redis_server, tmp_path / "c.ndjson"), limit=1)
+    overlapping = _as_permits(_overlapping(redis_server, tmp_path / "o.ndjson"), limit=2)
+    assert any(e["action"] == "AcquireReply" and not e["granted"] for e in contended)
+    for events in (contended, overlapping):
+        assert tracecheck.is_semaphore(events)
+        assert len(tracecheck.split_by_key(events)) == 1
+    for v in _check_each([contended, overlapping]):
+        assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_corrupted_permit_traces_are_rejected(redis_server: RedisServer, tmp_path: Path) -> None:
+    """Each corruption of a genuine trace is rejected at the event it corrupts."""
+    good = _as_permits(_contended(redis_server, tmp_path / "c.ndjson"), limit=1)
+    overlap_raw = _overlapping(redis_server, tmp_path / "o.ndjson")
+    first = good[0]["client"]
+
+    # 1. Two permits held at once under limit 1: the second grant is no behaviour.
+    over = _as_permits(overlap_raw, limit=1)
+    grants = [n for n, e in enumerate(over) if e["action"] == "AcquireReply"]
+    # 2. The contender's first refusal turned into a grant while the holder had the permit.
+    refusal = _index(good, "AcquireReply", granted=False)
+    assert good[refusal]["client"] != first
+    forged = [*good]
+    forged[refusal] = {**good[refusal], "granted": True, "phase": "held"}
+    # 3. The holder's renewal reply before its request.
+    send = _index(good, "RenewSend", client=first)
+    reply = next(n for n in range(send + 1, len(good)) if good[n]["client"] == first)
+    assert good[reply]["action"] in ("RenewReply", "RenewFail")
+    reordered = [*good]
+    reordered[send], reordered[reply] = good[reply], good[send]
+    # 4. Time runs backwards within a section.
+    backwards = [*good]
+    backwards[reply] = {**good[reply], "t": good[send]["t"] - 30}
+
+    cases: list[tuple[str, list[Event], int | None, str | None]] = [
+        ("1. two permits at once under limit 1", over, None, "TLC"),
+        ("2. a refusal forged into a grant", forged, refusal, "TLC"),
+        ("3. reply before request", reordered, send, "TLC"),
+        ("4. time runs backwards", backwards, reply, "pre-pass"),
+    ]
+    verdicts = _check_each([trace for _, trace, _, _ in cases])
+    for (name, _, index, by), v in zip(cases, verdicts, strict=True):
+        assert not v.accepted, f"{name}: accepted"
+        assert v.by == by, f"{name}: {v.describe()}"
+        if index is not None:
+            assert v.first_unexplained == index, f"{name}: {v.describe()}"
+    # The overlap is told no later than the second grant: nothing before it is wrong.
+    assert verdicts[0].first_unexplained is not None
+    assert verdicts[0].first_unexplained >= max(grants), verdicts[0].describe()
+    assert "time runs backwards" in str(verdicts[3].reason)
+
+    # The command line: 0 for an accepted trace, 1 for a rejected one.
+    good_path, bad_path = tmp_path / "good.ndjson", tmp_path / "bad.ndjson"
+    write_events(good_path, good)
+    write_events(bad_path, forged)
+    for trace, status in ((good_path, 0), (bad_path, 1)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "distlock", "validate-trace", str(trace)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == status, proc.stdout + proc.stderr
+    assert "REJECTED" in proc.stdout and "AcquireReply" in proc.stdout
+
+
+def _semaphore() -> Any:
+    """``distlock.Semaphore``; skips the test until it is part of the checkout."""
+    semaphore = getattr(distlock, "Semaphore", None)
+    if semaphore is None:
+        pytest.skip("distlock.Semaphore is not in this checkout yet")
+    return semaphore
+
+
+def _two_renewed_and_one_refused(server: RedisServer, path: Path) -> list[Event]:
+    """Two permits of limit 2 held at once through renewals of both, and a third section
+    refused meanwhile."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with _semaphore()(server.url, prefix="st-s", limit=2, ttl_ms=2000, trace=watch) as sem:
+            both_in, checked = threading.Barrier(3, timeout=30), threading.Event()
+
+            def section() -> None:
+                with sem.hold("x"):
+                    both_in.wait()
+                    assert checked.wait(30)
+
+            threads = [threading.Thread(target=section) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            try:
+                both_in.wait()
+                assert sem.acquire("x") is None
+                watch.wait_for(
+                    lambda seen: (
+                        len({e["client"] for e in seen if e["action"] == "RenewReply"}) == 2
+                    )
+                )
+            finally:
+                checked.set()
+                for thread in threads:
+                    thread.join(30)
+    return read_events(path)
+
+
+def _lost_permit(server: RedisServer, path: Path) -> list[Event]:
+    """Redis loses the permits (the key deleted) while a section holds one: a renewal
+    finds it gone, the signal fires and the section ends lost."""
+    with (  # noqa: PT012
+        NdjsonRecorder(path, append=False) as rec,
+        _semaphore()(server.url, prefix="st-l", limit=2, ttl_ms=2000, trace=rec) as sem,
+        pytest.raises(distlock.LockLeaseLostError),
+        sem.hold("x") as permit,
+    ):
+        sem.client.delete(permit.key)
+        assert permit.signal.wait(30)
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_semaphore_runs_are_behaviours_of_the_spec(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    both = _two_renewed_and_one_refused(redis_server, tmp_path / "both.ndjson")
+    lost = _lost_permit(redis_server, tmp_path / "lost.ndjson")
+    for events in (both, lost):
+        assert tracecheck.is_semaphore(events)
+        assert tracecheck.semaphore_limit(events) == 2
+    assert any(e["action"] == "AcquireReply" and not e["granted"] for e in both)
+    assert lost[-1]["outcome"] == "lost"
+    for v in _check_each([both, lost]):
+        assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+
+    # The same run with a refusal forged into a third grant under limit 2 is no behaviour.
+    refusal = _index(both, "AcquireReply", granted=False)
+    forged = [*both]
+    forged[refusal] = {**both[refusal], "granted": True, "phase": "held"}
+    (v,) = tracecheck.check(forged)
+    assert not v.accepted
+    assert (v.first_unexplained, v.by) == (refusal, "TLC"), v.describe()
