@@ -110,6 +110,50 @@ def test_two_renewals_in_flight_are_caught() -> None:
     assert any("two renewals in flight" in v for v in verdict.violations)
 
 
+def test_more_successes_at_once_than_the_limit_are_caught() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "ok")
+    _section(rec, "b", 0.02, 0.15, "ok")
+    _section(rec, "c", 0.05, 0.12, "ok")
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.overlaps == 1 and verdict.crowded == 1
+    assert any(
+        "NoOverlappingSuccess" in v and "3 successful" in v and "limit 2" in v
+        for v in verdict.violations
+    )
+
+
+def test_as_many_successes_at_once_as_the_limit_pass() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "ok")
+    _section(rec, "b", 0.02, 0.15, "ok")
+    _section(rec, "c", 0.11, 0.2, "ok")  # starts after a ended: two at a time
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.violations == [] and verdict.crowded == 0
+    assert verdict.overlapping_pairs == 2
+
+
+def test_a_silent_loss_in_a_crowd_beyond_the_limit_is_caught() -> None:
+    # Three bodies at once with two permits: one of them must have surfaced its loss.
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "error")
+    _section(rec, "b", 0.02, 0.15, "ok")
+    _section(rec, "c", 0.05, 0.12, "ok")
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.overlaps == 0
+    assert any("silent loss" in v and "limit 2" in v for v in verdict.violations)
+
+
+def test_a_crowd_whose_extra_body_surfaced_its_loss_passes() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.5, "lost", signal=0.199, sends=(-0.001,))
+    _section(rec, "b", 0.21, 0.3, "ok")
+    _section(rec, "c", 0.22, 0.35, "ok")
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.violations == []
+    assert verdict.crowded == 1
+
+
 def _depth_write(rec: Recorder, s: Section, script: str, at: float, *, took: float = 0.001) -> None:
     """A reentrant depth write (R_ENTER or R_LEAVE by SHA) of ``s``, answered 1."""
     assert s.token is not None
