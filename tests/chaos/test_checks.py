@@ -154,6 +154,20 @@ def test_a_crowd_whose_extra_body_surfaced_its_loss_passes() -> None:
     assert verdict.crowded == 1
 
 
+def test_a_victim_starved_by_another_victims_body_is_judged_by_the_starvation() -> None:
+    # Two permits: victim1 holds the GIL from 0.05 to 0.45 s while victim0, in its body
+    # since 0, cannot run its timers either; its signal fires as the starvation ends.
+    rec = Recorder("synthetic")
+    _section(rec, "victim0", 0.0, 0.46, "lost", signal=0.455, sends=(-0.001,))
+    starver = _section(rec, "victim1", 0.05, 0.5, "lost", signal=0.452, sends=(0.049,))
+    starver.starved_from, starver.starved_until = rec.origin + 0.05, rec.origin + 0.45
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.violations == []
+    # The same victim0 in another process (an intruder) would have been late.
+    rec.sections[0].client = "intruder"
+    assert any("not detected within" in v for v in check(rec, slack_ms=50, limit=2).violations)
+
+
 def _depth_write(rec: Recorder, s: Section, script: str, at: float, *, took: float = 0.001) -> None:
     """A reentrant depth write (R_ENTER or R_LEAVE by SHA) of ``s``, answered 1."""
     assert s.token is not None

@@ -18,8 +18,9 @@
 - Detection: a body still running a full TTL after its last successful renewal was sent
   must have seen its signal fire by then, give or take a scheduling slack (or, when the
   grant itself arrived after that, by the start of the body, give or take the slack).  Starved
-  sections (event loop or GIL held by the body) cannot fire timers; for them the signal
-  must fire once the starvation ends.
+  sections (event loop or GIL held by the body: a victim's starves every victim's, one
+  process and one loop) cannot fire timers; for them the signal must fire once the
+  starvation ends.
 
 Times are ``time.monotonic()`` seconds; the lease arithmetic is in milliseconds.
 """
@@ -218,6 +219,22 @@ def _starvation_end(until: float, starvations: list[tuple[float, float]], slack:
     return until
 
 
+def _starved_until(s: Section, starvations: list[tuple[float, float]]) -> float | None:
+    """When the starvation that held ``s``'s timers ended (None: none did).
+
+    A body that starves the timers starves its own section, and every victim's: the
+    victims share one process (and, in asyncio, one event loop).  Under a lock no other
+    victim is inside its body then; under a semaphore of several permits one can be.
+    """
+    if s.starved_until is not None:
+        return s.starved_until
+    if not s.client.startswith("victim") or s.start is None or s.end is None:
+        return None
+    start, end = s.start, s.end
+    overlapping = [until for since, until in starvations if since < end and until > start]
+    return max(overlapping) if overlapping else None
+
+
 def _check_lease(
     recorder: Recorder,
     s: Section,
@@ -241,9 +258,10 @@ def _check_lease(
             f"send, ttl {s.ttl_ms} ms) without LockLeaseLostError: {s.describe(origin)}"
         )
     fired_in_body = s.signal_at is not None and s.signal_at <= s.end
-    if s.starved_until is not None:
-        lapsed = last + ttl < s.starved_until
-        resumed = _starvation_end(s.starved_until, starvations, slack)
+    starved_until = _starved_until(s, starvations)
+    if starved_until is not None:
+        lapsed = last + ttl < starved_until
+        resumed = _starvation_end(starved_until, starvations, slack)
         if (
             lapsed
             and s.end > resumed + slack
