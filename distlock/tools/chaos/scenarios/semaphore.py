@@ -35,10 +35,13 @@ TTL_MS = 500
 TRIALS = 2
 
 #: The killed holder's TTL, and the live holder's beside it: ten times longer, so that
-#: its renewals (every quarter of it) never lapse on a loaded machine, and a renewal that
-#: kept every permit of the key alive (one TTL shared by the whole key) shows at once.
+#: its lease never lapses on a loaded machine.
 KILL_TTL_MS = 1_000
 LIVE_TTL_MS = 10_000
+#: The live holder renews this often, many times within the dead permit's TTL: a renewal
+#: that kept every permit of the key alive (one TTL shared by the whole key) would keep
+#: the dead one for the live one's 10 s.
+LIVE_HEARTBEAT_MS = 100
 POLLERS = 2
 #: Redis's TIME has microseconds; a score of whole milliseconds is up to 1 ms early.
 TOLERANCE = 0.002
@@ -169,7 +172,11 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
         )
         assert score is not None
         left_ms = score - redis_now
-        require(0 < left_ms <= sc.ttl_ms, f"the dead permit's time left after the kill: {left_ms}")
+        require(
+            0 < left_ms <= sc.ttl_ms,
+            f"the dead permit had {left_ms:.0f} ms left right after the kill, want within its "
+            f"own TTL ({sc.ttl_ms} ms): did another holder's renewal re-date it?",
+        )
         expires_lo = asked + left_ms / 1000 - TOLERANCE
         expires_hi = answered + left_ms / 1000 + TOLERANCE
         granted = sorted((s for s in attempts if s.entered), key=lambda s: s.attempt_started)
@@ -205,10 +212,12 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
 
 
 def _live_holder(sc: Scenario, trial: int, done: threading.Event) -> threading.Thread:
-    """A holder of one permit for the whole trial (until ``done``), renewed every quarter
-    of its long TTL; returns once it is inside its body."""
+    """A holder of one permit for the whole trial (until ``done``), renewed every
+    ``LIVE_HEARTBEAT_MS``; returns once it is inside its body."""
     lock = sc.sync_lock(
-        sc.sync_client(f"live-t{trial}", via_proxy=False), ttl_ms=LIVE_TTL_MS
+        sc.sync_client(f"live-t{trial}", via_proxy=False),
+        ttl_ms=LIVE_TTL_MS,
+        heartbeat_ms=LIVE_HEARTBEAT_MS,
     )
 
     def hold_until_done(section: Section) -> None:
