@@ -161,7 +161,8 @@ HandleT = TypeVar("HandleT", bound=HandleBase)
 class LockBase:
     """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
 
-    #: The machine of each acquisition: a lock's section, or a reentrant one.
+    #: The machine of each acquisition: a lock's section, a reentrant one, or a permit's
+    #: (:meth:`_new_section` makes it).
     _section_type: type[Section] = Section
 
     def __init__(self, allowed: frozenset[str], options: Mapping[str, object]) -> None:

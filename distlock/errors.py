@@ -20,11 +20,17 @@ class ValidationError(LockError, ValueError):
 class LockNotAcquiredError(LockError):
     """The lock is held by another owner and every allowed attempt was refused."""
 
-    def __init__(self, key: str, attempts: int) -> None:
+    def __init__(self, key: str, attempts: int, *, permit: bool = False) -> None:
+        tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+        what = (
+            f"no permit of semaphore {key!r} is free (its limit is reached, or the key is a "
+            f"lock's; {tries})"
+            if permit
+            else f"lock {key!r} is held by another owner ({tries})"
+        )
         super().__init__(
-            f"lock {key!r} is held by another owner ({attempts} attempt"
-            f"{'' if attempts == 1 else 's'}); back off and try later, or pass retries=N "
-            "and retry_delay_ms=M to wait for it",
+            f"{what}; back off and try later, or pass retries=N and retry_delay_ms=M to wait "
+            "for it",
             key,
         )
         self.attempts = attempts
@@ -54,13 +60,21 @@ class LockLeaseLostError(LockError):
     but not exclusively. Reconcile its effects instead of assuming either outcome.
     """
 
-    def __init__(self, key: str, reason: LossReason) -> None:
-        super().__init__(
-            f"lock {key!r} was lost: {reason.value}. The section did not run under mutual "
-            "exclusion for its whole duration; reconcile its effects rather than assume it "
-            "completed alone",
-            key,
-        )
+    def __init__(self, key: str, reason: LossReason, *, permit: bool = False) -> None:
+        if permit:
+            message = (
+                f"a permit of semaphore {key!r} was lost: {reason.value}. The section did not "
+                "hold its permit for its whole duration, so more sections than the limit may "
+                "have run at once; reconcile its effects rather than assume it ran within "
+                "the limit"
+            )
+        else:
+            message = (
+                f"lock {key!r} was lost: {reason.value}. The section did not run under mutual "
+                "exclusion for its whole duration; reconcile its effects rather than assume "
+                "it completed alone"
+            )
+        super().__init__(message, key)
         self.reason = reason
 
 

@@ -30,7 +30,8 @@ from distlock.errors import LossReason
 @dataclass(frozen=True, slots=True)
 class Acquired:
     """The lock was granted. ``attempts`` counts refusals too; ``waited_ms`` is from the
-    first attempt's send to the grant's arrival."""
+    first attempt's send to the grant's arrival.  A semaphore permit has no fence: its
+    ``fence`` is 1, the acquire script's "granted"."""
 
     key: str
     client: str

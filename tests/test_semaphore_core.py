@@ -56,8 +56,8 @@ def test_a_permit_takes_exactly_the_lock_s_actions() -> None:
         for name, value in vars(SemaphoreSection).items()
         if callable(value) and not name.startswith("_")
     }
-    # acquire_reply is the lock's AcquireReply with the permit's reading of the reply.
-    assert own == {"acquire_reply"}
+    # The lock's AcquireReply with the permit's reading of the reply, and its error.
+    assert own == {"acquire_reply", "not_acquired_error"}
 
 
 def test_every_command_carries_the_kind_and_the_limit_to_the_s_scripts() -> None:
@@ -201,3 +201,16 @@ def test_expiry_is_judged_by_redis_s_clock_and_without_a_scan() -> None:
     acquire = s.acquire(123_456.0).send
     assert acquire is not None
     assert 123_456 not in encode(acquire)[2]
+
+
+def test_a_permit_s_errors_say_it_is_a_permit() -> None:
+    s = held()
+    s.tick(TTL // 4)
+    loss = s.renew_reply(TTL // 4 + 1, False).loss
+    assert loss is not None and "permit of semaphore 'sem:k'" in str(loss)
+    assert "limit" in str(loss) and loss.key == "sem:k"
+    refused = section()
+    refused.acquire(0.0)
+    refused.acquire_reply(1.0, 0)
+    error = refused.not_acquired_error()
+    assert "no permit of semaphore 'sem:k' is free" in str(error) and error.attempts == 1

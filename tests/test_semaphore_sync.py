@@ -28,8 +28,24 @@ from distlock import (
     UsageError,
     ValidationError,
 )
-from distlock._protocol import RELEASE_MEMORY_MS, S_ACQUIRE, S_RELEASE, permits_released_key
-from tests.redis_server import free_port
+from distlock._protocol import (
+    ACQUIRE,
+    EXTEND,
+    R_ACQUIRE,
+    R_RELEASE,
+    R_RENEW,
+    RELEASE,
+    RELEASE_MEMORY_MS,
+    S_ACQUIRE,
+    S_RELEASE,
+    S_RENEW,
+    Script,
+    fence_key,
+    permits_released_key,
+    released_key,
+)
+from distlock.tools.inspect import format_table, inspect, read_only_acl
+from tests.redis_server import RedisServer, free_port
 
 WAIT = 10.0
 TTL = 30_000
@@ -337,3 +353,124 @@ def test_the_constructor_takes_a_lock_s_forms_and_a_required_limit(r: redis.Redi
     with Semaphore(r, limit=1) as default, pytest.raises(UsageError):
         default.hold_many(["a", "b"])
     assert default.prefix == "sem"
+
+
+#: The README's ACL for semaphores under the prefix "workers": the scripts' commands only.
+SEMAPHORE_ACL = [
+    "on", ">s3cret", "resetkeys", "~workers:*", "~distlock:sem-released:*", "-@all",
+    "+evalsha", "+eval", "+time", "+zscore", "+zadd", "+zrem", "+zcard", "+zrange",
+    "+zremrangebyscore", "+pexpireat",
+]
+
+
+def test_the_documented_acl_is_enough(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    admin.execute_command("ACL", "SETUSER", "worker", *SEMAPHORE_ACL)  # type: ignore[no-untyped-call]
+    restricted = redis.Redis(port=fresh_redis.port, username="worker", password="s3cret")
+    with Semaphore(restricted, prefix="workers", limit=2, ttl_ms=10_000) as sem:
+        assert sem.run("1", lambda p: p.held) is True
+        permit = sem.acquire("2")
+        assert permit is not None and permit.extend(20_000) is True
+        admin.script_flush()  # EVALSHA fails, EVAL takes over
+        assert permit.release() is True
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        restricted.get("workers:1")
+    assert admin.keys("workers:*") == []
+    admin.close()
+    restricted.close()
+
+
+def test_inspect_shows_each_permit_with_its_time_left(sem: Semaphore, r: redis.Redis) -> None:
+    long = sem.acquire("k")
+    short = sem.acquire("k", ttl_ms=10_000)
+    assert long is not None and short is not None
+    dead = "0123456789abcdef0123456789abcdef"
+    r.zadd("sem:k", {dead: redis_ms(r) - 1})  # expired, not yet evicted
+    [held] = inspect(r, "sem").held
+    assert (held.key, held.kind, held.redis_type, held.permit_count) == (
+        "sem:k", "semaphore", "zset", 3
+    )
+    assert held.permits is not None
+    # Soonest to expire first; time left by Redis's clock.
+    assert [p.token_prefix for p in held.permits] == [dead[:8], short.token[:8], long.token[:8]]
+    assert [p.live for p in held.permits] == [False, True, True]
+    assert 0 < held.permits[1].ttl_ms <= 10_000 < held.permits[2].ttl_ms <= TTL
+    assert held.as_dict()["permit_count"] == 3
+    table = format_table(inspect(r, "sem"))
+    assert f"sem:k: 3 permits: {dead[:8]} expired, {short.token[:8]} " in table
+
+
+def test_the_inspector_s_read_only_acl_reads_semaphores(fresh_redis: RedisServer) -> None:
+    admin = redis.Redis(port=fresh_redis.port)
+    rules = ["on", ">s3cret", *read_only_acl("sem")]
+    admin.execute_command("ACL", "SETUSER", "inspector", *rules)  # type: ignore[no-untyped-call]
+    reader = redis.Redis(port=fresh_redis.port, username="inspector", password="s3cret")
+    with Semaphore(admin, limit=2) as sem:
+        permit = sem.acquire("k")
+        assert permit is not None
+        [held] = inspect(reader, "sem").held
+        assert held.kind == "semaphore" and held.permits is not None
+        assert held.permits[0].token_prefix == permit.token[:8]
+    admin.close()
+    reader.close()
+
+
+def test_every_script_refuses_a_key_of_another_kind(r: redis.Redis) -> None:
+    """No script of one primitive errors on another's key: each answers 0 (refused)."""
+    token = "0123456789abcdef0123456789abcdef"
+    r.set("sem:string", token, px=TTL)
+    r.hset("sem:hash", mapping={token: 1, "fence": 1})
+    r.zadd("sem:zset", {token: redis_ms(r) + TTL})
+
+    def run(script: Script, keys: list[str], *args: str | int) -> Any:
+        return r.eval(script.source, len(keys), *keys, *args)
+
+    for key in ("sem:string", "sem:hash"):
+        assert run(S_ACQUIRE, [key], token, TTL, 5) == 0
+        assert run(S_RENEW, [key], token, TTL) == 0
+        assert run(S_RELEASE, [key, permits_released_key(key)], token, 1_000) == 0
+    zset = "sem:zset"
+    assert run(ACQUIRE, [zset, fence_key(zset)], token, TTL) == 0
+    assert run(EXTEND, [zset], token, TTL) == 0
+    assert run(RELEASE, [zset, released_key(zset)], token, 1_000) == 0
+    assert run(R_ACQUIRE, [zset, fence_key(zset)], token, TTL) == [0, 0]
+    assert run(R_RENEW, [zset], token, TTL) == 0
+    assert run(R_RELEASE, [zset, fence_key(zset), released_key(zset)], token, 1_000) == 0
+    # Nothing was changed by the refusals.
+    assert r.get("sem:string") == token.encode()
+    assert r.hget("sem:hash", token) == b"1"
+    assert r.zscore(zset, token) is not None
+
+
+def test_a_permit_s_transitions_are_recorded_with_the_kind_and_limit(r: redis.Redis) -> None:
+    events: list[dict[str, Any]] = []
+    with Semaphore(r, limit=4, ttl_ms=TTL, trace=events.append) as sem:
+        sem.run("k", lambda p: None)
+    assert [e["action"] for e in events] == [
+        "Acquire", "AcquireReply", "BodyDone", "Release", "ReleaseReply"
+    ]
+    acquire = events[0]
+    assert (acquire["kind"], acquire["limit"], acquire["key"]) == ("semaphore", 4, "sem:k")
+    assert all(e["fence"] is None for e in events)
+    assert events[-1]["ok"] is True and events[-1]["outcome"] == "ok"
+
+
+def test_a_silent_redis_is_a_loss_by_the_deadline(fresh_redis: RedisServer) -> None:
+    client = redis.Redis(port=fresh_redis.port)
+
+    def body(permit: PermitHandle) -> None:
+        fresh_redis.pause()  # renewals hang: no reply, no error
+        try:
+            assert permit.signal.wait(WAIT)
+        finally:
+            fresh_redis.resume()
+
+    # Silence past the lease counted from the send time is the loss; the TTL only has to
+    # be long enough that the grant itself is never late.
+    with (
+        Semaphore(client, limit=2, ttl_ms=2_000) as sem,
+        pytest.raises(LockLeaseLostError) as info,
+    ):
+        sem.run("k", body)
+    assert info.value.reason is LossReason.DEADLINE_PASSED
+    client.close()

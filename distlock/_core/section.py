@@ -234,6 +234,9 @@ class Section:
         fields.update(extra)
         self.events.append(Transition(action, self.client, now, fields))
 
+    def _loss_error(self, reason: LossReason) -> LockLeaseLostError:
+        return LockLeaseLostError(self.key, reason)
+
     def _emit(self, event: Event) -> None:
         if self.events is not None and self.config.observed:
             self.events.append(event)
@@ -255,7 +258,7 @@ class Section:
     def _lose(self, now: float, reason: LossReason, *, body_running: bool = True) -> Step:
         if self.lost is not None:
             return NOTHING
-        self.lost = LockLeaseLostError(self.key, reason)
+        self.lost = self._loss_error(reason)
         cancel = self.config.cancel_on_loss and body_running and not self.finished
         self.cancel_requested = self.cancel_requested or cancel
         self._alarm(Lost(self.key, self.client, now, reason, now - self.lease.confirmed_at))

@@ -23,6 +23,7 @@ from typing import Any
 from distlock._core.commands import Command, Kind, Op, Step
 from distlock._core.lease import Write
 from distlock._core.section import Section, SectionConfig
+from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason
 
 __all__ = ["SemaphoreSection"]
 
@@ -74,6 +75,12 @@ class SemaphoreSection(Section):
             # The lock's machine kept the reply as a fence; a permit has none.
             self.fence = None
         return step
+
+    def _loss_error(self, reason: LossReason) -> LockLeaseLostError:
+        return LockLeaseLostError(self.key, reason, permit=True)
+
+    def not_acquired_error(self) -> LockNotAcquiredError:
+        return LockNotAcquiredError(self.key, self.attempts, permit=True)
 
     def _abandoned(self) -> bool:
         return not self.granted

@@ -4,12 +4,14 @@
 batch in one pipelined round trip: ``TYPE``, ``GETRANGE 0 32`` and ``PTTL`` of every key,
 and ``GET`` of the fence counters of their slots.  A batch that holds hashes takes one more
 round trip, for its hashes only: ``HLEN``, ``HRANDFIELD <key> 2 WITHVALUES`` and ``PTTL``,
-so at most two fields of any hash are read, however large it is.  It sends no write and no
+so at most two fields of any hash are read, however large it is; a batch that holds sorted
+sets takes one more, for them only: ``TIME``, then ``ZCARD``, ``ZRANGE <key> 0 63
+WITHSCORES`` and ``PTTL``.  It sends no write and no
 script, so it is safe on a production Redis; a user limited to these read commands is
 enough (:func:`read_only_acl`; for the prefix ``lock``)::
 
     ACL SETUSER inspector on >s3cret resetkeys %R~lock:* %R~distlock:fence:*
-        -@all +scan +type +pttl +getrange +get +hlen +hrandfield
+        -@all +scan +type +pttl +getrange +get +hlen +hrandfield +zcard +zrange +time
 
 (one line in redis-cli).
 
@@ -19,8 +21,12 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
 - ``reentrant``: a hash of exactly two fields, ``<token>`` -> depth (an integer >= 1) and
   ``fence`` -> the fence issued at the outermost grant, the key of a
   :class:`distlock.ReentrantLock`; any other hash is ``unknown``;
+- ``semaphore``: a sorted set of tokens scored by their expiry instants in Redis's clock,
+  the key of a :class:`distlock.Semaphore`: its permits (:class:`Permit`) are listed with
+  the time each has left, measured on Redis's clock (``TIME``), never the inspector's;
 - ``fence-counter`` and ``release-record``: distlock's own bookkeeping
-  (``distlock:fence:{<tag>}`` and ``distlock:released:{<tag>}:<key>``).  They live under
+  (``distlock:fence:{<tag>}``, ``distlock:released:{<tag>}:<key>`` and a semaphore's
+  ``distlock:sem-released:{<tag>}:<key>``).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
   these kinds rather than as locks, only when the prefix is ``distlock`` (or starts with
   ``distlock:``);
@@ -71,6 +77,7 @@ DEFAULT_COUNT: Final = 500
 #: Kinds of held keys.
 LOCK: Final = "lock"
 REENTRANT: Final = "reentrant"
+SEMAPHORE: Final = "semaphore"
 FENCE_COUNTER: Final = "fence-counter"
 RELEASE_RECORD: Final = "release-record"
 UNKNOWN: Final = "unknown"
@@ -78,6 +85,11 @@ UNKNOWN: Final = "unknown"
 #: The two families of distlock's bookkeeping keys.
 _FENCE_PREFIX: Final = "distlock:fence:"
 _RELEASED_PREFIX: Final = "distlock:released:"
+_PERMITS_RELEASED_PREFIX: Final = "distlock:sem-released:"
+
+#: How many permits of one semaphore key are read (the soonest to expire first): the key
+#: may hold as many as its callers' limit, and an operator needs the first few, not all.
+PERMITS_READ: Final = 64
 
 #: A token is 32 lowercase hex digits; reading 33 bytes tells a token from a longer string.
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")
@@ -113,6 +125,23 @@ class InspectRefusedError(InspectError):
 
 
 @dataclass(frozen=True, slots=True)
+class Permit:
+    """One permit of a semaphore key: its holder's token (first 8 characters) and the time
+    it has left by Redis's clock; 0 or less is a permit that expired and that the next
+    acquire evicts (it no longer counts against the limit)."""
+
+    token_prefix: str
+    ttl_ms: int
+
+    @property
+    def live(self) -> bool:
+        return self.ttl_ms > 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {"token_prefix": self.token_prefix, "ttl_ms": self.ttl_ms, "live": self.live}
+
+
+@dataclass(frozen=True, slots=True)
 class Held:
     """One key found under the prefix.
 
@@ -124,7 +153,9 @@ class Held:
     in its slot (an upper bound on the holder's fence; None if the counter is gone), and
     for a fence counter its value.  ``depth`` and ``fence`` are a reentrant lock's: how
     deep its holder has entered, and the exact fence it was granted (stored in its hash);
-    None for every other kind.
+    None for every other kind.  ``permits`` and ``permit_count`` are a semaphore's: its
+    permits, soonest to expire first (at most :data:`PERMITS_READ` of them), and how many
+    members its key holds, expired ones not yet evicted included.
     """
 
     key: str
@@ -135,6 +166,8 @@ class Held:
     fence_counter: int | None = None
     depth: int | None = None
     fence: int | None = None
+    permits: tuple[Permit, ...] | None = None
+    permit_count: int | None = None
 
     @property
     def expires(self) -> bool:
@@ -160,6 +193,8 @@ class Held:
             "fence_counter": self.fence_counter,
             "depth": self.depth,
             "fence": self.fence,
+            "permits": None if self.permits is None else [p.as_dict() for p in self.permits],
+            "permit_count": self.permit_count,
         }
 
 
@@ -184,6 +219,8 @@ class Probe:
     counter: int | None  # the value of the key's slot fence counter, if any
     length: int | None = None  # a hash's HLEN, else None
     fields: tuple[tuple[str, str], ...] = ()  # at most two (field, value) pairs of a hash
+    #: A sorted set's first members and the ms each has left by Redis's clock.
+    members: tuple[tuple[str, int], ...] = ()
 
 
 def _read_string(probe: Probe) -> Held:
@@ -219,10 +256,25 @@ def _read_hash(probe: Probe) -> Held:
     return Held(key, UNKNOWN, redis_type, ttl_ms)
 
 
+def _read_zset(probe: Probe) -> Held:
+    """A sorted set: a semaphore when every member read is a token; a semaphore's release
+    memory under ``distlock:sem-released:``."""
+    key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    if not all(_TOKEN.fullmatch(member) for member, _ in probe.members):
+        return Held(key, UNKNOWN, redis_type, ttl_ms)
+    if key.startswith(_PERMITS_RELEASED_PREFIX):
+        return Held(key, RELEASE_RECORD, redis_type, ttl_ms)
+    permits = tuple(Permit(member[:8], left) for member, left in probe.members)
+    return Held(
+        key, SEMAPHORE, redis_type, ttl_ms, permits=permits, permit_count=probe.length
+    )
+
+
 #: Redis TYPE -> how a key of that type is read.  Every other type is ``unknown``.
 READERS: Final[dict[str, Callable[[Probe], Held]]] = {
     "string": _read_string,
     "hash": _read_hash,
+    "zset": _read_zset,
 }
 
 #: The Redis types read by a second round trip of their own (:func:`_read_hashes`).
@@ -231,11 +283,12 @@ _SECOND_READ: Final = frozenset({"hash"})
 
 def read_only_acl(prefix: str = DEFAULT_PREFIX) -> list[str]:
     """The ACL rules (after ``ACL SETUSER <user>``) of a user that can inspect ``prefix``
-    and nothing more: read access to its keys and the fence counters, and the seven read
+    and nothing more: read access to its keys and the fence counters, and the ten read
     commands :func:`inspect` sends.  Add ``on`` and a password (``>...``)."""
     return [
         "resetkeys", f"%R~{match_pattern(prefix)}", "%R~distlock:fence:*",
         "-@all", "+scan", "+type", "+pttl", "+getrange", "+get", "+hlen", "+hrandfield",
+        "+zcard", "+zrange", "+time",
     ]
 
 
@@ -267,8 +320,9 @@ def inspect(
     """List what is held under ``prefix`` on the node ``client`` is connected to.
 
     ``count`` is the SCAN batch size; ``limit`` stops after that many keys (the result is
-    then ``truncated``).  Sends only SCAN, TYPE, GETRANGE, PTTL and GET, and for hashes
-    HLEN and HRANDFIELD (two fields at most).  Raises
+    then ``truncated``).  Sends only SCAN, TYPE, GETRANGE, PTTL and GET, for hashes
+    HLEN and HRANDFIELD (two fields at most), and for sorted sets TIME, ZCARD and ZRANGE
+    (64 members at most).  Raises
     :class:`ValidationError` for a bad argument, :class:`InspectRefusedError` when an ACL
     refuses a command and :class:`InspectError` when Redis cannot be reached or fails.
     """
@@ -350,6 +404,7 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
         )
         probes.append((raw, probe))
     held: list[Held] = []
+    probes = _read_sorted_sets(client, probes, pattern)
     for probe in _read_hashes(client, probes, pattern):
         reader = READERS.get(probe.redis_type)
         if reader is None:
@@ -404,6 +459,60 @@ def _read_hashes(
         now = completed.get(i, probe)
         if now is not None:
             kept.append(now)
+    return kept
+
+
+def _read_sorted_sets(
+    client: redis.Redis, probes: list[tuple[Any, Probe]], pattern: str
+) -> list[tuple[Any, Probe]]:
+    """The probes of a batch, its sorted sets completed by one more round trip: ``TIME``
+    (a permit's expiry is an instant of Redis's clock, so its time left is measured on
+    that clock too), then ``ZCARD``, ``ZRANGE <key> 0 63 WITHSCORES`` (the soonest to
+    expire first, never the whole set) and ``PTTL`` of each.  No round trip when the batch
+    has no sorted set.  One gone since its TYPE, or no longer a sorted set, is left out."""
+    zsets = [i for i, (_, probe) in enumerate(probes) if probe.redis_type == "zset"]
+    if not zsets:
+        return probes
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    for raw, _ in (probes[i] for i in zsets):
+        pipe.zcard(raw)
+        pipe.zrange(raw, 0, PERMITS_READ - 1, withscores=True)
+        pipe.pttl(raw)
+    with _translated("a pipeline of TIME, ZCARD, ZRANGE and PTTL", "+time +zcard +zrange +pttl"):
+        replies = pipe.execute(raise_on_error=False)
+    clock = replies[0]
+    _check(clock, "TIME", "", pattern)
+    seconds, micros = clock
+    now = int(seconds) * 1000 + int(micros) // 1000
+    kept: list[tuple[Any, Probe]] = []
+    completed: dict[int, Probe | None] = {}
+    for n, i in enumerate(zsets):
+        probe = probes[i][1]
+        length, members, ttl = replies[1 + 3 * n : 4 + 3 * n]
+        key = probe.key
+        if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, members)):
+            completed[i] = None
+            continue
+        _check(length, "ZCARD", key, pattern)
+        _check(members, "ZRANGE", key, pattern)
+        _check(ttl, "PTTL", key, pattern)
+        if length == 0 or ttl == -2:
+            completed[i] = None
+            continue
+        completed[i] = Probe(
+            key=key,
+            redis_type=probe.redis_type,
+            ttl_ms=_ttl(ttl),
+            head=None,
+            counter=probe.counter,
+            length=int(length),
+            members=tuple((_text(m), int(score) - now) for m, score in members),
+        )
+    for i, (raw, probe) in enumerate(probes):
+        now_probe = completed.get(i, probe)
+        if now_probe is not None:
+            kept.append((raw, now_probe))
     return kept
 
 
@@ -524,6 +633,14 @@ def format_table(inspection: Inspection) -> str:
             f"TTL (none!) will never expire: {', '.join(map(_cell, persistent))}; a lock in "
             "that state blocks its id until it is deleted"
         )
+    for h in held:
+        if h.permits is not None:
+            shown = ", ".join(
+                f"{p.token_prefix} {p.ttl_ms} ms" if p.live else f"{p.token_prefix} expired"
+                for p in h.permits
+            )
+            more = "" if h.permit_count == len(h.permits) else f" (first {len(h.permits)})"
+            lines.append(f"{_cell(h.key)}: {h.permit_count} permits{more}: {shown}")
     if inspection.truncated:
         lines.append("stopped at --limit: more keys may be held")
     return "\n".join(lines)
