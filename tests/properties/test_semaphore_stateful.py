@@ -417,7 +417,8 @@ def test_a_dead_clients_permit_goes_at_its_own_expiry(
 ) -> None:
     """The story the random runs tell only now and then, step by step through the same
     machine and checks: a dead client's permit fills the limit while the live holder
-    renews its own, and is given to another at its own expiry."""
+    renews its own, and is given to another at its own expiry; that one's permit expires
+    in turn, and its renewal is refused although the permit is still in the key."""
     SemaphoreMachine.server = redis_server
     SemaphoreMachine.loop = loop_thread
     before = dict(SEEN)
@@ -429,8 +430,10 @@ def test_a_dead_clients_permit_goes_at_its_own_expiry(
         lambda: machine.extend(0, "long"),
         lambda: machine.extend(0, "long"),  # t1's renewals keep its own permit only
         machine.let_time_pass,
-        lambda: machine.acquire("task", "long"),  # granted in the dead permit's place
-        lambda: machine.release(0),
+        lambda: machine.acquire("other-object", "short"),  # in the dead permit's place
+        machine.let_time_pass,  # nobody acquires: the expired permit stays in the key
+        lambda: machine.extend(1, "long"),  # refused: expired, though still a member
+        lambda: machine.release(1),  # False: it was no longer ours
         lambda: machine.release(0),
     ]
     try:
@@ -445,4 +448,6 @@ def test_a_dead_clients_permit_goes_at_its_own_expiry(
 
     assert new("refused while a dead client's permit counted") == 1
     assert new("granted in place of a dead client's expired permit") == 1
-    assert new("renewed") == 2 and new("released") == 2
+    assert new("renewal of an expired, not yet evicted permit refused") == 1
+    assert new("release of an expired permit answered False") == 1
+    assert new("renewed") == 2 and new("released") == 1
