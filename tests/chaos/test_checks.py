@@ -18,7 +18,7 @@ from distlock._protocol import R_ENTER, R_LEAVE
 from distlock.tools.chaos.invariants import check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
 from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
-from distlock.tools.chaos.targets import RedisTarget
+from distlock.tools.chaos.targets import RedisTarget, is_own_key
 from distlock.tools.chaos.toxiproxy import Proxy
 
 pytestmark = pytest.mark.chaos
@@ -166,6 +166,13 @@ def test_a_victim_starved_by_another_victims_body_is_judged_by_the_starvation() 
     # The same victim0 in another process (an intruder) would have been late.
     rec.sections[0].client = "intruder"
     assert any("not detected within" in v for v in check(rec, slack_ms=50, limit=2).violations)
+
+
+def test_the_release_records_of_its_semaphores_are_the_tools_own_keys() -> None:
+    # A Redis left with only these (a run stopped before its clean-up) is not "non-empty".
+    assert is_own_key("distlock:sem-released:{tag}:chaos-0123456789:res")
+    assert is_own_key("distlock:released:{tag}:chaos-0123456789:res")
+    assert not is_own_key("distlock:sem-released:{tag}:workers:res")
 
 
 def _depth_write(rec: Recorder, s: Section, script: str, at: float, *, took: float = 0.001) -> None:

@@ -132,7 +132,8 @@ def run_cli(args: argparse.Namespace) -> int:
         if foreign and not args.allow_nonempty:
             return _error(
                 f"refusing to run: the Redis at {args.redis} holds {foreign} key(s) outside "
-                f"the tool's own ({KEY_PREFIX}*, distlock:fence:*, distlock:released:*); "
+                f"the tool's own ({KEY_PREFIX}*, distlock:fence:*, distlock:released:*, "
+                "distlock:sem-released:*); "
                 "point --redis at an empty database (e.g. .../15) or pass --allow-nonempty "
                 "(only the scenarios' own keys are written and deleted)"
             )

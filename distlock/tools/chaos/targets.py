@@ -171,12 +171,16 @@ class ExternalTarget:
 
 
 def is_own_key(key: str) -> bool:
-    """A key the chaos scenarios write: under ``chaos-``, a release record of one, or a
-    fence counter (shared per hash slot, created by any distlock lock)."""
+    """A key the chaos scenarios write: under ``chaos-``, a release record of one (a
+    lock's, or a semaphore's of its permits), or a fence counter (shared per hash slot,
+    created by any distlock lock)."""
     return (
         key.startswith(KEY_PREFIX)
         or key.startswith("distlock:fence:")
-        or (key.startswith("distlock:released:") and f":{KEY_PREFIX}" in key)
+        or (
+            key.startswith(("distlock:released:", "distlock:sem-released:"))
+            and f":{KEY_PREFIX}" in key
+        )
     )
 
 
