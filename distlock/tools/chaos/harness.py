@@ -6,6 +6,9 @@ to take the key, so that whenever a victim's lease lapses someone really does ta
 and an *injector* that waits for a victim to be inside its body with at least one
 successful renewal on the wire, then injects the scenario's fault and heals it.
 
+On a semaphore (``Scenario.limit``) the same roles take permits of one key, and the
+checks allow ``limit`` bodies at once where a lock allows one (``invariants.check``).
+
 Bodies simulate work by waiting on the handle's signal (that sleep is the work, not a
 synchronisation); an oblivious body keeps working after the signal fires, a cooperative
 one stops and raises the signal's reason.  A watcher (a thread, or a task in asyncio)
