@@ -18,7 +18,7 @@ from distlock._protocol import R_ENTER, R_LEAVE
 from distlock.tools.chaos.invariants import check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
 from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
-from distlock.tools.chaos.targets import RedisTarget
+from distlock.tools.chaos.targets import RedisTarget, is_own_key
 from distlock.tools.chaos.toxiproxy import Proxy
 
 pytestmark = pytest.mark.chaos
@@ -108,6 +108,71 @@ def test_two_renewals_in_flight_are_caught() -> None:
     rec.command(Command("EVALSHA", ("sha", "1", "k", s.token), o + 0.2, o + 0.24, False))
     verdict = check(rec, slack_ms=50)
     assert any("two renewals in flight" in v for v in verdict.violations)
+
+
+def test_more_successes_at_once_than_the_limit_are_caught() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "ok")
+    _section(rec, "b", 0.02, 0.15, "ok")
+    _section(rec, "c", 0.05, 0.12, "ok")
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.overlaps == 1 and verdict.crowded == 1
+    assert any(
+        "NoOverlappingSuccess" in v and "3 successful" in v and "limit 2" in v
+        for v in verdict.violations
+    )
+
+
+def test_as_many_successes_at_once_as_the_limit_pass() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "ok")
+    _section(rec, "b", 0.02, 0.15, "ok")
+    _section(rec, "c", 0.11, 0.2, "ok")  # starts after a ended: two at a time
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.violations == [] and verdict.crowded == 0
+    assert verdict.overlapping_pairs == 2
+
+
+def test_a_silent_loss_in_a_crowd_beyond_the_limit_is_caught() -> None:
+    # Three bodies at once with two permits: one of them must have surfaced its loss.
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.1, "error")
+    _section(rec, "b", 0.02, 0.15, "ok")
+    _section(rec, "c", 0.05, 0.12, "ok")
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.overlaps == 0
+    assert any("silent loss" in v and "limit 2" in v for v in verdict.violations)
+
+
+def test_a_crowd_whose_extra_body_surfaced_its_loss_passes() -> None:
+    rec = Recorder("synthetic")
+    _section(rec, "a", 0.0, 0.5, "lost", signal=0.199, sends=(-0.001,))
+    _section(rec, "b", 0.21, 0.3, "ok")
+    _section(rec, "c", 0.22, 0.35, "ok")
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.violations == []
+    assert verdict.crowded == 1
+
+
+def test_a_victim_starved_by_another_victims_body_is_judged_by_the_starvation() -> None:
+    # Two permits: victim1 holds the GIL from 0.05 to 0.45 s while victim0, in its body
+    # since 0, cannot run its timers either; its signal fires as the starvation ends.
+    rec = Recorder("synthetic")
+    _section(rec, "victim0", 0.0, 0.46, "lost", signal=0.455, sends=(-0.001,))
+    starver = _section(rec, "victim1", 0.05, 0.5, "lost", signal=0.452, sends=(0.049,))
+    starver.starved_from, starver.starved_until = rec.origin + 0.05, rec.origin + 0.45
+    verdict = check(rec, slack_ms=50, limit=2)
+    assert verdict.violations == []
+    # The same victim0 in another process (an intruder) would have been late.
+    rec.sections[0].client = "intruder"
+    assert any("not detected within" in v for v in check(rec, slack_ms=50, limit=2).violations)
+
+
+def test_the_release_records_of_its_semaphores_are_the_tools_own_keys() -> None:
+    # A Redis left with only these (a run stopped before its clean-up) is not "non-empty".
+    assert is_own_key("distlock:sem-released:{tag}:chaos-0123456789:res")
+    assert is_own_key("distlock:released:{tag}:chaos-0123456789:res")
+    assert not is_own_key("distlock:sem-released:{tag}:workers:res")
 
 
 def _depth_write(rec: Recorder, s: Section, script: str, at: float, *, took: float = 0.001) -> None:

@@ -6,6 +6,9 @@ to take the key, so that whenever a victim's lease lapses someone really does ta
 and an *injector* that waits for a victim to be inside its body with at least one
 successful renewal on the wire, then injects the scenario's fault and heals it.
 
+On a semaphore (``Scenario.limit``) the same roles take permits of one key, and the
+checks allow ``limit`` bodies at once where a lock allows one (``invariants.check``).
+
 Bodies simulate work by waiting on the handle's signal (that sleep is the work, not a
 synchronisation); an oblivious body keeps working after the signal fires, a cooperative
 one stops and raises the signal's reason.  A watcher (a thread, or a task in asyncio)
@@ -37,10 +40,20 @@ from redis.backoff import ExponentialBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
-from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError, ReentrantLock
+from distlock import (
+    Lock,
+    LockHandle,
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    PermitHandle,
+    ReentrantLock,
+    Semaphore,
+)
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
+from distlock.asyncio import PermitHandle as AsyncPermitHandle
 from distlock.asyncio import ReentrantLock as AsyncReentrantLock
+from distlock.asyncio import Semaphore as AsyncSemaphore
 from distlock.options import AsyncHoldOptions, HoldOptions
 from distlock.tools import tracecheck
 from distlock.tools.chaos.invariants import Verdict, check
@@ -100,6 +113,12 @@ INNER_DEPTH = 2
 REENTRANT_TRACE_EXCLUDED = (
     "reentrant lock: its trace (Reenter, Leave, ...) belongs to spec/Reentrant.tla, whose "
     "trace validation takes up to three sections on a key and not yet a chaos trial's many"
+)
+
+#: Why the semaphore scenarios' traces are not checked against the spec.
+SEMAPHORE_TRACE_EXCLUDED = (
+    "semaphore: its events belong to spec/Semaphore.tla, and the trace validation of "
+    "chaos trials checks spec/DistLock.tla only"
 )
 
 #: The report's note where TLC is not installed and traces go unchecked.
@@ -172,6 +191,12 @@ class Scenario:
     #: Victims and intruder on a ReentrantLock; each victim's body re-enters the key and
     #: spends its time at depth 2 (the intruder holds its own key at depth 1).
     reentrant: bool = False
+    #: Victims and intruder on a Semaphore of this many permits (None: on a lock).  The
+    #: checks then allow up to ``limit`` bodies at once (see ``invariants.check``).
+    limit: int | None = None
+    #: Long victim bodies are cooperative in one trial out of this many, oblivious in the
+    #: others (see :meth:`cooperative`).
+    cooperative_every: int = 3
     recorder: Recorder = field(init=False)
     tag: str = field(init=False)
     prefix: str = field(init=False)
@@ -202,6 +227,8 @@ class Scenario:
         self.baseline = Baseline.take()
         if self.reentrant:
             self.exclude_trace(REENTRANT_TRACE_EXCLUDED)
+        if self.limit is not None:
+            self.exclude_trace(SEMAPHORE_TRACE_EXCLUDED)
 
     def own_redis(self) -> LocalTarget:
         """The redis-server this tool started, for a fault that pauses or kills it; a Redis
@@ -223,6 +250,15 @@ class Scenario:
     @property
     def ttl(self) -> float:
         return self.ttl_ms / 1000.0
+
+    @property
+    def capacity(self) -> int:
+        """How many sections may hold the key at once: the semaphore's limit, or 1."""
+        return 1 if self.limit is None else self.limit
+
+    def cooperative(self, trial: int) -> bool:
+        """Whether ``trial``'s long bodies stop when their signal fires."""
+        return trial % self.cooperative_every == self.cooperative_every - 1
 
     @property
     def slack_ms(self) -> float:
@@ -274,12 +310,21 @@ class Scenario:
         )
 
     def sync_lock(self, client: redis.Redis, **options: Any) -> Lock:
-        kind = ReentrantLock if self.reentrant else Lock
-        lock = kind(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace, **options)
+        """The scenario's kind of lock (a Semaphore of ``limit`` permits, when it has one)
+        on ``client``; ``options`` override the scenario's (``ttl_ms`` among them)."""
+        options = {"prefix": self.prefix, "ttl_ms": self.ttl_ms, **options}
+        lock: Lock
+        if self.limit is not None:
+            lock = Semaphore(client, limit=self.limit, **options)
+        else:
+            kind = ReentrantLock if self.reentrant else Lock
+            lock = kind(client, trace=self._trace, **options)
         self._locks.append(lock)
         return lock
 
     def async_lock(self, client: redis.asyncio.Redis) -> AsyncLock:
+        if self.limit is not None:
+            return AsyncSemaphore(client, prefix=self.prefix, limit=self.limit, ttl_ms=self.ttl_ms)
         kind = AsyncReentrantLock if self.reentrant else AsyncLock
         return kind(client, prefix=self.prefix, ttl_ms=self.ttl_ms, trace=self._trace)
 
@@ -408,8 +453,10 @@ class Scenario:
 
     # -- sections -------------------------------------------------------------------------
 
-    def _section(self, role: str, wait_ms: int | None = None) -> Section:
-        return self.recorder.new_section(role, self.key, self.ttl_ms, wait_ms)
+    def _section(
+        self, role: str, wait_ms: int | None = None, ttl_ms: int | None = None
+    ) -> Section:
+        return self.recorder.new_section(role, self.key, ttl_ms or self.ttl_ms, wait_ms)
 
     def _renew_hook(self, section: Section) -> Callable[[BaseException], None]:
         def hook(exc: BaseException) -> None:
@@ -428,10 +475,12 @@ class Scenario:
         retry_delay_ms: float,
         nest: bool = False,
         wait_ms: int | None = None,
+        ttl_ms: int | None = None,
     ) -> Section:
         """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
-        its work at depth 2; with ``wait_ms``, it waits for the key that long."""
-        section = self._section(role, wait_ms)
+        its work at depth 2; with ``wait_ms``, it waits for the key that long.  ``ttl_ms``:
+        the lock's, when not the scenario's."""
+        section = self._section(role, wait_ms, ttl_ms)
         reenter = lock if nest else None
         options: HoldOptions = {
             "retries": retries,
@@ -460,7 +509,7 @@ class Scenario:
         self, section: Section, body: Body, handle: LockHandle, reenter: Lock | None = None
     ) -> None:
         rec = self.recorder
-        rec.enter(section, handle.token, handle.fence, handle.signal.aborted)
+        rec.enter(section, handle.token, _fence(handle), handle.signal.aborted)
         started = now()
         watcher = threading.Thread(
             target=self._watch_sync,
@@ -589,7 +638,7 @@ class Scenario:
         reenter: AsyncLock | None = None,
     ) -> None:
         rec = self.recorder
-        rec.enter(section, handle.token, handle.fence, handle.signal.aborted)
+        rec.enter(section, handle.token, _fence(handle), handle.signal.aborted)
         started = now()
         watcher = asyncio.create_task(self._watch_async(section, handle), name="chaos-watch")
         try:
@@ -708,10 +757,10 @@ class Scenario:
     def victim_bodies(self, trial: int, index: int) -> list[Body]:
         """A long first body (so faults land inside it) and a short second one.
 
-        Long bodies are oblivious in two trials out of three, so a lapsed lease leaves a
-        body running while someone else takes the key; cooperative in the third.
+        Long bodies are oblivious in most trials, so a lapsed lease leaves a body running
+        while someone else takes the key; cooperative in one of ``cooperative_every``.
         """
-        cooperative = trial % 3 == 2
+        cooperative = self.cooperative(trial)
         return [
             Body(self.ttl_ms * 3.0, cooperative=cooperative),
             Body(self.ttl_ms * 0.5, cooperative=True),
@@ -1038,7 +1087,10 @@ class Scenario:
         from distlock.tools.chaos.waiters import WAIT_ALLOWANCE_MS
 
         verdict = check(
-            self.recorder, slack_ms=self.slack_ms, wait_allowance_ms=WAIT_ALLOWANCE_MS
+            self.recorder,
+            slack_ms=self.slack_ms,
+            wait_allowance_ms=WAIT_ALLOWANCE_MS,
+            limit=self.capacity,
         )
         rec = self.recorder
         self.report.add(
@@ -1092,10 +1144,11 @@ class Scenario:
         elif expect == "none":
             spurious = [s for s in rec.entered() if s.surfaced]
             problems += [f"spurious loss: {s.describe(rec.origin)}" for s in spurious]
-        if verdict.overlapping_pairs < min_overlaps:
+        if verdict.crowded < min_overlaps:
             problems.append(
-                f"only {verdict.overlapping_pairs} overlapping sections (want >= {min_overlaps}): "
-                "the fault never let another client take the key, so the check proved nothing"
+                f"only {verdict.crowded} times more than {self.capacity} bodies at once "
+                f"(want >= {min_overlaps}): the fault never let another client take the "
+                "key, so the check proved nothing"
             )
         if problems:
             raise ScenarioFailed(
@@ -1105,3 +1158,8 @@ class Scenario:
                 + self.timeline()
             )
         return verdict
+
+
+def _fence(handle: LockHandle | AsyncLockHandle) -> int | None:
+    """The handle's fence: a semaphore's permits have none."""
+    return None if isinstance(handle, PermitHandle | AsyncPermitHandle) else handle.fence

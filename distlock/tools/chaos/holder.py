@@ -10,6 +10,9 @@
     with TRACE, its lock events go there as NDJSON, for the parent's trace.
 ``python -m distlock.tools.chaos.holder intrude-reentrant URL PREFIX ID TTL_MS``
     the same on a ``ReentrantLock`` (each section holds the key at depth 1).
+``python -m distlock.tools.chaos.holder hold-semaphore URL PREFIX ID TTL_MS LIMIT``
+``python -m distlock.tools.chaos.holder intrude-semaphore URL PREFIX ID TTL_MS LIMIT``
+    the same two on a ``Semaphore`` of LIMIT permits: one permit each section.
 
 Used when the parent's own threads cannot run: a body holding the GIL, or the holder
 being killed with SIGKILL.
@@ -27,7 +30,15 @@ from typing import Any
 
 from redis.connection import parse_url
 
-from distlock import Lock, LockHandle, LockLeaseLostError, LockNotAcquiredError, ReentrantLock
+from distlock import (
+    Lock,
+    LockHandle,
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    PermitHandle,
+    ReentrantLock,
+    Semaphore,
+)
 from distlock.tools.chaos.recorder import Recorder, RecordingRedis, Section
 from distlock.trace import NdjsonRecorder
 
@@ -57,14 +68,16 @@ def _client(url: str, recorder: Recorder, name: str) -> RecordingRedis:
     )
 
 
-def hold(url: str, prefix: str, id: str, ttl_ms: int) -> None:
+def hold(url: str, prefix: str, id: str, ttl_ms: int, limit: int | None = None) -> None:
+    """Take the key (a permit of it, with ``limit``) and keep it until killed."""
     recorder = Recorder("holder")
     client = _client(url, recorder, f"{prefix}-holder")
-    lock = Lock(client, prefix=prefix, ttl_ms=ttl_ms)
+    lock = _primitive(client, prefix, ttl_ms, limit=limit)
 
     def body(handle: LockHandle) -> None:
         start = time.monotonic()
-        _emit("ACQUIRED", token=handle.token, fence=handle.fence, at=start)
+        fence = None if isinstance(handle, PermitHandle) else handle.fence
+        _emit("ACQUIRED", token=handle.token, fence=fence, at=start)
         token = handle.token
         recorder.wait_until(
             lambda: any(c.ok and c.sent > start and c.carries(token) for c in recorder.commands),
@@ -90,13 +103,14 @@ def intrude(
     trace: str | None = None,
     *,
     reentrant: bool = False,
+    limit: int | None = None,
 ) -> None:
-    """Keep taking the key (a ReentrantLock's, with ``reentrant``, held at depth 1)."""
+    """Keep taking the key (a ReentrantLock's, with ``reentrant``, held at depth 1; a
+    permit of a Semaphore of ``limit``, with ``limit``)."""
     recorder = Recorder("intruder")
     client = _client(url, recorder, f"{prefix}-intruder")
     events = NdjsonRecorder(trace, append=False) if trace else None
-    kind = ReentrantLock if reentrant else Lock
-    lock = kind(client, prefix=prefix, ttl_ms=ttl_ms, trace=events)
+    lock = _primitive(client, prefix, ttl_ms, reentrant=reentrant, limit=limit, trace=events)
     stop = threading.Event()
 
     def watch_stdin() -> None:
@@ -110,7 +124,8 @@ def intrude(
         section = recorder.new_section("intruder-process", f"{prefix}:{id}", ttl_ms)
 
         def body(handle: LockHandle, section: Section = section) -> None:
-            recorder.enter(section, handle.token, handle.fence)
+            fence = None if isinstance(handle, PermitHandle) else handle.fence
+            recorder.enter(section, handle.token, fence)
             try:
                 if handle.signal.wait(ttl_ms * 0.75 / 1000):
                     recorder.signal_fired(section)
@@ -141,12 +156,32 @@ def intrude(
     )
 
 
+def _primitive(
+    client: RecordingRedis,
+    prefix: str,
+    ttl_ms: int,
+    *,
+    reentrant: bool = False,
+    limit: int | None = None,
+    trace: NdjsonRecorder | None = None,
+) -> Lock:
+    if limit is not None:
+        return Semaphore(client, prefix=prefix, limit=limit, ttl_ms=ttl_ms)
+    kind = ReentrantLock if reentrant else Lock
+    return kind(client, prefix=prefix, ttl_ms=ttl_ms, trace=trace)
+
+
 def main(argv: list[str]) -> None:
-    mode, url, prefix, id, ttl, *trace = argv
-    if mode == "hold":
-        hold(url, prefix, id, int(ttl))
+    mode, url, prefix, id, ttl, *rest = argv
+    limit: int | None = None
+    if mode.endswith("-semaphore"):
+        limit, rest = int(rest[0]), rest[1:]
+    if mode.startswith("hold"):
+        hold(url, prefix, id, int(ttl), limit)
     else:
-        intrude(url, prefix, id, int(ttl), *trace, reentrant=mode == "intrude-reentrant")
+        intrude(
+            url, prefix, id, int(ttl), *rest, reentrant=mode == "intrude-reentrant", limit=limit
+        )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """The checks every chaos scenario ends with, as pure functions of what was recorded.
 
-- NoOverlappingSuccess: two sections on one key that both ended successfully never had
-  their bodies running at the same time.
-- Every loss surfaced: when two bodies on one key overlapped, the key cannot have been
-  held by both, so any section that overlapped a successful one (and, when neither
-  succeeded, at least one of the pair) must have raised ``LockLeaseLostError`` or seen its
-  signal fire.  And a body that outlived its lease (it ran past a full TTL after the send
+- NoOverlappingSuccess, for a key of ``limit`` permits (1 for a lock, a semaphore's
+  limit for a semaphore): never more than ``limit`` sections on one key that ended
+  successfully had their bodies running at the same time.
+- Every loss surfaced: the key cannot have granted more than ``limit`` of the bodies that
+  ran at one instant, so at every instant at most ``limit`` of them may have kept quiet;
+  the others must have raised ``LockLeaseLostError`` or seen their signal fire (for a
+  lock: any section that overlapped a successful one, and at least one of any overlapping
+  pair).  And a body that outlived its lease (it ran past a full TTL after the send
   time of its last successful acquire or renewal) must end in ``LockLeaseLostError``.
 - At most one renewal in flight per section (a reentrant lock's depth writes, sent by the
   holder on its own schedule, are not renewals).
@@ -16,8 +18,9 @@
 - Detection: a body still running a full TTL after its last successful renewal was sent
   must have seen its signal fire by then, give or take a scheduling slack (or, when the
   grant itself arrived after that, by the start of the body, give or take the slack).  Starved
-  sections (event loop or GIL held by the body) cannot fire timers; for them the signal
-  must fire once the starvation ends.
+  sections (event loop or GIL held by the body: a victim's starves every victim's, one
+  process and one loop) cannot fire timers; for them the signal must fire once the
+  starvation ends.
 
 - Waits end on time: a section that waited with ``wait_ms`` (a waiter) got the key, or
   ``run`` returned without it (timed out, or failed), within its ``wait_ms`` plus an
@@ -45,8 +48,13 @@ class Verdict:
     sections: int = 0
     ok: int = 0
     surfaced: int = 0
+    #: Violations of NoOverlappingSuccess (pairs of successes for a lock; instants with
+    #: more than ``limit`` successes running for a semaphore).
     overlaps: int = 0
     overlapping_pairs: int = 0
+    #: Times more than ``limit`` bodies on one key started running at once: a fault let
+    #: another client in while a lapsed holder still ran (the checks above then mattered).
+    crowded: int = 0
     detections_ms: list[float] = field(default_factory=list)
     starved_detections_ms: list[float] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -68,7 +76,15 @@ class Verdict:
         return max(every) if every else None
 
 
-def check(recorder: Recorder, *, slack_ms: float, wait_allowance_ms: float = math.inf) -> Verdict:
+def check(
+    recorder: Recorder,
+    *,
+    slack_ms: float,
+    wait_allowance_ms: float = math.inf,
+    limit: int = 1,
+) -> Verdict:
+    """Every check above on what ``recorder`` holds; ``limit``: the permits of each key
+    (1: a lock)."""
     verdict = Verdict()
     _check_waits(recorder, wait_allowance_ms, verdict)
     _check_waiting_grants(recorder, verdict)
@@ -92,6 +108,8 @@ def check(recorder: Recorder, *, slack_ms: float, wait_allowance_ms: float = mat
             if a.key != b.key or not a.overlaps(b):
                 continue
             verdict.overlapping_pairs += 1
+            if limit > 1:
+                continue  # a pair is within any limit above one: _check_crowds judges
             pair = f"{a.describe(origin)} | {b.describe(origin)}"
             if a.outcome == "ok" and b.outcome == "ok":
                 verdict.overlaps += 1
@@ -100,6 +118,8 @@ def check(recorder: Recorder, *, slack_ms: float, wait_allowance_ms: float = mat
                 verdict.violations.append(f"silent loss beside a success: {pair}")
             elif not a.surfaced and not b.surfaced:
                 verdict.violations.append(f"overlap with no loss surfaced: {pair}")
+
+    _check_crowds(sections, limit, verdict, origin)
 
     starvations = sorted(
         (s.starved_from, s.starved_until)
@@ -156,6 +176,50 @@ def _check_waiting_grants(recorder: Recorder, verdict: Verdict) -> None:
                 f"a waiting attempt was granted (sent {(c.sent - origin) * 1000:.1f} ms, token "
                 f"{str(c.token)[:8]}) but no body ran on it and no release gave it back"
             )
+
+
+def _check_crowds(sections: list[Section], limit: int, verdict: Verdict, origin: float) -> None:
+    """At each body's start (the only instants a key's running set grows), at most
+    ``limit`` running bodies may have succeeded, and at most ``limit`` may have kept quiet
+    about a loss.  For a lock (``limit`` 1) the pairwise checks above say the same with
+    the pair named; here only the crowds are counted."""
+    by_key: dict[str, list[Section]] = {}
+    for s in sections:
+        if s.start is not None:
+            by_key.setdefault(s.key, []).append(s)
+    for group in by_key.values():
+        group.sort(key=lambda s: s.start or 0.0)
+        crowded = False
+        for newest in group:
+            start = newest.start
+            assert start is not None
+            running = [
+                s
+                for s in group
+                if s.start is not None and s.start <= start and (s.end is None or s.end > start)
+            ]
+            if len(running) <= limit:
+                crowded = False
+                continue
+            if not crowded:
+                verdict.crowded += 1
+            crowded = True
+            if limit == 1:
+                continue
+            ok = [s for s in running if s.outcome == "ok"]
+            quiet = [s for s in running if not s.surfaced]
+            named = " | ".join(s.describe(origin) for s in running)
+            if len(ok) > limit:
+                verdict.overlaps += 1
+                verdict.violations.append(
+                    f"NoOverlappingSuccess violated: {len(ok)} successful sections at once "
+                    f"with limit {limit}: {named}"
+                )
+            elif len(quiet) > limit:
+                verdict.violations.append(
+                    f"silent loss: {len(running)} bodies at once with limit {limit}, only "
+                    f"{len(running) - len(quiet)} surfaced a loss: {named}"
+                )
 
 
 def _check_levels(recorder: Recorder, s: Section, verdict: Verdict) -> None:
@@ -225,6 +289,22 @@ def _starvation_end(until: float, starvations: list[tuple[float, float]], slack:
     return until
 
 
+def _starved_until(s: Section, starvations: list[tuple[float, float]]) -> float | None:
+    """When the starvation that held ``s``'s timers ended (None: none did).
+
+    A body that starves the timers starves its own section, and every victim's: the
+    victims share one process (and, in asyncio, one event loop).  Under a lock no other
+    victim is inside its body then; under a semaphore of several permits one can be.
+    """
+    if s.starved_until is not None:
+        return s.starved_until
+    if not s.client.startswith("victim") or s.start is None or s.end is None:
+        return None
+    start, end = s.start, s.end
+    overlapping = [until for since, until in starvations if since < end and until > start]
+    return max(overlapping) if overlapping else None
+
+
 def _check_lease(
     recorder: Recorder,
     s: Section,
@@ -248,9 +328,10 @@ def _check_lease(
             f"send, ttl {s.ttl_ms} ms) without LockLeaseLostError: {s.describe(origin)}"
         )
     fired_in_body = s.signal_at is not None and s.signal_at <= s.end
-    if s.starved_until is not None:
-        lapsed = last + ttl < s.starved_until
-        resumed = _starvation_end(s.starved_until, starvations, slack)
+    starved_until = _starved_until(s, starvations)
+    if starved_until is not None:
+        lapsed = last + ttl < starved_until
+        resumed = _starvation_end(starved_until, starvations, slack)
         if (
             lapsed
             and s.end > resumed + slack

@@ -234,7 +234,9 @@ class Recorder:
         with self._cond:
             self._cond.notify_all()
 
-    def enter(self, section: Section, token: str, fence: int, aborted: bool | None = None) -> None:
+    def enter(
+        self, section: Section, token: str, fence: int | None, aborted: bool | None = None
+    ) -> None:
         with self._cond:
             section.start = now()
             section.aborted_at_entry = aborted

@@ -37,13 +37,24 @@ class Context:
     admin: redis.Redis
     made: list[Scenario] = field(default_factory=list)
 
-    def scenario(self, *, ttl_ms: int, reentrant: bool = False) -> Scenario:
+    def scenario(
+        self,
+        *,
+        ttl_ms: int,
+        reentrant: bool = False,
+        limit: int | None = None,
+        cooperative_every: int = 3,
+    ) -> Scenario:
         """The scenario's recorder, clients and checks, for locks of ``ttl_ms``; with
-        ``reentrant``, on ReentrantLocks whose victims re-enter the key in their bodies."""
+        ``reentrant``, on ReentrantLocks whose victims re-enter the key in their bodies;
+        with ``limit``, on Semaphores of that many permits.  Long victim bodies are
+        cooperative in one trial of ``cooperative_every``."""
         made = Scenario(
             name=self.title,
             ttl_ms=ttl_ms,
             reentrant=reentrant,
+            limit=limit,
+            cooperative_every=cooperative_every,
             target=self.target,
             proxy=self.proxy,
             settings=self.settings,
@@ -135,6 +146,7 @@ def _load() -> None:
         network,
         redis_process,
         reentrant,
+        semaphore,
         starvation,
     )
 

@@ -89,13 +89,24 @@ def latency_beyond_the_ttl_surfaces_the_loss(ctx: Context) -> None:
     "requests or replies dropped on an open connection: the lapse is surfaced by the deadline",
     modes=MODES,
 )
-def renewal_that_hangs_forever(ctx: Context, mode: str, *, reentrant: bool = False) -> None:
+def renewal_that_hangs_forever(
+    ctx: Context,
+    mode: str,
+    *,
+    reentrant: bool = False,
+    limit: int | None = None,
+    ttl_ms: int = 200,
+    trials: int = TRIALS,
+) -> None:
     """Toxiproxy ``timeout`` with timeout=0: data is dropped and the connection stays open,
-    so the renewal in flight never answers.  Only the deadline can see that."""
-    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
+    so the renewal in flight never answers.  Only the deadline can see that.  (``limit``:
+    on Semaphores of that many permits.)"""
+    sc = ctx.scenario(
+        ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
+    )
     proxy = _proxy(sc)
 
-    for trial in range(TRIALS):
+    for trial in range(trials):
         # Dropping requests (never run) and dropping replies (run, never answered).
         stream: Stream = "downstream" if trial % 2 == 0 else "upstream"
 

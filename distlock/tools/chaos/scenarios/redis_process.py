@@ -26,17 +26,29 @@ def _trial(sc: Scenario, mode: str) -> Callable[..., None]:
     modes=MODES,
     needs_own_redis=True,
 )
-def redis_paused_past_the_ttl(ctx: Context, mode: str, *, reentrant: bool = False) -> None:
+def redis_paused_past_the_ttl(
+    ctx: Context,
+    mode: str,
+    *,
+    reentrant: bool = False,
+    limit: int | None = None,
+    ttl_ms: int = 200,
+    trials: int = TRIALS,
+) -> None:
     """SIGSTOP for 2.5 TTL: every client hangs, nothing expires while Redis sleeps, and on
-    SIGCONT the key has expired.  The victims' own clocks must have declared the loss."""
-    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
+    SIGCONT the key has expired.  The victims' own clocks must have declared the loss.
+    (``limit``: on Semaphores of that many permits, whose expiry instants Redis's clock
+    has passed by then.)"""
+    sc = ctx.scenario(
+        ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
+    )
     server = sc.own_redis()
 
     def fault(victim: Section) -> None:
         sc.recorder.fault("redis-server paused")
         server.pause(2.5 * sc.ttl)
 
-    for trial in range(TRIALS):
+    for trial in range(trials):
         _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=True), via_proxy=False)
     sc.finish(expect="lapse", min_overlaps=1)
 
@@ -49,12 +61,20 @@ def redis_paused_past_the_ttl(ctx: Context, mode: str, *, reentrant: bool = Fals
     needs_own_redis=True,
 )
 def redis_killed_and_restarted_empty(
-    ctx: Context, mode: str, *, reentrant: bool = False
+    ctx: Context,
+    mode: str,
+    *,
+    reentrant: bool = False,
+    limit: int | None = None,
+    ttl_ms: int = 200,
+    trials: int = TRIALS,
 ) -> None:
     """SIGKILL, down for half a TTL, back on the same port with no data: the key is gone
     while its owner still runs.  Renewals fail, then are refused; the intruder takes the
     key at once; the owner must report the loss (and its release, finding nothing, too)."""
-    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
+    sc = ctx.scenario(
+        ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
+    )
     server = sc.own_redis()
 
     def fault(victim: Section) -> None:
@@ -63,6 +83,6 @@ def redis_killed_and_restarted_empty(
         server.lose_data(down_for=0.5 * sc.ttl)
         sc.wait_signal(victim)
 
-    for trial in range(TRIALS):
+    for trial in range(trials):
         _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)

@@ -31,7 +31,7 @@ def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]
         sc.recorder.fault(what)
 
     def bodies(trial: int, index: int) -> list[Body]:
-        cooperative = trial % 3 == 2
+        cooperative = sc.cooperative(trial)
         first = Body(sc.ttl_ms * 3.0, cooperative=cooperative, starve_ms=sc.ttl_ms * 2.0)
         first.at_start = starve
         return [first, Body(sc.ttl_ms * 0.5, cooperative=True)]
@@ -44,12 +44,21 @@ def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]
     "asyncio body blocks the event loop 2xTTL [asyncio]",
     "time.sleep(2xTTL) inside the coroutine: the loss is surfaced when the loop resumes",
 )
-def asyncio_body_blocks_the_event_loop(ctx: Context, *, reentrant: bool = False) -> None:
+def asyncio_body_blocks_the_event_loop(
+    ctx: Context,
+    *,
+    reentrant: bool = False,
+    limit: int | None = None,
+    ttl_ms: int = 200,
+    trials: int = TRIALS,
+) -> None:
     """``time.sleep`` inside the coroutine for 2 TTL: no timer of the loop runs."""
-    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
+    sc = ctx.scenario(
+        ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
+    )
     sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
-    for trial in range(TRIALS):
+    for trial in range(trials):
         sc.async_trial(trial, None, bodies=bodies, via_proxy=False)
     sc.finish(expect="lapse", min_overlaps=1)
 
@@ -59,17 +68,29 @@ def asyncio_body_blocks_the_event_loop(ctx: Context, *, reentrant: bool = False)
     "sync body holds the GIL 2xTTL in a C call [sync]",
     "a C call keeps the GIL for 2xTTL (intruder in another process): the loss is surfaced",
 )
-def sync_body_holds_the_gil(ctx: Context, *, reentrant: bool = False) -> None:
+def sync_body_holds_the_gil(
+    ctx: Context,
+    *,
+    reentrant: bool = False,
+    limit: int | None = None,
+    ttl_ms: int = 200,
+    trials: int = TRIALS,
+) -> None:
     """A C call that keeps the GIL (``usleep`` through ``ctypes.PyDLL``) for 2 TTL: no
     thread of the process runs, the Lock's timer thread included.  The intruder has to be
     another process."""
-    sc = ctx.scenario(ttl_ms=200, reentrant=reentrant)
+    sc = ctx.scenario(
+        ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
+    )
     sc.exclude_trace(STARVATION_ENDS_MID_BODY)
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
-    for trial in range(TRIALS):
+    for trial in range(trials):
         part = sc.trace_part(trial)
-        extra = () if part is None else (part,)
-        mode = "intrude-reentrant" if reentrant else "intrude"
+        extra: tuple[str, ...] = () if part is None else (part,)
+        if limit is not None:
+            mode, extra = "intrude-semaphore", (str(limit), *extra)
+        else:
+            mode = "intrude-reentrant" if reentrant else "intrude"
         child = Child(mode, sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
         try:
             child.expect("READY", 20)
