@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from distlock import Lock
     from distlock.asyncio import Lock as AsyncLock
     from distlock.tools.chaos.harness import Scenario
+    from distlock.tools.chaos.recorder import Section
 
 #: Waiters per trial: one on the faulted path, one direct.
 WAITERS = 2
@@ -148,3 +149,29 @@ async def _async_waiter(
         except TimeoutError:
             continue
         return
+
+
+def until_granted(
+    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
+) -> None:
+    """Wait (``wait_ms``, twice the TTL) until someone got the key and let it go; for the
+    scenarios whose holder dies, so nobody wakes the waiter: it must find the key freed
+    at its re-check."""
+    from distlock.tools.chaos.recorder import now
+
+    give_up = now() + sc.ttl + 10
+    while not done.is_set() and now() < give_up:
+        section = sc.run_sync_section(
+            lock,
+            role,
+            Body(sc.ttl_ms * 0.5, cooperative=True),
+            retries=0,
+            retry_delay_ms=0,
+            wait_ms=wait_ms(sc),
+        )
+        attempts.append(section)
+        if section.entered:
+            done.set()
+            return
+        if section.outcome == "error":
+            done.wait(0.005)

@@ -61,7 +61,7 @@ def holder_killed_mid_section(ctx: Context) -> None:
             # so each must find the key freed by its TTL at its re-check.
             pollers += [
                 threading.Thread(
-                    target=_wait,
+                    target=waiters.until_granted,
                     args=(
                         sc,
                         sc.sync_lock(sc.sync_client(f"waiter{i}-t{trial}", via_proxy=False)),
@@ -139,25 +139,3 @@ def _poll(
             done.set()
             return
         done.wait(0.005)
-
-
-def _wait(
-    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
-) -> None:
-    """Wait (``wait_ms``, twice the TTL) until someone got the lock and let it go."""
-    give_up = now() + sc.ttl + 10
-    while not done.is_set() and now() < give_up:
-        section = sc.run_sync_section(
-            lock,
-            role,
-            Body(sc.ttl_ms * 0.5, cooperative=True),
-            retries=0,
-            retry_delay_ms=0,
-            wait_ms=waiters.wait_ms(sc),
-        )
-        attempts.append(section)
-        if section.entered:
-            done.set()
-            return
-        if section.outcome == "error":
-            done.wait(0.005)

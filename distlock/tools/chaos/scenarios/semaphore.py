@@ -23,6 +23,7 @@ import threading
 import time
 
 from distlock import Lock
+from distlock.tools.chaos import waiters
 from distlock.tools.chaos.harness import Body, Scenario, require
 from distlock.tools.chaos.processes import Child
 from distlock.tools.chaos.recorder import Section, now
@@ -147,6 +148,23 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
                 )
                 for i in range(POLLERS)
             ]
+            # Waiters beside the pollers: nobody wakes them (the dead holder never
+            # releases), so each must find the permit freed at its re-check, and no sooner.
+            pollers += [
+                threading.Thread(
+                    target=waiters.until_granted,
+                    args=(
+                        sc,
+                        sc.sync_lock(sc.sync_client(f"waiter{i}-t{trial}", via_proxy=False)),
+                        f"waiter{i}",
+                        done,
+                        attempts,
+                    ),
+                    name=f"chaos-waiter{i}",
+                    daemon=True,
+                )
+                for i in range(waiters.WAITERS)
+            ]
             for t in pollers:
                 t.start()
             # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
@@ -179,7 +197,8 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
         )
         expires_lo = asked + left_ms / 1000 - TOLERANCE
         expires_hi = answered + left_ms / 1000 + TOLERANCE
-        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.attempt_started)
+        # In the order the permit was granted: a waiter asks long before it is granted.
+        granted = sorted((s for s in attempts if s.entered), key=lambda s: s.start or 0.0)
         refused = [s for s in attempts if s.outcome == "not_acquired"]
         require(granted, "nobody got the dead holder's permit")
         first = granted[0]
