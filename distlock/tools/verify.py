@@ -204,7 +204,7 @@ RUNS: tuple[Run, ...] = (
     _reentrant_refutes("reentrant-probe-reentry-refreshed",
                        "ReentrantProbeReentryRefreshed.cfg", "ProbeReentryRefreshed"),
     # -- waiting (spec/Wait.tla): the wake-up protocol of one key's queue ---------------
-    Run("wait-three-clients", "WaitFailFast.cfg", WAIT, "holds", workers=2, min_states=20_000,
+    Run("wait-three-clients", "WaitFailFast.cfg", WAIT, "holds", min_states=20_000,
         module="Wait"),
     Run("wait-faults", "Wait.cfg", WAIT, "holds", min_states=1_000, module="Wait"),
     _wait_refutes("wait-mutant-subscribe-after-attempt", "WaitMutantSubscribeAfterAttempt.cfg",
