@@ -17,6 +17,7 @@ from distlock._protocol import (
     S_SCRIPTS,
     encode,
     permits_released_key,
+    queue_keys,
     released_key,
 )
 from distlock._slots import key_slot
@@ -74,8 +75,11 @@ def test_every_command_carries_the_kind_and_the_limit_to_the_s_scripts() -> None
     release = s.release(4.0).send
     assert release is not None
     script, keys, args = encode(release)
-    assert script is S_RELEASE and keys == ["sem:k", permits_released_key("sem:k")]
-    assert args[0] == "tok"
+    queue, places, wake = queue_keys("sem:k")
+    assert script is S_RELEASE
+    # The release wakes the first waiter in the same script: the queue's keys ride along.
+    assert keys == ["sem:k", permits_released_key("sem:k"), queue, places]
+    assert args[0] == "tok" and args[2] == wake
     assert S_SCRIPTS == {
         Op.ACQUIRE: S_ACQUIRE,
         Op.RENEW: S_RENEW,
