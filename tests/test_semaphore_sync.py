@@ -358,7 +358,7 @@ def test_the_constructor_takes_a_lock_s_forms_and_a_required_limit(r: redis.Redi
 #: The README's ACL for semaphores under the prefix "workers": the scripts' commands only.
 SEMAPHORE_ACL = [
     "on", ">s3cret", "resetkeys", "~workers:*", "~distlock:sem-released:*",
-    "~distlock:queue:*", "-@all",
+    "~distlock:queue:*", "~distlock:queued:*", "-@all",
     "+evalsha", "+eval", "+time", "+zscore", "+zadd", "+zrem", "+zcard", "+zrange",
     "+zremrangebyscore", "+pexpireat", "+exists",
 ]
