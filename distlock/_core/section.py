@@ -362,9 +362,6 @@ class Section:
                 retries=self.config.retries,
                 **({} if waiting is None else {"wait_ms": waiting.wait_ms, "queue_ms": queue_ms}),
             )
-        if queue_ms is None:
-            # Without the keyword: a subclass's _command that predates waiting still works.
-            return Step(send=self._command(Op.ACQUIRE, ttl, None))
         return Step(send=self._command(Op.ACQUIRE, ttl, None, queue_ms=queue_ms))
 
     def acquire_reply(self, now: float, fence: int) -> Step:
