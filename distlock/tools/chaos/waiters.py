@@ -175,3 +175,48 @@ def until_granted(
             return
         if section.outcome == "error":
             done.wait(0.005)
+
+
+def poll_until_granted(
+    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
+) -> None:
+    """Try (fail fast) every 5 ms until someone got the key and let it go."""
+    from distlock.tools.chaos.recorder import now
+
+    give_up = now() + sc.ttl + 10
+    while not done.is_set() and now() < give_up:
+        section = sc.run_sync_section(
+            lock, role, Body(sc.ttl_ms * 0.5, cooperative=True), retries=0, retry_delay_ms=5
+        )
+        attempts.append(section)
+        if section.entered:
+            done.set()
+            return
+        done.wait(0.005)
+
+
+def beside_a_dead_holder(
+    sc: Scenario, trial: int, done: threading.Event, attempts: list[Section], pollers: int
+) -> list[threading.Thread]:
+    """The contenders of a scenario whose holder is killed: ``pollers`` fail-fast callers
+    and :data:`WAITERS` waiters, each on a direct connection of its own, recording their
+    sections in ``attempts``; the first to get the key sets ``done``.  Nobody wakes the
+    waiters (the dead holder never releases): each must find the key freed at its
+    re-check."""
+    roles = [(f"poller{i}", poll_until_granted) for i in range(pollers)]
+    roles += [(f"waiter{i}", until_granted) for i in range(WAITERS)]
+    return [
+        threading.Thread(
+            target=target,
+            args=(
+                sc,
+                sc.sync_lock(sc.sync_client(f"{role}-t{trial}", via_proxy=False)),
+                role,
+                done,
+                attempts,
+            ),
+            name=f"chaos-{role}",
+            daemon=True,
+        )
+        for role, target in roles
+    ]

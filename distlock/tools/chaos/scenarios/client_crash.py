@@ -7,16 +7,14 @@ import random
 import threading
 import time
 
-from distlock import Lock
 from distlock.tools.chaos import waiters
-from distlock.tools.chaos.harness import Body, Scenario, require
+from distlock.tools.chaos.harness import require
 from distlock.tools.chaos.processes import Child
 from distlock.tools.chaos.recorder import Section, now
 from distlock.tools.chaos.registry import Context, scenario
 
 TRIALS = 3
 POLLERS = 2
-WAITERS = 2
 #: Redis reports PTTL in whole milliseconds; the poll replies are timed on our side.
 TOLERANCE = 0.002
 
@@ -42,38 +40,7 @@ def holder_killed_mid_section(ctx: Context) -> None:
             child.expect("RENEWED", 20)
             done = threading.Event()
             attempts: list[Section] = []
-            pollers = [
-                threading.Thread(
-                    target=_poll,
-                    args=(
-                        sc,
-                        sc.sync_lock(sc.sync_client(f"poller{i}-t{trial}", via_proxy=False)),
-                        f"poller{i}",
-                        done,
-                        attempts,
-                    ),
-                    name=f"chaos-poller{i}",
-                    daemon=True,
-                )
-                for i in range(POLLERS)
-            ]
-            # Waiters beside the pollers: nobody wakes them (the holder never releases),
-            # so each must find the key freed by its TTL at its re-check.
-            pollers += [
-                threading.Thread(
-                    target=waiters.until_granted,
-                    args=(
-                        sc,
-                        sc.sync_lock(sc.sync_client(f"waiter{i}-t{trial}", via_proxy=False)),
-                        f"waiter{i}",
-                        done,
-                        attempts,
-                    ),
-                    name=f"chaos-waiter{i}",
-                    daemon=True,
-                )
-                for i in range(WAITERS)
-            ]
+            pollers = waiters.beside_a_dead_holder(sc, trial, done, attempts, POLLERS)
             for t in pollers:
                 t.start()
             # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
@@ -123,19 +90,3 @@ def holder_killed_mid_section(ctx: Context) -> None:
             f"(TTL {sc.ttl_ms} ms, PTTL {pttl} ms)",
         )
     sc.finish(expect="none")
-
-
-def _poll(
-    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
-) -> None:
-    """Try (fail fast) every 5 ms until someone got the lock and let it go."""
-    give_up = now() + sc.ttl + 10
-    while not done.is_set() and now() < give_up:
-        section = sc.run_sync_section(
-            lock, role, Body(sc.ttl_ms * 0.5, cooperative=True), retries=0, retry_delay_ms=5
-        )
-        attempts.append(section)
-        if section.entered:
-            done.set()
-            return
-        done.wait(0.005)

@@ -22,7 +22,6 @@ import random
 import threading
 import time
 
-from distlock import Lock
 from distlock.tools.chaos import waiters
 from distlock.tools.chaos.harness import Body, Scenario, require
 from distlock.tools.chaos.processes import Child
@@ -133,38 +132,7 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
             acquired = child.expect("ACQUIRED", 20)
             child.expect("RENEWED", 20)
             attempts: list[Section] = []
-            pollers = [
-                threading.Thread(
-                    target=_poll,
-                    args=(
-                        sc,
-                        sc.sync_lock(sc.sync_client(f"poller{i}-t{trial}", via_proxy=False)),
-                        f"poller{i}",
-                        done,
-                        attempts,
-                    ),
-                    name=f"chaos-poller{i}",
-                    daemon=True,
-                )
-                for i in range(POLLERS)
-            ]
-            # Waiters beside the pollers: nobody wakes them (the dead holder never
-            # releases), so each must find the permit freed at its re-check, and no sooner.
-            pollers += [
-                threading.Thread(
-                    target=waiters.until_granted,
-                    args=(
-                        sc,
-                        sc.sync_lock(sc.sync_client(f"waiter{i}-t{trial}", via_proxy=False)),
-                        f"waiter{i}",
-                        done,
-                        attempts,
-                    ),
-                    name=f"chaos-waiter{i}",
-                    daemon=True,
-                )
-                for i in range(waiters.WAITERS)
-            ]
+            pollers = waiters.beside_a_dead_holder(sc, trial, done, attempts, POLLERS)
             for t in pollers:
                 t.start()
             # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
@@ -267,23 +235,3 @@ def _score_and_time(sc: Scenario, token: str) -> tuple[float | None, float]:
     pipe.time()
     score, (seconds, micros) = pipe.execute()
     return score, seconds * 1000 + micros / 1000
-
-
-def _poll(
-    sc: Scenario,
-    lock: Lock,
-    role: str,
-    done: threading.Event,
-    attempts: list[Section],
-) -> None:
-    """Try (fail fast) every 5 ms until someone got the freed permit and let it go."""
-    give_up = now() + sc.ttl + 10
-    while not done.is_set() and now() < give_up:
-        section = sc.run_sync_section(
-            lock, role, Body(sc.ttl_ms * 0.5, cooperative=True), retries=0, retry_delay_ms=5
-        )
-        attempts.append(section)
-        if section.entered:
-            done.set()
-            return
-        done.wait(0.005)
