@@ -388,11 +388,19 @@ class Lock(LockBase):
 
         Whatever interrupts a wait (a cancellation, a timeout) is thrown into the flow, so
         it can give back what it took before the exception leaves.
+
+        A cancellation that a library below us swallowed is raised where it was lost: on
+        Python 3.11, ``asyncio.wait_for`` (which redis-py wraps around a send when the
+        client has a socket timeout) returns normally if the send finished just before the
+        cancellation reached it.  The request counts as interrupted, exactly as if the
+        cancellation had been raised there.
         """
+        task = asyncio.current_task()
         try:
             if request is None:
                 request = next(flow)
             while True:
+                cancels = task.cancelling() if task is not None else 0
                 try:
                     if isinstance(request, Sleep):
                         await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
@@ -401,6 +409,8 @@ class Lock(LockBase):
                         reply = await self._block(request)
                     else:
                         reply = await self._call(request)
+                    if task is not None and task.cancelling() > cancels:
+                        raise asyncio.CancelledError
                 except asyncio.CancelledError as exc:
                     if isinstance(request, Command) and request.op in _FINISH_IN_BACKGROUND:
                         # It may or may not have reached Redis: send it again, same token,
