@@ -57,6 +57,8 @@ class Scheduler:
         self._cancelled = 0
         #: When the waiting thread wakes on its own; -inf while it is not waiting.
         self._wake_at = -math.inf
+        #: Run once every timer due now has run: what those timers gathered goes out together.
+        self._after_due: list[Callable[[], None]] = []
 
     def call_at(self, when: float, fn: Callable[[], None]) -> Timer:
         timer = Timer(self, when, fn)
@@ -70,6 +72,24 @@ class Scheduler:
             elif when < self._wake_at:
                 self._cond.notify()
         return timer
+
+    def after_due(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the timer thread once no more timers are due (call it from a timer
+        callback: the renewals those callbacks sent are flushed together)."""
+        with self._cond:
+            self._after_due.append(fn)
+
+    def _run_after_due(self) -> None:
+        pending, self._after_due = self._after_due, []
+        self._cond.release()
+        try:
+            for fn in pending:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("distlock timer callback failed")
+        finally:
+            self._cond.acquire()
 
     def _note_cancel(self) -> None:
         with self._cond:
@@ -89,6 +109,9 @@ class Scheduler:
             while not self._closed:
                 heap = self._heap
                 now = time.monotonic()
+                if self._after_due and (not heap or heap[0][0] > now):
+                    self._run_after_due()
+                    continue
                 if not heap:
                     # Idle: end the thread after a while; the next call_at starts another.
                     # A Lock that is never closed then costs no thread while unused.

@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
@@ -25,6 +26,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from distlock import _flows as flows
+from distlock import _renewals as renewals
 from distlock._base import (
     GroupBase,
     HandleBase,
@@ -196,6 +198,8 @@ class Lock(LockBase):
         self._init_lock = threading.Lock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers = Workers(f"distlock-{self._label}-worker")
+        #: Renewals sent in the current tick (touched only by the timer thread).
+        self._renewing: list[renewals.Renewal] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -366,7 +370,65 @@ class Lock(LockBase):
                 handle.signal._fire(loss)
         command = step.send
         if command is not None and command.op is Op.RENEW:
-            self._workers.submit(lambda: self._run(flows.renew(self, handle, command)))
+            self._renew(handle, command)
+
+    # -- renewals: those due in one tick go out in one pipeline per connection ---------------
+
+    def _renew(self, handle: LockHandle, command: Command) -> None:
+        renewal = renewals.begin(self, handle, command)
+        if command.replicas or not self._scheduler.on_timer_thread():
+            self._workers.submit(partial(self._renew_alone, renewal))
+            return
+        self._renewing.append(renewal)
+        if len(self._renewing) == 1:
+            self._scheduler.after_due(self._flush_renewals)
+
+    def _flush_renewals(self) -> None:
+        batch, self._renewing = self._renewing, []
+        for group in renewals.by_connection(self.client, batch):
+            self._workers.submit(partial(self._renew_batch, group))
+
+    def _renew_batch(self, batch: list[renewals.Renewal]) -> None:
+        """One round trip for ``batch`` (one connection's share), on a worker thread: a hung
+        reply holds up this batch only, never a deadline (those are the timer thread's)."""
+        replies = self._send_batch(batch)
+        missing, sources = renewals.unscripted(batch, replies)
+        if missing:
+            try:
+                for source in sources:
+                    self.client.script_load(source)
+            except Exception as exc:
+                again: list[object] = [exc] * len(missing)
+            else:
+                again = self._send_batch([batch[i] for i in missing])
+            for i, raw in zip(missing, again, strict=True):
+                replies[i] = raw
+        interrupt = None
+        for renewal, raw in zip(batch, replies, strict=True):
+            if isinstance(raw, renewals.RESEND):
+                self._renew_alone(renewal)
+                continue
+            interrupt = renewals.settle(renewal, renewals.reply_of(renewal, raw)) or interrupt
+        if interrupt is not None:
+            raise interrupt
+
+    def _send_batch(self, batch: list[renewals.Renewal]) -> list[object]:
+        """The replies of one pipeline; if it fails as a whole, its error for every member."""
+        try:
+            pipe = renewals.queue(renewals.pipeline(self.client), batch)
+            return list(pipe.execute(raise_on_error=False))
+        except BaseException as exc:
+            return [exc] * len(batch)
+
+    def _renew_alone(self, renewal: renewals.Renewal) -> None:
+        reply: int | BaseException
+        try:
+            reply = self._call(renewal.command)
+        except BaseException as exc:
+            reply = exc
+        interrupt = renewals.settle(renewal, reply)
+        if interrupt is not None:
+            raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:

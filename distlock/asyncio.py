@@ -27,6 +27,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from distlock import _flows as flows
+from distlock import _renewals as renewals
 from distlock._base import (
     GroupBase,
     HandleBase,
@@ -218,6 +219,8 @@ class Lock(LockBase):
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handles: set[LockHandle] = set()
+        #: Renewals sent in the current loop iteration, flushed together at its end.
+        self._renewing: list[renewals.Renewal] = []
 
     @property
     def cancel_on_loss(self) -> bool:
@@ -424,9 +427,70 @@ class Lock(LockBase):
                 holding.task.cancel()
         command = step.send
         if command is not None and command.op is Op.RENEW:
-            self._spawn(
-                self._run(flows.renew(self, handle, command)), name=f"distlock-renew {handle.key}"
-            )
+            self._renew(handle, command)
+
+    # -- renewals: those due in one tick go out in one pipeline per connection ---------------
+
+    def _renew(self, handle: LockHandle, command: Command) -> None:
+        renewal = renewals.begin(self, handle, command)
+        if command.replicas:
+            self._spawn(self._renew_alone(renewal), name=f"distlock-renew {handle.key}")
+            return
+        self._renewing.append(renewal)
+        if len(self._renewing) == 1:
+            # Timers due together run in one loop iteration; this runs after all of them.
+            asyncio.get_running_loop().call_soon(self._flush_renewals)
+
+    def _flush_renewals(self) -> None:
+        batch, self._renewing = self._renewing, []
+        if self._closed:
+            return
+        for group in renewals.by_connection(self._client, batch):
+            self._spawn(self._renew_batch(group), name="distlock-renew")
+
+    async def _renew_batch(self, batch: list[renewals.Renewal]) -> None:
+        """One round trip for ``batch`` (one connection's share), in a task of its own: a
+        hung reply holds up this batch only, never a deadline (those are loop timers)."""
+        replies = await self._send_batch(batch)
+        missing, sources = renewals.unscripted(batch, replies)
+        if missing:
+            try:
+                client = await self.client()
+                for source in sources:
+                    await client.script_load(source)
+            except Exception as exc:
+                again: list[object] = [exc] * len(missing)
+            else:
+                again = await self._send_batch([batch[i] for i in missing])
+            for i, raw in zip(missing, again, strict=True):
+                replies[i] = raw
+        interrupt = None
+        for renewal, raw in zip(batch, replies, strict=True):
+            if isinstance(raw, renewals.RESEND):
+                self._spawn(self._renew_alone(renewal), name="distlock-renew")
+                continue
+            interrupt = renewals.settle(renewal, renewals.reply_of(renewal, raw)) or interrupt
+        if interrupt is not None:
+            raise interrupt
+
+    async def _send_batch(self, batch: list[renewals.Renewal]) -> list[object]:
+        """The replies of one pipeline; if it fails as a whole, its error for every member."""
+        try:
+            client = self._client if self._client is not None else await self.client()
+            pipe = renewals.queue(renewals.pipeline(client), batch)
+            return list(await pipe.execute(raise_on_error=False))
+        except BaseException as exc:
+            return [exc] * len(batch)
+
+    async def _renew_alone(self, renewal: renewals.Renewal) -> None:
+        reply: int | BaseException
+        try:
+            reply = await self._call(renewal.command)
+        except BaseException as exc:
+            reply = exc
+        interrupt = renewals.settle(renewal, reply)
+        if interrupt is not None:
+            raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:

@@ -20,6 +20,12 @@ from __future__ import annotations
 
 import math
 
+#: Renewal wake-ups fall on a grid of the heartbeat divided by this, rounded up: sections
+#: with one heartbeat that come due within one step of each other wake in the same tick,
+#: so a driver can send their renewals together.  A renewal sent up to a step late is one
+#: whose timer ran late, which the lease already allows for; the deadline is never rounded.
+RENEW_STEPS = 16
+
 
 class Write:
     """A TTL-setting request on the wire: when it left, and the TTL it sets."""
@@ -123,9 +129,11 @@ class LeaseClock:
 
     def wake_at(self, renewing: bool) -> float:
         """When the next tick is needed: the deadline, or the renewal if one is due first."""
-        if renewing or self.renew_every_ms is None:
+        every = self.renew_every_ms
+        if renewing or every is None:
             return self.deadline
-        return min(self.next_renew_at, self.deadline)
+        step = every / RENEW_STEPS
+        return min(math.ceil(self.next_renew_at / step) * step, self.deadline)
 
     def left_ms(self, now: float) -> float:
         return self.deadline - now
