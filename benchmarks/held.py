@@ -54,8 +54,13 @@ def hold(stack: ExitStack, name: str, url: str, n: int, tag: str = "") -> list[A
             kept.append(token)
     elif name == "distlock":
         locks = stack.enter_context(Lock(r, prefix="mem", ttl_ms=TTL_MS))
-        for i in range(n):
-            kept.append(stack.enter_context(locks.hold(f"d{tag}{i}")))
+        # What a service holding many locks keeps: each hold() it is inside (a list entry
+        # each; an ExitStack would add its own two objects per lock).
+        holds = [locks.hold(f"d{tag}{i}") for i in range(n)]
+        for held in holds:
+            held.__enter__()
+        stack.callback(_exit_all, holds)
+        kept.extend(holds)
     elif name == "redis-py Lock":
         for i in range(n):
             lock = r.lock(f"mem:rp:{tag}{i}", timeout=TTL_MS / 1000)
@@ -76,6 +81,11 @@ def hold(stack: ExitStack, name: str, url: str, n: int, tag: str = "") -> list[A
             lock.acquire(blocking=False)
             kept.append(lock)
     return kept
+
+
+def _exit_all(holds: list[Any]) -> None:
+    for held in reversed(holds):
+        held.__exit__(None, None, None)
 
 
 def memory_child(name: str, url: str, n: int) -> dict[str, Any]:

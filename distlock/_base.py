@@ -415,11 +415,15 @@ class GroupBase(Generic[HandleT]):
     def __init__(self, prefix: str, handles: Sequence[HandleT]) -> None:
         self._prefix = prefix
         self.handles: tuple[HandleT, ...] = tuple(handles)
-        self._by_key = {h.key: h for h in handles}
+        #: Made on the first ``group[id]``: most groups are one ``hold`` nobody indexes.
+        self._by_key: dict[str, HandleT] | None = None
 
     def __getitem__(self, id: str) -> HandleT:
+        by_key = self._by_key
+        if by_key is None:
+            by_key = self._by_key = {h.key: h for h in self.handles}
         try:
-            return self._by_key[f"{self._prefix}:{id}"]
+            return by_key[f"{self._prefix}:{id}"]
         except KeyError:
             raise KeyError(f"{id!r} is not one of this group's ids") from None
 

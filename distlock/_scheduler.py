@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("distlock")
 
@@ -24,12 +25,16 @@ IDLE_SECONDS = 10.0
 
 
 class Timer:
-    __slots__ = ("_owner", "cancelled", "fn", "when")
+    """``fn(arg)`` at ``when``: the argument is kept here rather than in a closure, so that
+    a held lock's timer is one small object (thousands of locks may be held at once)."""
 
-    def __init__(self, owner: Scheduler, when: float, fn: Callable[[], None]) -> None:
+    __slots__ = ("_owner", "arg", "cancelled", "fn", "when")
+
+    def __init__(self, owner: Scheduler, when: float, fn: Callable[[Any], None], arg: Any) -> None:
         self._owner = owner
         self.when = when
         self.fn = fn
+        self.arg = arg
         self.cancelled = False
 
     def cancel(self) -> None:
@@ -60,8 +65,9 @@ class Scheduler:
         #: Run once every timer due now has run: what those timers gathered goes out together.
         self._after_due: list[Callable[[], None]] = []
 
-    def call_at(self, when: float, fn: Callable[[], None]) -> Timer:
-        timer = Timer(self, when, fn)
+    def call_at(self, when: float, fn: Callable[[Any], None], arg: Any = None) -> Timer:
+        """Run ``fn(arg)`` on the timer thread at ``when`` (``time.monotonic()`` seconds)."""
+        timer = Timer(self, when, fn, arg)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
@@ -134,7 +140,7 @@ class Scheduler:
                 timer.cancelled = True  # fired: a late cancel() must not count it again
                 self._cond.release()
                 try:
-                    timer.fn()
+                    timer.fn(timer.arg)
                 except Exception:
                     log.exception("distlock timer callback failed")
                 finally:

@@ -75,7 +75,7 @@ class LockHandle(HandleBase):
     and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
     """
 
-    __slots__ = ("_lock", "_mutex", "_timer", "signal")
+    __slots__ = ("_lock", "_timer", "signal")
 
     def __init__(
         self,
@@ -88,7 +88,6 @@ class LockHandle(HandleBase):
         super().__init__(section, machine, observers)
         self._lock = lock
         self.signal = signal
-        self._mutex = threading.Lock()
         self._timer: Timer | None = None
 
     def extend(self, ttl_ms: int | None = None) -> bool:
@@ -154,11 +153,15 @@ class _Holding(HoldingBase):
 
 
 class _Hold(_Holding):
+    __slots__ = ()
+
     def __enter__(self) -> LockHandle:
         return self._enter().handles[0]
 
 
 class _HoldMany(_Holding):
+    __slots__ = ()
+
     def __enter__(self) -> LockGroup:
         return self._enter()
 
@@ -196,6 +199,7 @@ class Lock(LockBase):
         )
         check_cluster_client(self._client, self.defaults.cluster, redis.RedisCluster)
         self._init_lock = threading.Lock()
+        self._mutex = threading.Lock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).
@@ -361,7 +365,9 @@ class Lock(LockBase):
     # -- Effects, for the flows --------------------------------------------------------------
 
     def _guard(self, handle: LockHandle) -> threading.Lock:
-        return handle._mutex
+        # One for the whole Lock rather than one per handle: a core call holds it for
+        # microseconds, and thousands of held locks need no lock object each.
+        return self._mutex
 
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
@@ -436,9 +442,10 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(
-                wake_at / 1000.0, lambda: flows.tick(self, handle)
-            )
+            handle._timer = self._scheduler.call_at(wake_at / 1000.0, self._tick, handle)
+
+    def _tick(self, handle: LockHandle) -> None:
+        flows.tick(self, handle)
 
     def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
         # Ticks run on the timer thread, so that a loss is signalled the moment the thread
@@ -729,6 +736,8 @@ class PermitHandle(PermitMixin, LockHandle):
 
 
 class _PermitHold(_Hold):
+    __slots__ = ()
+
     def __enter__(self) -> PermitHandle:
         return cast(PermitHandle, self._enter().handles[0])
 

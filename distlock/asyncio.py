@@ -177,11 +177,15 @@ class _Holding(HoldingBase):
 
 
 class _Hold(_Holding):
+    __slots__ = ()
+
     async def __aenter__(self) -> LockHandle:
         return (await self._enter()).handles[0]
 
 
 class _HoldMany(_Holding):
+    __slots__ = ()
+
     async def __aenter__(self) -> LockGroup:
         return await self._enter()
 
@@ -828,6 +832,8 @@ class PermitHandle(PermitMixin, LockHandle):
 
 
 class _PermitHold(_Hold):
+    __slots__ = ()
+
     async def __aenter__(self) -> PermitHandle:
         return cast(PermitHandle, (await self._enter()).handles[0])
 

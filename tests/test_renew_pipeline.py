@@ -106,7 +106,7 @@ def stalled_timer_thread(locks: Lock) -> Iterator[None]:
     """The Lock's timer thread is busy (as on a loaded machine) until the block ends."""
     release, busy = threading.Event(), threading.Event()
 
-    def occupy() -> None:
+    def occupy(_: object) -> None:
         busy.set()
         release.wait(WAIT)
 

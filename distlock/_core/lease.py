@@ -66,7 +66,9 @@ class LeaseClock:
         self.next_renew_at = math.inf
         #: The shortest TTL among requests that failed but may still run, at any time.
         self.unconfirmed_ttl_ms: int | None = None
-        self._in_flight: list[Write] = []
+        #: Requests on the wire; an empty tuple (shared) while none is, which is most of
+        #: the time, so a held lock carries no list of its own.
+        self._in_flight: list[Write] | tuple[()] = ()
 
     def lease_ms(self, ttl_ms: int) -> float:
         """How long a TTL of ``ttl_ms`` set at the send time may be trusted on our clock."""
@@ -78,7 +80,10 @@ class LeaseClock:
         """A TTL-setting request leaves now. If Redis runs it at once, the key ends at
         ``now + ttl_ms``: earlier than the deadline when ``ttl_ms`` is shorter."""
         write = Write(now, ttl_ms)
-        self._in_flight.append(write)
+        if self._in_flight:
+            self._in_flight.append(write)  # non-empty: a list
+        else:
+            self._in_flight = [write]
         self.deadline = min(self.deadline, now + self.lease_ms(ttl_ms))
         return write
 
@@ -110,8 +115,12 @@ class LeaseClock:
 
     def _settle(self, write: Write) -> None:
         # At most a renewal and an extend are ever in flight: a list scan is cheapest.
-        if write in self._in_flight:
-            self._in_flight.remove(write)
+        in_flight = self._in_flight
+        if write in in_flight:
+            if len(in_flight) == 1:
+                self._in_flight = ()
+            else:
+                in_flight.remove(write)  # type: ignore[union-attr]  # non-empty: a list
 
     # -- questions a machine asks -----------------------------------------------------------
 
