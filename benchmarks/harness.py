@@ -27,6 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import distlock  # noqa: E402  (after the checkout is on the path)
+
+if not Path(distlock.__file__).resolve().is_relative_to(ROOT):
+    # An installed distlock (an editable install of another checkout) would be measured
+    # instead of this one, and nothing else would tell.
+    raise SystemExit(f"benchmarks import {distlock.__file__}, not the checkout at {ROOT}")
+
 #: The name of the hand-written contender every ratio is taken against.
 FLOOR = "floor"
 

@@ -28,8 +28,8 @@ from distlock._flows import Effects, Flow, H
 from distlock._protocol import decode, encode
 
 #: Replies that the single-command path answers better: it follows the slot to its new
-#: node.  (A script Redis does not have is loaded once and the batch's members that missed
-#: it sent again together: see :func:`unscripted`.)
+#: node.  (The members a Redis without the script answered NOSCRIPT go again together,
+#: by EVAL, which needs no permission EVALSHA does not: see :func:`unscripted`.)
 RESEND = (MovedError, AskError)
 
 
@@ -78,12 +78,9 @@ def reply_of(renewal: Renewal, raw: object) -> int | BaseException:
         return exc
 
 
-def unscripted(batch: list[Renewal], replies: list[object]) -> tuple[list[int], list[str]]:
-    """Which members Redis answered NOSCRIPT (a restarted or flushed Redis), and the
-    sources of the scripts to load before sending them again."""
-    missing = [i for i, raw in enumerate(replies) if isinstance(raw, NoScriptError)]
-    sources = {encode(batch[i].command)[0].source for i in missing}
-    return missing, sorted(sources)
+def unscripted(replies: list[object]) -> list[int]:
+    """Which members Redis answered NOSCRIPT (a restarted or flushed Redis)."""
+    return [i for i, raw in enumerate(replies) if isinstance(raw, NoScriptError)]
 
 
 def by_connection(client: object, batch: list[Renewal]) -> list[list[Renewal]]:
@@ -100,11 +97,15 @@ def by_connection(client: object, batch: list[Renewal]) -> list[list[Renewal]]:
     return list(groups.values())
 
 
-def queue(pipe: Any, batch: list[Renewal]) -> Any:
-    """Put every member's script call on ``pipe`` (a plain or cluster pipeline)."""
+def queue(pipe: Any, batch: list[Renewal], *, source: bool = False) -> Any:
+    """Put every member's script call on ``pipe`` (a plain or cluster pipeline): by its
+    SHA, or with ``source`` by its text (EVAL, which also loads it)."""
     for renewal in batch:
         script, keys, args = encode(renewal.command)
-        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        if source:
+            pipe.execute_command("EVAL", script.source, len(keys), *keys, *args)
+        else:
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
     return pipe
 
 

@@ -33,14 +33,20 @@ class Timer:
     def __init__(self, owner: Scheduler, when: float, fn: Callable[[Any], None], arg: Any) -> None:
         self._owner = owner
         self.when = when
-        self.fn = fn
+        self.fn: Callable[[Any], None] | None = fn
         self.arg = arg
         self.cancelled = False
 
     def cancel(self) -> None:
+        """Lazy and lock-free (a lock cycle arms and cancels one timer each): the entry
+        stays in the heap, dropped when it comes up or when dead entries dominate; it lets
+        go of its callback and argument at once, so a dead entry holds no section."""
         if not self.cancelled:
             self.cancelled = True
-            self._owner._note_cancel()
+            # fn before arg: the timer thread reads arg, then fn (see Scheduler._loop).
+            self.fn = None
+            self.arg = None
+            self._owner._cancelled += 1  # a hint for compaction only, so no lock
 
 
 class Scheduler:
@@ -71,7 +77,16 @@ class Scheduler:
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
-            heapq.heappush(self._heap, (when, next(self._seq), timer))
+            heap = self._heap
+            dead = self._cancelled
+            # Compact when dead entries dominate: the filter, not the counter, decides what
+            # is dead, so a miscount costs a scan, never a timer.  A few dead entries may
+            # stay until they come up; the thread then drops them without running anything.
+            if dead > 64 and dead * 2 > len(heap):
+                self._heap = heap = [e for e in heap if not e[2].cancelled]
+                heapq.heapify(heap)
+                self._cancelled = 0
+            heapq.heappush(heap, (when, next(self._seq), timer))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
@@ -96,19 +111,6 @@ class Scheduler:
                     log.exception("distlock timer callback failed")
         finally:
             self._cond.acquire()
-
-    def _note_cancel(self) -> None:
-        with self._cond:
-            self._cancelled += 1
-            # Lazy deletion keeps cancel O(1); compact when dead entries dominate, or when
-            # none is left alive (so an idle thread can end sooner).
-            if self._cancelled >= len(self._heap):
-                self._heap.clear()
-                self._cancelled = 0
-            elif self._cancelled > 64 and self._cancelled * 2 > len(self._heap):
-                self._heap = [e for e in self._heap if not e[2].cancelled]
-                heapq.heapify(self._heap)
-                self._cancelled = 0
 
     def _loop(self) -> None:
         with self._cond:
@@ -138,9 +140,13 @@ class Scheduler:
                     self._cancelled = max(0, self._cancelled - 1)
                     continue
                 timer.cancelled = True  # fired: a late cancel() must not count it again
+                arg = timer.arg
+                fn = timer.fn  # None: a cancel() raced this pop (it clears fn, then arg)
+                if fn is None:
+                    continue
                 self._cond.release()
                 try:
-                    timer.fn(timer.arg)
+                    fn(arg)
                 except Exception:
                     log.exception("distlock timer callback failed")
                 finally:

@@ -15,8 +15,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from functools import partial
-from types import TracebackType
+from types import FunctionType, TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
 import redis
@@ -65,6 +66,8 @@ from distlock.options import (
 from distlock.signal import LeaseSignal
 
 T = TypeVar("T")
+#: The code flags of ``async def`` functions and of async generators.
+_ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
 #: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
 Client = redis.Redis | redis.RedisCluster
@@ -199,7 +202,9 @@ class Lock(LockBase):
         )
         check_cluster_client(self._client, self.defaults.cluster, redis.RedisCluster)
         self._init_lock = threading.Lock()
-        self._mutex = threading.Lock()
+        #: The guard of every handle's core calls (reentrant: a trace callback may take
+        #: another lock's action from inside one).
+        self._mutex = threading.RLock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).
@@ -317,10 +322,13 @@ class Lock(LockBase):
         if command.best_effort and isinstance(client, redis.Redis):
             reply = self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
+        # execute_command rather than evalsha(): the same command, without the wrapper
+        # redis-py puts around its command methods (a cost paid twice per lock cycle).
+        api: Any = client  # execute_command carries no annotations
         try:
-            reply = client.evalsha(script.sha, len(keys), *keys, *args)
+            reply = api.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            reply = client.eval(script.source, len(keys), *keys, *args)
+            reply = api.execute_command("EVAL", script.source, len(keys), *keys, *args)
         return decode(command, reply)
 
     @staticmethod
@@ -360,11 +368,11 @@ class Lock(LockBase):
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            return stop.value  # type: ignore[no-any-return]  # the flow's T (no cast() call)
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def _guard(self, handle: LockHandle) -> threading.Lock:
+    def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
         # One for the whole Lock rather than one per handle: a core call holds it for
         # microseconds, and thousands of held locks need no lock object each.
         return self._mutex
@@ -398,15 +406,9 @@ class Lock(LockBase):
         """One round trip for ``batch`` (one connection's share), on a worker thread: a hung
         reply holds up this batch only, never a deadline (those are the timer thread's)."""
         replies = self._send_batch(batch)
-        missing, sources = renewals.unscripted(batch, replies)
+        missing = renewals.unscripted(replies)
         if missing:
-            try:
-                for source in sources:
-                    self.client.script_load(source)
-            except Exception as exc:
-                again: list[object] = [exc] * len(missing)
-            else:
-                again = self._send_batch([batch[i] for i in missing])
+            again = self._send_batch([batch[i] for i in missing], source=True)
             for i, raw in zip(missing, again, strict=True):
                 replies[i] = raw
         interrupt = None
@@ -418,10 +420,12 @@ class Lock(LockBase):
         if interrupt is not None:
             raise interrupt
 
-    def _send_batch(self, batch: list[renewals.Renewal]) -> list[object]:
+    def _send_batch(
+        self, batch: list[renewals.Renewal], *, source: bool = False
+    ) -> list[object]:
         """The replies of one pipeline; if it fails as a whole, its error for every member."""
         try:
-            pipe = renewals.queue(renewals.pipeline(self.client), batch)
+            pipe = renewals.queue(renewals.pipeline(self.client), batch, source=source)
             return list(pipe.execute(raise_on_error=False))
         except BaseException as exc:
             return [exc] * len(batch)
@@ -457,6 +461,9 @@ class Lock(LockBase):
 
 
 def _check_body(fn: Callable[..., object]) -> None:
+    code = getattr(fn, "__code__", None)
+    if type(fn) is FunctionType and code is not None and not code.co_flags & _ASYNC_FLAGS:
+        return  # a plain function (the common case), told apart without inspect's unwrapping
     if inspect.iscoroutinefunction(fn):
         raise ValidationError(
             f"{getattr(fn, '__name__', fn)!r} is a coroutine function: the sync Lock would "

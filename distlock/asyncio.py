@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
@@ -65,7 +66,10 @@ from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
-_NO_GUARD = nullcontext()
+#: The event loop is one thread, so the guard never waits: an uncontended reentrant lock
+#: is only the cheapest context manager there is (its enter and exit are C calls), and
+#: reentrant, so a trace callback that takes another lock's action cannot block on it.
+_NO_GUARD = threading.RLock()
 #: What an asyncio Lock talks through (a Sentinel's ``master_for`` gives a redis.asyncio.Redis).
 Client = aredis.Redis | aredis.RedisCluster
 ClientFactory = Callable[[], "Client | Awaitable[Client]"]
@@ -349,10 +353,14 @@ class Lock(LockBase):
         if command.best_effort and isinstance(client, aredis.Redis):
             reply = await self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
+        # execute_command rather than evalsha(): the same command, without the wrapper
+        # redis-py puts around its command methods (a cost paid twice per lock cycle).
         try:
-            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
+            reply = await client.execute_command(
+                "EVALSHA", script.sha, len(keys), *keys, *args
+            )
         except NoScriptError:
-            reply = await client.eval(script.source, len(keys), *keys, *args)
+            reply = await client.execute_command("EVAL", script.source, len(keys), *keys, *args)
         return decode(command, reply)
 
     @staticmethod
@@ -404,7 +412,7 @@ class Lock(LockBase):
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            return stop.value  # type: ignore[no-any-return]  # the flow's T (no cast() call)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -419,7 +427,7 @@ class Lock(LockBase):
     # -- Effects, for the flows --------------------------------------------------------------
 
     def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
-        return _NO_GUARD  # one thread: the event loop's
+        return _NO_GUARD
 
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
@@ -456,16 +464,9 @@ class Lock(LockBase):
         """One round trip for ``batch`` (one connection's share), in a task of its own: a
         hung reply holds up this batch only, never a deadline (those are loop timers)."""
         replies = await self._send_batch(batch)
-        missing, sources = renewals.unscripted(batch, replies)
+        missing = renewals.unscripted(replies)
         if missing:
-            try:
-                client = await self.client()
-                for source in sources:
-                    await client.script_load(source)
-            except Exception as exc:
-                again: list[object] = [exc] * len(missing)
-            else:
-                again = await self._send_batch([batch[i] for i in missing])
+            again = await self._send_batch([batch[i] for i in missing], source=True)
             for i, raw in zip(missing, again, strict=True):
                 replies[i] = raw
         interrupt = None
@@ -477,11 +478,13 @@ class Lock(LockBase):
         if interrupt is not None:
             raise interrupt
 
-    async def _send_batch(self, batch: list[renewals.Renewal]) -> list[object]:
+    async def _send_batch(
+        self, batch: list[renewals.Renewal], *, source: bool = False
+    ) -> list[object]:
         """The replies of one pipeline; if it fails as a whole, its error for every member."""
         try:
             client = self._client if self._client is not None else await self.client()
-            pipe = renewals.queue(renewals.pipeline(client), batch)
+            pipe = renewals.queue(renewals.pipeline(client), batch, source=source)
             return list(await pipe.execute(raise_on_error=False))
         except BaseException as exc:
             return [exc] * len(batch)

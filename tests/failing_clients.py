@@ -25,10 +25,10 @@ class FailsOneRenewal(redis.Redis):
             self.failed.set()
             raise redis.ConnectionError(FAILURE)
 
-    def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        if sha == EXTEND.sha:
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[:2] == ("EVALSHA", EXTEND.sha):
             self.fail_once()
-        return super().evalsha(sha, numkeys, *args)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
         owner = self
@@ -52,10 +52,10 @@ class AsyncFailsOneRenewal(aredis.Redis):
             self.failed = True
             raise redis.ConnectionError(FAILURE)
 
-    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        if sha == EXTEND.sha:
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[:2] == ("EVALSHA", EXTEND.sha):
             self.fail_once()
-        return await super().evalsha(sha, numkeys, *args)
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
         owner = self

@@ -66,13 +66,10 @@ class KeyGatedRedis(redis.Redis):
             if gate is not None:
                 gate.passage()
 
-    def evalsha(self, *args: Any) -> Any:
-        self._gate(args)
-        return super().evalsha(*args)
-
-    def eval(self, *args: Any) -> Any:
-        self._gate(args)
-        return super().eval(*args)
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[0] in ("EVALSHA", "EVAL"):
+            self._gate(args[1:])
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 class Renewals:

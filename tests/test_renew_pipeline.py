@@ -44,9 +44,9 @@ class Batches:
         self.sent: list[list[str]] = []
         queue = renewals.queue
 
-        def spy(pipe: Any, batch: list[renewals.Renewal]) -> Any:
+        def spy(pipe: Any, batch: list[renewals.Renewal], **options: Any) -> Any:
             self.sent.append([r.command.key for r in batch])
-            return queue(pipe, batch)
+            return queue(pipe, batch, **options)
 
         monkeypatch.setattr(renewals, "queue", spy)
 
@@ -167,8 +167,8 @@ def test_asyncio_many_locks_due_in_one_tick_renew_in_one_round_trip(
 def test_a_flushed_script_costs_the_batch_one_more_round_trip(
     r: redis.Redis, redis_server: RedisServer, batches: Batches
 ) -> None:
-    """Redis lost its scripts (a restart, SCRIPT FLUSH): the batch's NOSCRIPT replies load
-    the script once and send the batch again, together."""
+    """Redis lost its scripts (a restart, SCRIPT FLUSH): the members answered NOSCRIPT go
+    again together, by EVAL (which loads the script and needs no other permission)."""
     outcomes = Outcomes()
     with Lock(
         redis.Redis(port=redis_server.port), prefix="noscript", ttl_ms=TTL_MS,

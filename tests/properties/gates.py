@@ -114,15 +114,10 @@ class GatedRedis(redis.Redis):
         pipe.gate = self.gate
         return pipe
 
-    def evalsha(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if len(args) > 1 and args[0] in ("EVALSHA", "EVAL") and _is_extend(args[1]):
             self.gate.passage()
-        return super().evalsha(*args)
-
-    def eval(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
-            self.gate.passage()
-        return super().eval(*args)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 class AsyncGatedRedis(aredis.Redis):
@@ -140,12 +135,7 @@ class AsyncGatedRedis(aredis.Redis):
         pipe.gate = self.gate
         return pipe
 
-    async def evalsha(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if len(args) > 1 and args[0] in ("EVALSHA", "EVAL") and _is_extend(args[1]):
             await asyncio.to_thread(self.gate.passage)
-        return await super().evalsha(*args)
-
-    async def eval(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
-            await asyncio.to_thread(self.gate.passage)
-        return await super().eval(*args)
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
