@@ -16,12 +16,18 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("distlock")
 
 #: How long the timer thread waits with nothing to do before it ends.
 IDLE_SECONDS = 10.0
+
+
+class TimerOwner(Protocol):
+    """What keeps a timer's heap: it counts the timers cancelled in it."""
+
+    _cancelled: int
 
 
 class Timer:
@@ -30,7 +36,9 @@ class Timer:
 
     __slots__ = ("_owner", "arg", "cancelled", "fn", "when")
 
-    def __init__(self, owner: Scheduler, when: float, fn: Callable[[Any], None], arg: Any) -> None:
+    def __init__(
+        self, owner: TimerOwner, when: float, fn: Callable[[Any], None], arg: Any
+    ) -> None:
         self._owner = owner
         self.when = when
         self.fn: Callable[[Any], None] | None = fn

@@ -49,8 +49,10 @@ from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._flows import Flow, Request, Sleep
+from distlock._loop_timers import LoopTimers
 from distlock._protocol import decode, encode
 from distlock._replicated import call_async
+from distlock._scheduler import Timer
 from distlock.errors import UsageError
 from distlock.events import Observer
 from distlock.options import (
@@ -91,7 +93,7 @@ class LockHandle(HandleBase):
         super().__init__(section, machine, observers)
         self._lock = lock
         self.signal = signal
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         #: The hold() whose body this handle's loss cancels (None for acquire()).
         self._holding: _Holding | None = None
 
@@ -226,7 +228,8 @@ class Lock(LockBase):
         self._resolving: asyncio.Lock | None = None
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._handles: set[LockHandle] = set()
+        #: Every section's timer, on one event-loop timer.
+        self._timers = LoopTimers()
         #: Renewals sent in the current loop iteration, flushed together at its end.
         self._renewing: list[renewals.Renewal] = []
 
@@ -252,10 +255,7 @@ class Lock(LockBase):
         """Let interrupted releases finish, stop renewals and timers; close a client we made.
         A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
         self._closed = True
-        for handle in list(self._handles):
-            if handle._timer is not None:
-                handle._timer.cancel()
-                handle._timer = None
+        self._timers.close()
         pending = list(self._tasks)
         for task in pending:
             if task.get_name().startswith("distlock-renew"):
@@ -505,11 +505,11 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is None or self._closed:
-            self._handles.discard(handle)
             return
-        self._handles.add(handle)
-        delay = max(0.0, wake_at - now_ms()) / 1000.0
-        handle._timer = asyncio.get_running_loop().call_later(delay, flows.tick, self, handle)
+        handle._timer = self._timers.call_at(wake_at / 1000.0, self._tick, handle)
+
+    def _tick(self, handle: LockHandle) -> None:
+        flows.tick(self, handle)
 
 
 # -- the reentrant lock ------------------------------------------------------------------------

@@ -23,8 +23,10 @@ import math
 #: Renewal wake-ups fall on a grid of the heartbeat divided by this, rounded up: sections
 #: with one heartbeat that come due within one step of each other wake in the same tick,
 #: so a driver can send their renewals together.  A renewal sent up to a step late is one
-#: whose timer ran late, which the lease already allows for; the deadline is never rounded.
-RENEW_STEPS = 16
+#: whose timer ran late (the spec's starved timer); the deadline is never rounded.  Each
+#: renewal may be a step late, so the round-trip bound of NoSpuriousLoss reads
+#: ``(failures + 1) * heartbeat * (1 + 1/RENEW_STEPS) + round trip < ttl - margin``.
+RENEW_STEPS = 64
 
 
 class Write:
