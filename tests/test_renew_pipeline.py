@@ -222,3 +222,22 @@ def test_on_a_cluster_one_round_trip_per_node(redis_cluster: Cluster, batches: B
             assert group.held
     finally:
         client.close()
+
+
+def test_the_chaos_recorder_sees_pipelined_renewals(redis_server: RedisServer) -> None:
+    """The chaos checks judge detection from the last confirmed send: a renewal sent in a
+    pipeline must be on record like one sent alone."""
+    from distlock.tools.chaos.recorder import Recorder, RecordingRedis
+
+    recorder = Recorder("pipelined")
+    outcomes = Outcomes()
+    client = RecordingRedis(port=redis_server.port, recorder=recorder)
+    with Lock(client, prefix="rec", ttl_ms=TTL_MS, heartbeat_ms=HEARTBEAT_MS,
+              trace=outcomes) as locks, locks.hold_many(["a", "b", "c"]) as group:
+        with stalled_timer_thread(locks):
+            sleep_until_due(group.handles)
+        assert outcomes.wait(replies=3)
+        tokens = {h.token for h in group.handles}
+        renewals = [c for c in recorder.commands if c.args[0] == EXTEND.sha and c.ok]
+        assert {t for c in renewals for t in tokens if c.carries(t)} == tokens
+    client.close()
