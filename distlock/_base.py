@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import secrets
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from secrets import token_hex
 from typing import Any, Final, Generic, TypeVar
 
 from distlock._core.group import Group, acquisition_order
@@ -260,16 +260,18 @@ class LockBase:
         self, ids: Sequence[str], opts: Options, *, watch: bool, cancel_on_loss: bool
     ) -> tuple[Group, list[Section], tuple[Observer, ...]]:
         """Fresh sections for ``ids`` in acquisition order, and the group that holds them."""
-        keys = [self.key(id) for id in ids]
-        self._check_open(keys[0] if len(keys) == 1 else None)
-        if len(keys) > 1:
-            keys = acquisition_order(keys)
+        if len(ids) == 1:  # one hold(): no ordering, no list of keys
+            key = self.key(ids[0])
+            self._check_open(key)
+            keys = [key]
+        else:
+            keys = acquisition_order([self.key(id) for id in ids])
+            self._check_open(None)
         config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
         record = self._trace is not None
+        label, new_section = self._label, self._new_section
         sections = [
-            self._new_section(
-                key, secrets.token_hex(16), config, f"{self._label}.{next(self._sections)}", record
-            )
+            new_section(key, token_hex(16), config, f"{label}.{next(self._sections)}", record)
             for key in keys
         ]
         return Group(sections), sections, observers
@@ -445,11 +447,15 @@ class GroupBase(Generic[HandleT]):
     def __init__(self, prefix: str, handles: Sequence[HandleT]) -> None:
         self._prefix = prefix
         self.handles: tuple[HandleT, ...] = tuple(handles)
-        self._by_key = {h.key: h for h in handles}
+        #: Made on the first ``group[id]``: most groups are one ``hold`` nobody indexes.
+        self._by_key: dict[str, HandleT] | None = None
 
     def __getitem__(self, id: str) -> HandleT:
+        by_key = self._by_key
+        if by_key is None:
+            by_key = self._by_key = {h.key: h for h in self.handles}
         try:
-            return self._by_key[f"{self._prefix}:{id}"]
+            return by_key[f"{self._prefix}:{id}"]
         except KeyError:
             raise KeyError(f"{id!r} is not one of this group's ids") from None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from distlock._core.commands import Command, Kind, Op
 from distlock._core.waiting import QUEUE_GRACE_MS
@@ -612,10 +612,11 @@ def decode(command: Command, reply: object) -> int:
     refused), 1 or 0 for everything else.  A waiting attempt's refusal is ``-ms``, the
     time it can last at most (see ``_WAIT``), or 0 when it was the last attempt."""
     if command.queue_ms is not None and command.op is Op.ACQUIRE:
-        parts = cast(list[Any], reply)
+        parts: Any = reply  # {fence, ms}
         fence = int(parts[0])
         return fence if fence > 0 else -int(parts[1])
     if isinstance(reply, list):
         # R_ACQUIRE's {granted, fence}
         return int(reply[1]) if int(reply[0]) == 1 else 0
-    return int(cast(Any, reply))
+    value: Any = reply  # an int (an annotation, not a cast() call on every reply)
+    return int(value)

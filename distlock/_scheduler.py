@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
 log = logging.getLogger("distlock")
 
@@ -23,19 +24,37 @@ log = logging.getLogger("distlock")
 IDLE_SECONDS = 10.0
 
 
-class Timer:
-    __slots__ = ("_owner", "cancelled", "fn", "when")
+class TimerOwner(Protocol):
+    """What keeps a timer's heap: it counts the timers cancelled in it."""
 
-    def __init__(self, owner: Scheduler, when: float, fn: Callable[[], None]) -> None:
+    _cancelled: int
+
+
+class Timer:
+    """``fn(arg)`` at ``when``: the argument is kept here rather than in a closure, so that
+    a held lock's timer is one small object (thousands of locks may be held at once)."""
+
+    __slots__ = ("_owner", "arg", "cancelled", "fn", "when")
+
+    def __init__(
+        self, owner: TimerOwner, when: float, fn: Callable[[Any], None], arg: Any
+    ) -> None:
         self._owner = owner
         self.when = when
-        self.fn = fn
+        self.fn: Callable[[Any], None] | None = fn
+        self.arg = arg
         self.cancelled = False
 
     def cancel(self) -> None:
+        """Lazy and lock-free (a lock cycle arms and cancels one timer each): the entry
+        stays in the heap, dropped when it comes up or when dead entries dominate; it lets
+        go of its callback and argument at once, so a dead entry holds no section."""
         if not self.cancelled:
             self.cancelled = True
-            self._owner._note_cancel()
+            # fn before arg: the timer thread reads arg, then fn (see Scheduler._loop).
+            self.fn = None
+            self.arg = None
+            self._owner._cancelled += 1  # a hint for compaction only, so no lock
 
 
 class Scheduler:
@@ -57,13 +76,25 @@ class Scheduler:
         self._cancelled = 0
         #: When the waiting thread wakes on its own; -inf while it is not waiting.
         self._wake_at = -math.inf
+        #: Run once every timer due now has run: what those timers gathered goes out together.
+        self._after_due: list[Callable[[], None]] = []
 
-    def call_at(self, when: float, fn: Callable[[], None]) -> Timer:
-        timer = Timer(self, when, fn)
+    def call_at(self, when: float, fn: Callable[[Any], None], arg: Any = None) -> Timer:
+        """Run ``fn(arg)`` on the timer thread at ``when`` (``time.monotonic()`` seconds)."""
+        timer = Timer(self, when, fn, arg)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
-            heapq.heappush(self._heap, (when, next(self._seq), timer))
+            heap = self._heap
+            dead = self._cancelled
+            # Compact when dead entries dominate: the filter, not the counter, decides what
+            # is dead, so a miscount costs a scan, never a timer.  A few dead entries may
+            # stay until they come up; the thread then drops them without running anything.
+            if dead > 64 and dead * 2 > len(heap):
+                self._heap = heap = [e for e in heap if not e[2].cancelled]
+                heapq.heapify(heap)
+                self._cancelled = 0
+            heapq.heappush(heap, (when, next(self._seq), timer))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
@@ -71,24 +102,32 @@ class Scheduler:
                 self._cond.notify()
         return timer
 
-    def _note_cancel(self) -> None:
+    def after_due(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the timer thread once no more timers are due (call it from a timer
+        callback: the renewals those callbacks sent are flushed together)."""
         with self._cond:
-            self._cancelled += 1
-            # Lazy deletion keeps cancel O(1); compact when dead entries dominate, or when
-            # none is left alive (so an idle thread can end sooner).
-            if self._cancelled >= len(self._heap):
-                self._heap.clear()
-                self._cancelled = 0
-            elif self._cancelled > 64 and self._cancelled * 2 > len(self._heap):
-                self._heap = [e for e in self._heap if not e[2].cancelled]
-                heapq.heapify(self._heap)
-                self._cancelled = 0
+            self._after_due.append(fn)
+
+    def _run_after_due(self) -> None:
+        pending, self._after_due = self._after_due, []
+        self._cond.release()
+        try:
+            for fn in pending:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("distlock timer callback failed")
+        finally:
+            self._cond.acquire()
 
     def _loop(self) -> None:
         with self._cond:
             while not self._closed:
                 heap = self._heap
                 now = time.monotonic()
+                if self._after_due and (not heap or heap[0][0] > now):
+                    self._run_after_due()
+                    continue
                 if not heap:
                     # Idle: end the thread after a while; the next call_at starts another.
                     # A Lock that is never closed then costs no thread while unused.
@@ -109,9 +148,13 @@ class Scheduler:
                     self._cancelled = max(0, self._cancelled - 1)
                     continue
                 timer.cancelled = True  # fired: a late cancel() must not count it again
+                arg = timer.arg
+                fn = timer.fn  # None: a cancel() raced this pop (it clears fn, then arg)
+                if fn is None:
+                    continue
                 self._cond.release()
                 try:
-                    timer.fn()
+                    fn(arg)
                 except Exception:
                     log.exception("distlock timer callback failed")
                 finally:

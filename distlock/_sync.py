@@ -15,7 +15,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from types import TracebackType
+from contextlib import AbstractContextManager
+from functools import partial
+from types import FunctionType, TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
 import redis
@@ -25,6 +27,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from distlock import _flows as flows
+from distlock import _renewals as renewals
 from distlock._base import (
     GroupBase,
     HandleBase,
@@ -65,6 +68,8 @@ from distlock.options import (
 from distlock.signal import LeaseSignal
 
 T = TypeVar("T")
+#: The code flags of ``async def`` functions and of async generators.
+_ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
 #: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
 Client = redis.Redis | redis.RedisCluster
@@ -75,7 +80,7 @@ class LockHandle(HandleBase):
     and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
     """
 
-    __slots__ = ("_lock", "_mutex", "_timer", "signal")
+    __slots__ = ("_lock", "_timer", "signal")
 
     def __init__(
         self,
@@ -88,7 +93,6 @@ class LockHandle(HandleBase):
         super().__init__(section, machine, observers)
         self._lock = lock
         self.signal = signal
-        self._mutex = threading.Lock()
         self._timer: Timer | None = None
 
     def extend(self, ttl_ms: int | None = None) -> bool:
@@ -154,11 +158,15 @@ class _Holding(HoldingBase):
 
 
 class _Hold(_Holding):
+    __slots__ = ()
+
     def __enter__(self) -> LockHandle:
         return self._enter().handles[0]
 
 
 class _HoldMany(_Holding):
+    __slots__ = ()
+
     def __enter__(self) -> LockGroup:
         return self._enter()
 
@@ -198,8 +206,13 @@ class Lock(LockBase):
         )
         check_cluster_client(self._client, self.defaults.cluster, redis.RedisCluster)
         self._init_lock = threading.Lock()
+        #: The guard of every handle's core calls (reentrant: a trace callback may take
+        #: another lock's action from inside one).
+        self._mutex = threading.RLock()
         self._scheduler = Scheduler(f"distlock-{self._label}-timer")
         self._workers = Workers(f"distlock-{self._label}-worker")
+        #: Renewals sent in the current tick (touched only by the timer thread).
+        self._renewing: list[renewals.Renewal] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -318,10 +331,13 @@ class Lock(LockBase):
         if command.best_effort and isinstance(client, redis.Redis):
             reply = self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
+        # execute_command rather than evalsha(): the same command, without the wrapper
+        # redis-py puts around its command methods (a cost paid twice per lock cycle).
+        api: Any = client  # execute_command carries no annotations
         try:
-            reply = client.evalsha(script.sha, len(keys), *keys, *args)
+            reply = api.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            reply = client.eval(script.source, len(keys), *keys, *args)
+            reply = api.execute_command("EVAL", script.source, len(keys), *keys, *args)
         return decode(command, reply)
 
     @staticmethod
@@ -391,12 +407,14 @@ class Lock(LockBase):
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            return stop.value  # type: ignore[no-any-return]  # the flow's T (no cast() call)
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def _guard(self, handle: LockHandle) -> threading.Lock:
-        return handle._mutex
+    def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
+        # One for the whole Lock rather than one per handle: a core call holds it for
+        # microseconds, and thousands of held locks need no lock object each.
+        return self._mutex
 
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
@@ -405,7 +423,61 @@ class Lock(LockBase):
                 handle.signal._fire(loss)
         command = step.send
         if command is not None and command.op is Op.RENEW:
-            self._workers.submit(lambda: self._run(flows.renew(self, handle, command)))
+            self._renew(handle, command)
+
+    # -- renewals: those due in one tick go out in one pipeline per connection ---------------
+
+    def _renew(self, handle: LockHandle, command: Command) -> None:
+        renewal = renewals.begin(self, handle, command)
+        if command.replicas or not self._scheduler.on_timer_thread():
+            self._workers.submit(partial(self._renew_alone, renewal))
+            return
+        self._renewing.append(renewal)
+        if len(self._renewing) == 1:
+            self._scheduler.after_due(self._flush_renewals)
+
+    def _flush_renewals(self) -> None:
+        batch, self._renewing = self._renewing, []
+        for group in renewals.by_connection(self.client, batch):
+            self._workers.submit(partial(self._renew_batch, group))
+
+    def _renew_batch(self, batch: list[renewals.Renewal]) -> None:
+        """One round trip for ``batch`` (one connection's share), on a worker thread: a hung
+        reply holds up this batch only, never a deadline (those are the timer thread's)."""
+        replies = self._send_batch(batch)
+        missing = renewals.unscripted(replies)
+        if missing:
+            again = self._send_batch([batch[i] for i in missing], source=True)
+            for i, raw in zip(missing, again, strict=True):
+                replies[i] = raw
+        interrupt = None
+        for renewal, raw in zip(batch, replies, strict=True):
+            if isinstance(raw, renewals.RESEND):
+                self._renew_alone(renewal)
+                continue
+            interrupt = renewals.settle(renewal, renewals.reply_of(renewal, raw)) or interrupt
+        if interrupt is not None:
+            raise interrupt
+
+    def _send_batch(
+        self, batch: list[renewals.Renewal], *, source: bool = False
+    ) -> list[object]:
+        """The replies of one pipeline; if it fails as a whole, its error for every member."""
+        try:
+            pipe = renewals.queue(renewals.pipeline(self.client), batch, source=source)
+            return list(pipe.execute(raise_on_error=False))
+        except BaseException as exc:
+            return [exc] * len(batch)
+
+    def _renew_alone(self, renewal: renewals.Renewal) -> None:
+        reply: int | BaseException
+        try:
+            reply = self._call(renewal.command)
+        except BaseException as exc:
+            reply = exc
+        interrupt = renewals.settle(renewal, reply)
+        if interrupt is not None:
+            raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
@@ -413,9 +485,10 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(
-                wake_at / 1000.0, lambda: flows.tick(self, handle)
-            )
+            handle._timer = self._scheduler.call_at(wake_at / 1000.0, self._tick, handle)
+
+    def _tick(self, handle: LockHandle) -> None:
+        flows.tick(self, handle)
 
     def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
         # Ticks run on the timer thread, so that a loss is signalled the moment the thread
@@ -427,6 +500,9 @@ class Lock(LockBase):
 
 
 def _check_body(fn: Callable[..., object]) -> None:
+    code = getattr(fn, "__code__", None)
+    if type(fn) is FunctionType and code is not None and not code.co_flags & _ASYNC_FLAGS:
+        return  # a plain function (the common case), told apart without inspect's unwrapping
     if inspect.iscoroutinefunction(fn):
         raise ValidationError(
             f"{getattr(fn, '__name__', fn)!r} is a coroutine function: the sync Lock would "
@@ -707,6 +783,8 @@ class PermitHandle(PermitMixin, LockHandle):
 
 
 class _PermitHold(_Hold):
+    __slots__ = ()
+
     def __enter__(self) -> PermitHandle:
         return cast(PermitHandle, self._enter().handles[0])
 

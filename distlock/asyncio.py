@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
@@ -27,6 +28,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from distlock import _flows as flows
+from distlock import _renewals as renewals
 from distlock._base import (
     GroupBase,
     HandleBase,
@@ -49,8 +51,10 @@ from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._flows import Block, Flow, Request, Sleep
+from distlock._loop_timers import LoopTimers
 from distlock._protocol import decode, encode, wake_key
 from distlock._replicated import call_async
+from distlock._scheduler import Timer
 from distlock.errors import UsageError
 from distlock.events import Observer
 from distlock.options import (
@@ -66,7 +70,10 @@ from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
-_NO_GUARD = nullcontext()
+#: The event loop is one thread, so the guard never waits: an uncontended reentrant lock
+#: is only the cheapest context manager there is (its enter and exit are C calls), and
+#: reentrant, so a trace callback that takes another lock's action cannot block on it.
+_NO_GUARD = threading.RLock()
 #: Requests that go on after their caller is cancelled: a release (the key is ours until
 #: Redis answers one) and a withdrawal (the place would hold up the queue until it expires).
 _FINISH_IN_BACKGROUND = frozenset({Op.RELEASE, Op.WITHDRAW})
@@ -91,7 +98,7 @@ class LockHandle(HandleBase):
         super().__init__(section, machine, observers)
         self._lock = lock
         self.signal = signal
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         #: The hold() whose body this handle's loss cancels (None for acquire()).
         self._holding: _Holding | None = None
 
@@ -181,11 +188,15 @@ class _Holding(HoldingBase):
 
 
 class _Hold(_Holding):
+    __slots__ = ()
+
     async def __aenter__(self) -> LockHandle:
         return (await self._enter()).handles[0]
 
 
 class _HoldMany(_Holding):
+    __slots__ = ()
+
     async def __aenter__(self) -> LockGroup:
         return await self._enter()
 
@@ -224,7 +235,10 @@ class Lock(LockBase):
         self._resolving: asyncio.Lock | None = None
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._handles: set[LockHandle] = set()
+        #: Every section's timer, on one event-loop timer.
+        self._timers = LoopTimers()
+        #: Renewals sent in the current loop iteration, flushed together at its end.
+        self._renewing: list[renewals.Renewal] = []
 
     @property
     def cancel_on_loss(self) -> bool:
@@ -248,10 +262,7 @@ class Lock(LockBase):
         """Let interrupted releases finish, stop renewals and timers; close a client we made.
         A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
         self._closed = True
-        for handle in list(self._handles):
-            if handle._timer is not None:
-                handle._timer.cancel()
-                handle._timer = None
+        self._timers.close()
         pending = list(self._tasks)
         for task in pending:
             if task.get_name().startswith("distlock-renew"):
@@ -356,10 +367,14 @@ class Lock(LockBase):
         if command.best_effort and isinstance(client, aredis.Redis):
             reply = await self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
+        # execute_command rather than evalsha(): the same command, without the wrapper
+        # redis-py puts around its command methods (a cost paid twice per lock cycle).
         try:
-            reply = await client.evalsha(script.sha, len(keys), *keys, *args)
+            reply = await client.execute_command(
+                "EVALSHA", script.sha, len(keys), *keys, *args
+            )
         except NoScriptError:
-            reply = await client.eval(script.source, len(keys), *keys, *args)
+            reply = await client.execute_command("EVAL", script.source, len(keys), *keys, *args)
         return decode(command, reply)
 
     @staticmethod
@@ -423,7 +438,7 @@ class Lock(LockBase):
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            return stop.value  # type: ignore[no-any-return]  # the flow's T (no cast() call)
 
     async def _block(self, request: Block) -> int:
         """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0.
@@ -465,7 +480,7 @@ class Lock(LockBase):
     # -- Effects, for the flows --------------------------------------------------------------
 
     def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
-        return _NO_GUARD  # one thread: the event loop's
+        return _NO_GUARD
 
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
@@ -477,9 +492,65 @@ class Lock(LockBase):
                 holding.task.cancel()
         command = step.send
         if command is not None and command.op is Op.RENEW:
-            self._spawn(
-                self._run(flows.renew(self, handle, command)), name=f"distlock-renew {handle.key}"
-            )
+            self._renew(handle, command)
+
+    # -- renewals: those due in one tick go out in one pipeline per connection ---------------
+
+    def _renew(self, handle: LockHandle, command: Command) -> None:
+        renewal = renewals.begin(self, handle, command)
+        if command.replicas:
+            self._spawn(self._renew_alone(renewal), name=f"distlock-renew {handle.key}")
+            return
+        self._renewing.append(renewal)
+        if len(self._renewing) == 1:
+            # Timers due together run in one loop iteration; this runs after all of them.
+            asyncio.get_running_loop().call_soon(self._flush_renewals)
+
+    def _flush_renewals(self) -> None:
+        batch, self._renewing = self._renewing, []
+        if self._closed:
+            return
+        for group in renewals.by_connection(self._client, batch):
+            self._spawn(self._renew_batch(group), name="distlock-renew")
+
+    async def _renew_batch(self, batch: list[renewals.Renewal]) -> None:
+        """One round trip for ``batch`` (one connection's share), in a task of its own: a
+        hung reply holds up this batch only, never a deadline (those are loop timers)."""
+        replies = await self._send_batch(batch)
+        missing = renewals.unscripted(replies)
+        if missing:
+            again = await self._send_batch([batch[i] for i in missing], source=True)
+            for i, raw in zip(missing, again, strict=True):
+                replies[i] = raw
+        interrupt = None
+        for renewal, raw in zip(batch, replies, strict=True):
+            if isinstance(raw, renewals.RESEND):
+                self._spawn(self._renew_alone(renewal), name="distlock-renew")
+                continue
+            interrupt = renewals.settle(renewal, renewals.reply_of(renewal, raw)) or interrupt
+        if interrupt is not None:
+            raise interrupt
+
+    async def _send_batch(
+        self, batch: list[renewals.Renewal], *, source: bool = False
+    ) -> list[object]:
+        """The replies of one pipeline; if it fails as a whole, its error for every member."""
+        try:
+            client = self._client if self._client is not None else await self.client()
+            pipe = renewals.queue(renewals.pipeline(client), batch, source=source)
+            return list(await pipe.execute(raise_on_error=False))
+        except BaseException as exc:
+            return [exc] * len(batch)
+
+    async def _renew_alone(self, renewal: renewals.Renewal) -> None:
+        reply: int | BaseException
+        try:
+            reply = await self._call(renewal.command)
+        except BaseException as exc:
+            reply = exc
+        interrupt = renewals.settle(renewal, reply)
+        if interrupt is not None:
+            raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
         if handle._timer is not None:
@@ -487,11 +558,11 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is None or self._closed:
-            self._handles.discard(handle)
             return
-        self._handles.add(handle)
-        delay = max(0.0, wake_at - now_ms()) / 1000.0
-        handle._timer = asyncio.get_running_loop().call_later(delay, flows.tick, self, handle)
+        handle._timer = self._timers.call_at(wake_at / 1000.0, self._tick, handle)
+
+    def _tick(self, handle: LockHandle) -> None:
+        flows.tick(self, handle)
 
 
 # -- the reentrant lock ------------------------------------------------------------------------
@@ -818,6 +889,8 @@ class PermitHandle(PermitMixin, LockHandle):
 
 
 class _PermitHold(_Hold):
+    __slots__ = ()
+
     async def __aenter__(self) -> PermitHandle:
         return cast(PermitHandle, (await self._enter()).handles[0])
 

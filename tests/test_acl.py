@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -81,3 +82,24 @@ def test_the_documented_acl_is_restrictive(restricted: redis.Redis) -> None:
         redis.exceptions.NoPermissionError
     ):
         locks.acquire("1")
+
+
+def test_background_renewals_need_no_more_than_the_documented_acl(
+    fresh_redis: RedisServer, restricted: redis.Redis
+) -> None:
+    """A pipelined renewal that meets a Redis without its script goes again by EVAL: no
+    SCRIPT LOAD, which the ACL does not grant."""
+    admin = redis.Redis(port=fresh_redis.port)
+    admin.script_flush()  # the renewal script is not loaded until a renewal sends it
+    renewed = threading.Event()
+
+    def trace(event: dict[str, Any]) -> None:
+        if event["action"] == "RenewReply" and event["ok"]:
+            renewed.set()
+
+    with distlock.Lock(
+        restricted, prefix="orders", ttl_ms=10_000, heartbeat_ms=100, trace=trace
+    ) as locks, locks.hold("5") as handle:
+        assert renewed.wait(30), "no renewal was answered under the restricted user"
+        assert handle.held
+    admin.close()

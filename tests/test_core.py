@@ -61,6 +61,19 @@ def test_tick_renews_when_due_then_waits_for_the_reply() -> None:
     assert s.wake_at == s.deadline
 
 
+def test_renewals_due_close_together_wake_in_the_same_tick() -> None:
+    """Renewal wake-ups are rounded up to a step of the heartbeat (250 / 64 here), so
+    sections held a few milliseconds apart renew in one tick, and a driver can send their
+    renewals in one round trip; the deadline is never rounded."""
+    early, late = held(1.0), held(3.0)
+    assert early.wake_at == late.wake_at == 253.90625
+    assert late.tick(253.90625).send is not None  # due by then: the core decides
+    assert held(0.0).wake_at == 250.0  # already on the grid: not moved
+    s = held(0.0, drift_factor=0.0)
+    s.tick(250.0)
+    assert s.wake_at == s.deadline == 1000.0  # the deadline watch is exact
+
+
 def test_successful_renewal_moves_deadline_from_its_send_time() -> None:
     s = held(drift_factor=0.0)
     s.tick(250.0)

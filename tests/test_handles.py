@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import redis
@@ -15,6 +14,7 @@ import redis.asyncio as aredis
 import distlock
 import distlock.asyncio
 from distlock import LockLeaseLostError, LossReason, UsageError
+from tests.failing_clients import FailsOneRenewal
 from tests.redis_server import RedisServer
 
 
@@ -162,20 +162,6 @@ def test_losses_and_failed_renewals_are_logged_and_the_happy_path_is_not(
     assert "h:lost" in record.getMessage() and "RELEASE_REJECTED" in record.getMessage()
     assert record.distlock_key == "h:lost"  # type: ignore[attr-defined]
     assert len(record.distlock_token) == 8  # type: ignore[attr-defined]
-
-
-class FailsOneRenewal(redis.Redis):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.failed = threading.Event()
-
-    def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        from distlock._protocol import EXTEND
-
-        if sha == EXTEND.sha and not self.failed.is_set():
-            self.failed.set()
-            raise redis.ConnectionError("one renewal round trip fails")
-        return super().evalsha(sha, numkeys, *args)
 
 
 def test_a_failed_renewal_is_a_warning(

@@ -31,9 +31,9 @@ from distlock import (
     ValidationError,
 )
 from distlock._base import now_ms
-from distlock._protocol import EXTEND
 from distlock.events import Acquired, Event, Lost, Released, Renewed
 from distlock.otel import SPAN_NAME, OpenTelemetryObserver
+from tests.failing_clients import AsyncFailsOneRenewal, FailsOneRenewal
 from tests.redis_server import RedisServer
 from tests.test_lock_sync import LateGrant
 
@@ -119,32 +119,6 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
 def event_time(span: ReadableSpan, name: str) -> int:
     (event,) = [e for e in span.events if e.name == name]
     return event.timestamp
-
-
-class FailsOneRenewal(redis.Redis):
-    """The first renewal round trip fails with a connection error; the rest go through."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.failed = threading.Event()
-
-    def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        if sha == EXTEND.sha and not self.failed.is_set():
-            self.failed.set()
-            raise redis.ConnectionError("one renewal round trip fails")
-        return super().evalsha(sha, numkeys, *args)
-
-
-class AsyncFailsOneRenewal(aredis.Redis):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.failed = False
-
-    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        if sha == EXTEND.sha and not self.failed:
-            self.failed = True
-            raise redis.ConnectionError("one renewal round trip fails")
-        return await super().evalsha(sha, numkeys, *args)
 
 
 def renewed_after_failure() -> tuple[threading.Event, Any]:

@@ -25,18 +25,19 @@ class ResendingRelease(redis.Redis):
     """Runs each release script twice, answering with the second reply: what a client
     retry does when the first attempt ran but its reply was lost."""
 
-    def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        reply = super().evalsha(sha, numkeys, *args)
-        if sha == encode(Command(Op.RELEASE, "k", "", 1))[0].sha:
-            reply = super().evalsha(sha, numkeys, *args)
+    # execute_command: the lock sends its scripts through it (and evalsha() does too).
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        reply = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        if args[:2] == ("EVALSHA", encode(Command(Op.RELEASE, "k", "", 1))[0].sha):
+            reply = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         return reply
 
 
 class AsyncResendingRelease(aredis.Redis):
-    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:
-        reply = await super().evalsha(sha, numkeys, *args)
-        if sha == encode(Command(Op.RELEASE, "k", "", 1))[0].sha:
-            reply = await super().evalsha(sha, numkeys, *args)
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        if args[:2] == ("EVALSHA", encode(Command(Op.RELEASE, "k", "", 1))[0].sha):
+            reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         return reply
 
 

@@ -3,8 +3,9 @@
 Renewal round trips leave the timer thread so that a connection that never answers cannot
 delay anything else; but if they then queue for a small, fixed set of workers, a handful
 of hung renewals occupy every worker and a healthy lock's renewal waits behind them until
-its lease runs out.  Five renewals are held at a gate here and a sixth lock's renewal must
-still be sent and answered.
+its lease runs out.  Renewals due in one tick go out in one pipeline: five locks' renewals
+are held at a gate here (their pipeline hangs) and a sixth lock's renewal, due in a later
+tick, must still be sent and answered.
 
 Nothing depends on timing: the TTL is a minute, so no lease can run out during the test,
 and the healthy renewal is awaited as an event (its ``RenewReply``), with a bound only so
@@ -22,7 +23,7 @@ import redis
 
 from distlock import Lock, LockLeaseLostError
 from distlock import _protocol as scripts
-from tests.properties.gates import Gate
+from tests.properties.gates import Gate, extends_queued
 from tests.redis_server import RedisServer
 
 WAIT = 10.0  # the healthy renewal is due 100 ms after its acquire; this only bounds a failure
@@ -32,12 +33,31 @@ PREFIX = "iso"
 HUNG = [f"hung{i}" for i in range(5)]
 
 
+class KeyGatedPipeline(redis.client.Pipeline):
+    gates: dict[str, Gate]
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        for key in extends_queued(self):
+            gate = self.gates.get(key)
+            if gate is not None:
+                gate.passage()
+        return super().execute(raise_on_error)
+
+
 class KeyGatedRedis(redis.Redis):
-    """A client whose EXTEND calls (renewals) on a key with a gate in ``gates`` wait there."""
+    """A client whose EXTEND calls (renewals) on a key with a gate in ``gates`` wait there,
+    sent alone or pipelined (a pipeline waits at the gate of each gated key it carries)."""
 
     def __init__(self, gates: dict[str, Gate], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gates = gates
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> KeyGatedPipeline:
+        pipe = KeyGatedPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+        pipe.gates = self.gates
+        return pipe
 
     def _gate(self, args: tuple[Any, ...]) -> None:
         # EVALSHA / EVAL arguments: script, numkeys, KEYS..., ARGV...
@@ -46,13 +66,10 @@ class KeyGatedRedis(redis.Redis):
             if gate is not None:
                 gate.passage()
 
-    def evalsha(self, *args: Any) -> Any:
-        self._gate(args)
-        return super().evalsha(*args)
-
-    def eval(self, *args: Any) -> Any:
-        self._gate(args)
-        return super().eval(*args)
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[0] in ("EVALSHA", "EVAL"):
+            self._gate(args[1:])
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 class Renewals:
@@ -104,10 +121,12 @@ def test_hung_renewals_do_not_block_another_locks_renewal(
     try:
         with Lock(client, prefix=PREFIX, ttl_ms=TTL_MS, heartbeat_ms=HEARTBEAT_MS,
                   trace=renewals) as locks, locks.hold_many(HUNG):
-            # Every hung renewal that could get a worker is parked at its gate before the
-            # healthy lock exists, so its renewal can only come after them.
-            parked = sum(gate.wait_blocked(1, WAIT / len(gates)) for gate in gates.values())
-            assert parked >= 4, f"only {parked} renewals reached their gates"
+            # The hung renewals' pipeline is parked at the first key's gate (sorted keys:
+            # hung0 leads its tick's batch) before the healthy lock exists, so the healthy
+            # renewal can only come after it.
+            first = gates[f"{PREFIX}:{HUNG[0]}"]
+            assert first.wait_blocked(1, WAIT), "the hung renewals never reached their gate"
+            parked = sum(g.blocked for g in gates.values())
             try:
                 with locks.hold("healthy") as handle:
                     answered = renewals.wait_answered(healthy, WAIT)
@@ -153,19 +172,23 @@ def test_a_slow_observer_does_not_hold_up_another_locks_renewal(
             seen: list[bool] = []
 
             def doomed_body(handle: object) -> None:
-                # The doomed renewal hangs; its deadline passes; its observer blocks.
-                assert observing.wait(WAIT), "the doomed lock's loss was never observed"
-                before = renewals.answered.get(healthy, 0)
-                # Two more: one may already have been on the wire when the observer blocked.
-                seen.append(renewals.wait_more(healthy, before + 1, WAIT))
+                # The doomed renewal hangs (its pipeline waits at the gate) before the
+                # healthy lock exists, so no renewal of it can share that pipeline.
+                assert gate.wait_blocked(1, WAIT), "the doomed renewal never reached its gate"
+                with locks.hold("fine"):
+                    # Its deadline passes; its observer blocks.
+                    assert observing.wait(WAIT), "the doomed lock's loss was never observed"
+                    before = renewals.answered.get(healthy, 0)
+                    # Two more: one may already have been on the wire when the observer
+                    # blocked.
+                    seen.append(renewals.wait_more(healthy, before + 1, WAIT))
 
             try:
-                with locks.hold("fine"):
-                    with pytest.raises(LockLeaseLostError):
-                        locks.run("doomed", doomed_body)
-                    assert seen == [True], (
-                        "no renewal of the healthy lock was answered while an observer was busy"
-                    )
+                with pytest.raises(LockLeaseLostError):
+                    locks.run("doomed", doomed_body)
+                assert seen == [True], (
+                    "no renewal of the healthy lock was answered while an observer was busy"
+                )
             finally:
                 release_observer.set()
                 gate.open()

@@ -78,7 +78,11 @@ class Group:
           a loss is never hidden behind another error.
         """
         sections = self.sections
-        if all(s.outcome is Outcome.OK for s in sections):
+        if len(sections) == 1:
+            ok = sections[0].outcome is Outcome.OK  # one hold(): no generator
+        else:
+            ok = all(s.outcome is Outcome.OK for s in sections)
+        if ok:
             return body_error
         loss = self.first_loss
         if loss is None:

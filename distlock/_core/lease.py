@@ -20,6 +20,14 @@ from __future__ import annotations
 
 import math
 
+#: Renewal wake-ups fall on a grid of the heartbeat divided by this, rounded up: sections
+#: with one heartbeat that come due within one step of each other wake in the same tick,
+#: so a driver can send their renewals together.  A renewal sent up to a step late is one
+#: whose timer ran late (the spec's starved timer); the deadline is never rounded.  Each
+#: renewal may be a step late, so the round-trip bound of NoSpuriousLoss reads
+#: ``(failures + 1) * heartbeat * (1 + 1/RENEW_STEPS) + round trip < ttl - margin``.
+RENEW_STEPS = 64
+
 
 class Write:
     """A TTL-setting request on the wire: when it left, and the TTL it sets."""
@@ -60,7 +68,9 @@ class LeaseClock:
         self.next_renew_at = math.inf
         #: The shortest TTL among requests that failed but may still run, at any time.
         self.unconfirmed_ttl_ms: int | None = None
-        self._in_flight: list[Write] = []
+        #: Requests on the wire; an empty tuple (shared) while none is, which is most of
+        #: the time, so a held lock carries no list of its own.
+        self._in_flight: list[Write] | tuple[()] = ()
 
     def lease_ms(self, ttl_ms: int) -> float:
         """How long a TTL of ``ttl_ms`` set at the send time may be trusted on our clock."""
@@ -72,7 +82,10 @@ class LeaseClock:
         """A TTL-setting request leaves now. If Redis runs it at once, the key ends at
         ``now + ttl_ms``: earlier than the deadline when ``ttl_ms`` is shorter."""
         write = Write(now, ttl_ms)
-        self._in_flight.append(write)
+        if self._in_flight:
+            self._in_flight.append(write)  # non-empty: a list
+        else:
+            self._in_flight = [write]
         self.deadline = min(self.deadline, now + self.lease_ms(ttl_ms))
         return write
 
@@ -104,8 +117,12 @@ class LeaseClock:
 
     def _settle(self, write: Write) -> None:
         # At most a renewal and an extend are ever in flight: a list scan is cheapest.
-        if write in self._in_flight:
-            self._in_flight.remove(write)
+        in_flight = self._in_flight
+        if write in in_flight:
+            if len(in_flight) == 1:
+                self._in_flight = ()
+            else:
+                in_flight.remove(write)  # type: ignore[union-attr]  # non-empty: a list
 
     # -- questions a machine asks -----------------------------------------------------------
 
@@ -123,9 +140,11 @@ class LeaseClock:
 
     def wake_at(self, renewing: bool) -> float:
         """When the next tick is needed: the deadline, or the renewal if one is due first."""
-        if renewing or self.renew_every_ms is None:
+        every = self.renew_every_ms
+        if renewing or every is None:
             return self.deadline
-        return min(self.next_renew_at, self.deadline)
+        step = every / RENEW_STEPS
+        return min(math.ceil(self.next_renew_at / step) * step, self.deadline)
 
     def left_ms(self, now: float) -> float:
         return self.deadline - now

@@ -70,22 +70,54 @@ def _is_extend(script_or_sha: object) -> bool:
     return script_or_sha in (scripts.EXTEND.sha, scripts.EXTEND.source)
 
 
+def extends_queued(pipe: Any) -> list[str]:
+    """The keys of the EXTEND script calls on a pipeline (renewals go out pipelined)."""
+    return [
+        str(args[3])
+        for args, _options in pipe.command_stack
+        if len(args) > 3 and args[0] in ("EVALSHA", "EVAL") and _is_extend(args[1])
+    ]
+
+
+class GatedPipeline(redis.client.Pipeline):
+    """A pipeline whose EXTEND script calls pass through ``gate``, each before it is sent."""
+
+    gate: Gate
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        for _key in extends_queued(self):
+            self.gate.passage()
+        return super().execute(raise_on_error)
+
+
+class AsyncGatedPipeline(aredis.client.Pipeline):
+    """As :class:`GatedPipeline`, for asyncio (the gate is passed in a thread)."""
+
+    gate: Gate
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        for _key in extends_queued(self):
+            await asyncio.to_thread(self.gate.passage)
+        return await super().execute(raise_on_error)
+
+
 class GatedRedis(redis.Redis):
-    """A sync client whose EXTEND script calls pass through ``gate``."""
+    """A sync client whose EXTEND script calls pass through ``gate``, sent alone or
+    pipelined."""
 
     def __init__(self, gate: Gate, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gate = gate
 
-    def evalsha(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
-            self.gate.passage()
-        return super().evalsha(*args)
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> GatedPipeline:
+        pipe = GatedPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe.gate = self.gate
+        return pipe
 
-    def eval(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if len(args) > 1 and args[0] in ("EVALSHA", "EVAL") and _is_extend(args[1]):
             self.gate.passage()
-        return super().eval(*args)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 class AsyncGatedRedis(aredis.Redis):
@@ -96,12 +128,14 @@ class AsyncGatedRedis(aredis.Redis):
         super().__init__(**kwargs)
         self.gate = gate
 
-    async def evalsha(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
-            await asyncio.to_thread(self.gate.passage)
-        return await super().evalsha(*args)
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> AsyncGatedPipeline:
+        pipe = AsyncGatedPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+        pipe.gate = self.gate
+        return pipe
 
-    async def eval(self, *args: Any) -> Any:
-        if args and _is_extend(args[0]):
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if len(args) > 1 and args[0] in ("EVALSHA", "EVAL") and _is_extend(args[1]):
             await asyncio.to_thread(self.gate.passage)
-        return await super().eval(*args)
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]

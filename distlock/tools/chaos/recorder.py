@@ -375,12 +375,61 @@ def _record(
     recorder.command(Command(name, text, sent, now(), ok, error))
 
 
+def _record_pipeline(
+    recorder: Recorder, stack: list[Any], sent: float, replies: list[Any] | BaseException
+) -> None:
+    """Every command of a pipeline (renewals due together go out in one), each with the
+    pipeline's send instant and its own reply or error, or the pipeline's error."""
+    for i, (args, _options) in enumerate(stack):
+        reply = replies if isinstance(replies, BaseException) else replies[i]
+        if isinstance(reply, BaseException):
+            _record(recorder, args, sent, None, f"{type(reply).__name__}: {reply}")
+        else:
+            _record(recorder, args, sent, reply, None)
+
+
+class RecordingPipeline(redis.client.Pipeline):
+    recorder: Recorder
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        stack, sent = list(self.command_stack), now()
+        try:
+            replies = super().execute(raise_on_error)
+        except Exception as exc:
+            _record_pipeline(self.recorder, stack, sent, exc)
+            raise
+        _record_pipeline(self.recorder, stack, sent, replies)
+        return replies
+
+
+class RecordingAsyncPipeline(redis.asyncio.client.Pipeline):
+    recorder: Recorder
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        stack, sent = list(self.command_stack), now()
+        try:
+            replies = await super().execute(raise_on_error)
+        except BaseException as exc:
+            _record_pipeline(self.recorder, stack, sent, exc)
+            raise
+        _record_pipeline(self.recorder, stack, sent, replies)
+        return replies
+
+
 class RecordingRedis(redis.Redis):
-    """``redis.Redis`` that notes every lock script it sends in a :class:`Recorder`."""
+    """``redis.Redis`` that notes every lock script it sends in a :class:`Recorder`, alone
+    or pipelined."""
 
     def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recorder = recorder
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> RecordingPipeline:
+        pipe = RecordingPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+        pipe.recorder = self.recorder
+        return pipe
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         sent = now()
@@ -395,11 +444,21 @@ class RecordingRedis(redis.Redis):
 
 
 class RecordingAsyncRedis(redis.asyncio.Redis):
-    """``redis.asyncio.Redis`` that notes every lock script it sends in a :class:`Recorder`."""
+    """``redis.asyncio.Redis`` that notes every lock script it sends in a :class:`Recorder`,
+    alone or pipelined."""
 
     def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recorder = recorder
+
+    def pipeline(
+        self, transaction: bool = True, shard_hint: Any = None
+    ) -> RecordingAsyncPipeline:
+        pipe = RecordingAsyncPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+        pipe.recorder = self.recorder
+        return pipe
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         sent = now()

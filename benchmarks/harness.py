@@ -1,0 +1,179 @@
+"""What every benchmark here shares: a private redis-server, CPU pinning, interleaved rounds,
+medians, ratios to the hand-written floor, tables and JSON.
+
+A shared machine drifts: another process takes a core for a second, the CPU clocks down.
+So contenders are never timed one after the other for a whole run; each round times every
+contender once, in an order that rotates from round to round, and a contender's ratio is
+the median over rounds of its time divided by the floor's time *in the same round*.
+Pinning (``--pin``) puts redis-server on one CPU and the client on another, so the two
+do not take turns on one core; without it the scheduler decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import distlock  # noqa: E402  (after the checkout is on the path)
+
+if not Path(distlock.__file__).resolve().is_relative_to(ROOT):
+    # An installed distlock (an editable install of another checkout) would be measured
+    # instead of this one, and nothing else would tell.
+    raise SystemExit(f"benchmarks import {distlock.__file__}, not the checkout at {ROOT}")
+
+#: The name of the hand-written contender every ratio is taken against.
+FLOOR = "floor"
+
+
+def arguments(description: str, *, rounds: int = 11) -> argparse.ArgumentParser:
+    """The options every benchmark takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--url", help="a Redis to use (default: start a private redis-server)")
+    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin redis-server to the first allowed CPU and this process to the second",
+    )
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="few rounds, small batches")
+    return parser
+
+
+def allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+@contextmanager
+def redis_url(args: argparse.Namespace) -> Iterator[str]:
+    """The Redis to measure against: ``--url``, or a private redis-server started here
+    (on a free loopback port, never 6379) and stopped at the end."""
+    if args.url:
+        if args.pin:
+            pin_client()
+        yield args.url
+        return
+    from distlock.tools.chaos.servers import RedisServer
+
+    server = RedisServer().start()
+    try:
+        if args.pin:
+            cpus = allowed_cpus()
+            if len(cpus) >= 2:
+                os.sched_setaffinity(server.pid, {cpus[0]})
+            pin_client()
+        yield server.url
+    finally:
+        server.stop()
+
+
+def pin_client() -> None:
+    """This process (and the threads it starts later) on the second allowed CPU."""
+    cpus = allowed_cpus()
+    if len(cpus) >= 2:
+        os.sched_setaffinity(0, {cpus[1]})
+
+
+def conditions(args: argparse.Namespace) -> dict[str, Any]:
+    """What a reader needs to judge the numbers: load, CPUs, pinning."""
+    load = os.getloadavg()
+    return {
+        "cpus": os.cpu_count(),
+        "pinned": bool(args.pin),
+        "loadavg_1m": round(load[0], 2),
+        "python": sys.version.split()[0],
+    }
+
+
+def peer(name: str) -> ModuleType | None:
+    """A benchmark-only library (``pip install -e .[bench]``), or None when absent:
+    peers are never dependencies of distlock itself."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def interleave(
+    contenders: Mapping[str, Callable[[], float]], rounds: int
+) -> dict[str, list[float]]:
+    """Time every contender once per round (each call returns its own seconds), starting
+    each round one contender later than the last, so none is always first or last."""
+    names = list(contenders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(contenders[name]())
+    return times
+
+
+def ratio(times: Mapping[str, Sequence[float]], name: str, floor: str = FLOOR) -> float:
+    """Median over rounds of ``name``'s time over the floor's in the same round."""
+    return statistics.median(o / f for o, f in zip(times[name], times[floor], strict=True))
+
+
+def summarize(
+    times: Mapping[str, Sequence[float]], per: int, floor: str = FLOOR
+) -> dict[str, dict[str, float]]:
+    """Per contender: median microseconds per operation and the median ratio to the floor."""
+    return {
+        name: {
+            "us": statistics.median(ts) / per * 1e6,
+            "ratio": ratio(times, name, floor),
+            "ratio_min": min(o / f for o, f in zip(ts, times[floor], strict=True)),
+            "ratio_max": max(o / f for o, f in zip(ts, times[floor], strict=True)),
+        }
+        for name, ts in times.items()
+    }
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table, as the README shows it."""
+    cells = [[str(c) for c in headers], *[[_cell(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"
+             for r in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def times_x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}×"
+
+
+def write_json(path: Path | None, data: Mapping[str, Any]) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"(written to {path})")
+
+
+def rss_bytes() -> int:
+    """This process's resident set size, from /proc (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")

@@ -1,0 +1,92 @@
+"""Round trips per operation, counted by the server: every command a client sent, seen by
+``MONITOR`` (commands a script runs inside Redis are not round trips and are left out).
+
+One uncontended cycle per contender, sync: the floor, distlock's ``acquire``/``release``
+and ``run``, redis-py's ``Lock``, python-redis-lock and pottery (when installed).
+
+    python benchmarks/roundtrips.py [--json FILE]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import redis
+from cycles import FLOOR_RELEASE, sync_contenders
+from harness import FLOOR, arguments, conditions, redis_url, table, write_json
+
+from distlock import Lock
+
+#: A connection's set-up (and our own probe), not part of any operation.
+HANDSHAKE = frozenset({"HELLO", "CLIENT", "PING", "SELECT"})
+#: Sent by the counting connection to mark the end of one contender's window.
+END = "distlock-bench-end"
+
+
+def count(url: str, cycle: Callable[[], object]) -> tuple[int, dict[str, int]]:
+    """Commands the clients sent while ``cycle`` ran once, total and by name."""
+    seen: list[dict[str, Any]] = []
+    ready = threading.Event()
+    # Typed Any: redis-py's monitor() carries no annotations.
+    monitor_client: Any = redis.Redis.from_url(url)
+
+    def watch() -> None:
+        with monitor_client.monitor() as m:
+            ready.set()
+            for command in m.listen():
+                text = str(command["command"])
+                if text == f"ECHO {END}":
+                    return
+                seen.append(command)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    ready.wait()
+    # MONITOR is set up by the time it answers one command: wait for our own PING to show.
+    probe = redis.Redis.from_url(url)
+    probe.ping()
+    cycle()
+    probe.echo(END)
+    watcher.join(10)
+    probe.close()
+    monitor_client.close()
+    sent = [
+        c for c in seen
+        if c.get("client_type") != "lua"
+        and str(c["command"]).split()[0].upper() not in HANDSHAKE
+    ]
+    names = Counter(str(c["command"]).split()[0].upper() for c in sent)
+    return len(sent), dict(names)
+
+
+def main() -> dict[str, Any]:
+    args = arguments((__doc__ or "").split("\n\n")[0], rounds=1).parse_args()
+    rows: dict[str, dict[str, Any]] = {}
+    with redis_url(args) as url:
+        r = redis.Redis.from_url(url)
+        r.script_load(FLOOR_RELEASE)
+        with Lock(r, prefix="bench") as locks:
+            plain, armed = sync_contenders(r, locks)
+            contenders = {**plain, **{f"{k} (armed)": v for k, v in armed.items() if k != FLOOR}}
+            for name, fn in contenders.items():
+                fn(1)  # warm: scripts loaded, connections open
+                total, names = count(url, partial(fn, 1))
+                rows[name] = {"round_trips": total, "commands": names}
+        r.close()
+    print("\nRound trips per uncontended cycle (sync), counted by MONITOR")
+    print(table(
+        ["contender", "round trips", "commands"],
+        [[n, v["round_trips"], ", ".join(f"{k}×{c}" for k, c in sorted(v["commands"].items()))]
+         for n, v in rows.items()],
+    ))
+    result = {"benchmark": "roundtrips", "conditions": conditions(args), "cycle": rows}
+    write_json(args.json, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Clients whose first renewal round trip fails with a connection error, whether it is
+sent alone (``EVALSHA``) or in a pipeline of the renewals due in one tick."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+
+from distlock._protocol import EXTEND
+from tests.properties.gates import extends_queued
+
+FAILURE = "one renewal round trip fails"
+
+
+class FailsOneRenewal(redis.Redis):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed = threading.Event()
+
+    def fail_once(self) -> None:
+        if not self.failed.is_set():
+            self.failed.set()
+            raise redis.ConnectionError(FAILURE)
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[:2] == ("EVALSHA", EXTEND.sha):
+            self.fail_once()
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        owner = self
+
+        class Pipeline(redis.client.Pipeline):
+            def execute(self, raise_on_error: bool = True) -> list[Any]:
+                if extends_queued(self):
+                    owner.fail_once()
+                return super().execute(raise_on_error)
+
+        return Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class AsyncFailsOneRenewal(aredis.Redis):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed = False
+
+    def fail_once(self) -> None:
+        if not self.failed:
+            self.failed = True
+            raise redis.ConnectionError(FAILURE)
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args[:2] == ("EVALSHA", EXTEND.sha):
+            self.fail_once()
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        owner = self
+
+        class Pipeline(aredis.client.Pipeline):
+            async def execute(self, raise_on_error: bool = True) -> list[Any]:
+                if extends_queued(self):
+                    owner.fail_once()
+                return await super().execute(raise_on_error)
+
+        return Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
