@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from secrets import token_hex
 from typing import Any, Final, Generic, TypeVar
 
+from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
 from distlock._core.section import Section, SectionConfig
 from distlock._core.semaphore import SemaphoreSection
@@ -117,6 +118,24 @@ def block_seconds(until_ms: float, socket_timeout: object) -> float:
     if isinstance(socket_timeout, int | float) and socket_timeout > 0:
         seconds = min(seconds, max(_MIN_BLOCK_S, socket_timeout / 2))
     return round(seconds, 3)
+
+
+def rides_on_waiter_connection(client: object, plain: type, request: object) -> bool:
+    """Whether the attempt a wake-up leads to may go out on the connection its waiter
+    blocked on, straight after the ``BLPOP`` reply, instead of through the pool and the
+    client's command wrapper (the woken waiter's next round trip is the handoff's).
+
+    Only a plain acquire: a replica wait has its own sending.  Only through a client whose
+    ``execute_command`` is redis-py's own: a subclass that wraps it (to record the scripts
+    it sends, or to inject a fault) sees every attempt.
+    """
+    return (
+        isinstance(request, Command)
+        and request.op is Op.ACQUIRE
+        and not request.replicas
+        and getattr(type(client), "execute_command", None)
+        is getattr(plain, "execute_command", None)
+    )
 
 
 def _log_failure(handle: HandleBase, event: Lost | RenewFailed) -> None:

@@ -41,6 +41,7 @@ from distlock._base import (
     conclude,
     inner_verdict,
     now_ms,
+    rides_on_waiter_connection,
     semaphore_options,
     socket_timeout_of,
     split_client,
@@ -49,7 +50,7 @@ from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
-from distlock._flows import Block, Flow, Sleep
+from distlock._flows import Block, Flow, Request, Sleep
 from distlock._protocol import decode, encode, wake_key
 from distlock._replicated import call_sync
 from distlock._scheduler import Scheduler, Timer
@@ -361,45 +362,100 @@ class Lock(LockBase):
             conn.disconnect()
         return reply
 
-    def _block(self, request: Block) -> int:
-        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0.
+    def _wait(self, flow: Flow[T], request: Block) -> Request:
+        """Run ``request`` (a block) and the attempt a wake-up leads to; returns the flow's
+        request after them.
 
-        On a connection taken from the pool for the purpose, so that whatever interrupts
-        the wait (``KeyboardInterrupt``, a socket error) disconnects it: a connection
-        still blocked in Redis is never handed back to the pool, and Redis forgets the
-        blocked client when the socket closes.
+        The ``BLPOP`` goes out on a connection taken from the pool for the purpose, so that
+        whatever interrupts it (``KeyboardInterrupt``, a socket error) disconnects it: a
+        connection still blocked in Redis is never handed back to the pool, and Redis
+        forgets the blocked client when the socket closes.  The attempt that follows goes
+        out on that same connection the moment the reply is in (see
+        :func:`rides_on_waiter_connection`): no pool round trip between the release and the
+        woken waiter's attempt.  Errors are thrown into the flow at the request they
+        interrupted, as :meth:`_run` does.
         """
         client = self.client
-        key = wake_key(request.key, request.token)
         if not isinstance(client, redis.Redis):
-            timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-            return 0 if client.blpop([key], timeout=timeout) is None else 1
+            try:
+                key = wake_key(request.key, request.token)
+                timeout = block_seconds(request.until_ms, socket_timeout_of(client))
+                woken = 0 if client.blpop([key], timeout=timeout) is None else 1
+            except BaseException as exc:
+                return flow.throw(exc)
+            return flow.send(woken)
         # Typed Any: parts of redis-py's connection API carry no annotations.
         api: Any = client
         pool: Any = client.connection_pool
-        timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-        conn = pool.get_connection()
         try:
-            conn.send_command("BLPOP", key, timeout)
-            reply = api.parse_response(conn, "BLPOP")
+            conn: Any = pool.get_connection()
+            try:
+                woken = self._blpop(api, conn, request)
+            except BaseException:
+                conn.disconnect()
+                pool.release(conn)
+                raise
+        except BaseException as exc:
+            return flow.throw(exc)
+        try:
+            attempt = flow.send(woken)
         except BaseException:
-            conn.disconnect()
-            raise
-        finally:
             pool.release(conn)
-        return 0 if reply is None else 1
+            raise
+        try:
+            if not rides_on_waiter_connection(client, redis.Redis, attempt):
+                pool.release(conn)
+                return attempt
+            assert isinstance(attempt, Command)
+            try:
+                fence = self._attempt(conn, attempt)
+            except BaseException:
+                conn.disconnect()
+                raise
+            finally:
+                pool.release(conn)
+        except BaseException as exc:
+            # At the attempt's yield: interrupted before or after it went out, the flow
+            # cleans up as for any attempt whose reply never came.
+            return flow.throw(exc)
+        return flow.send(fence)
+
+    @staticmethod
+    def _blpop(api: Any, conn: Any, request: Block) -> int:
+        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0."""
+        key = wake_key(request.key, request.token)
+        conn.send_command("BLPOP", key, block_seconds(request.until_ms, socket_timeout_of(api)))
+        return 0 if api.parse_response(conn, "BLPOP") is None else 1
+
+    def _attempt(self, conn: Any, command: Command) -> int:
+        """A waiting attempt on the waiter's own connection, retried as the client's
+        connections retry (an attempt is idempotent for its token)."""
+        client: Any = self.client
+        script, keys, args = encode(command)
+
+        def send() -> object:
+            try:
+                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                return client.parse_response(conn, "EVALSHA")
+            except NoScriptError:
+                conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                return client.parse_response(conn, "EVAL")
+
+        reply = conn.retry.call_with_retry(send, lambda _error: conn.disconnect())
+        return decode(command, reply)
 
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its end; whatever interrupts a wait is thrown into the flow."""
         try:
             request = next(flow)
             while True:
+                if isinstance(request, Block):
+                    request = self._wait(flow, request)
+                    continue
                 try:
                     if isinstance(request, Sleep):
                         time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
-                    elif isinstance(request, Block):
-                        reply = self._block(request)
                     else:
                         reply = self._call(request)
                 except BaseException as exc:

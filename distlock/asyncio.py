@@ -42,6 +42,7 @@ from distlock._base import (
     conclude,
     inner_verdict,
     now_ms,
+    rides_on_waiter_connection,
     semaphore_options,
     socket_timeout_of,
     split_client,
@@ -415,13 +416,17 @@ class Lock(LockBase):
             if request is None:
                 request = next(flow)
             while True:
+                if isinstance(request, Block):
+                    following = await self._wait(flow, request, task)
+                    if isinstance(following, StopIteration):
+                        return following.value  # type: ignore[no-any-return]  # the flow's T
+                    request = following
+                    continue
                 cancels = task.cancelling() if task is not None else 0
                 try:
                     if isinstance(request, Sleep):
                         await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
-                    elif isinstance(request, Block):
-                        reply = await self._block(request)
                     else:
                         reply = await self._call(request)
                     if task is not None and task.cancelling() > cancels:
@@ -440,32 +445,99 @@ class Lock(LockBase):
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]  # the flow's T (no cast() call)
 
-    async def _block(self, request: Block) -> int:
-        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0.
+    async def _wait(
+        self, flow: Flow[T], request: Block, task: asyncio.Task[Any] | None
+    ) -> Request | StopIteration:
+        """Run ``request`` (a block) and the attempt a wake-up leads to; returns the flow's
+        request after them, or the flow's end (a coroutine may not let ``StopIteration``
+        out).
 
-        On a connection taken from the pool for the purpose, so that a cancellation (or
-        any error) disconnects it: a connection still blocked in Redis is never handed
-        back to the pool, and Redis forgets the blocked client when the socket closes.
+        The ``BLPOP`` goes out on a connection taken from the pool for the purpose, so that
+        a cancellation (or any error) disconnects it: a connection still blocked in Redis
+        is never handed back to the pool, and Redis forgets the blocked client when the
+        socket closes.  The attempt that follows goes out on that same connection the
+        moment the reply is in (see :func:`rides_on_waiter_connection`): no pool round trip
+        (and its lock) between the release and the woken waiter's attempt.  Errors, and a
+        cancellation swallowed below us, are thrown into the flow at the request they
+        interrupted, as :meth:`_run` does.
         """
-        client = self._client if self._client is not None else await self.client()
-        key = wake_key(request.key, request.token)
-        if not isinstance(client, aredis.Redis):
-            timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-            return 0 if await client.blpop([key], timeout=timeout) is None else 1
-        # Typed Any: parts of redis-py's connection API carry no annotations.
-        api: Any = client
-        pool: Any = client.connection_pool
-        timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-        conn = await pool.get_connection()
+        cancels = task.cancelling() if task is not None else 0
+        conn: Any = None
         try:
-            await conn.send_command("BLPOP", key, timeout)
-            reply = await api.parse_response(conn, "BLPOP")
+            client = self._client if self._client is not None else await self.client()
+            if not isinstance(client, aredis.Redis):
+                key = wake_key(request.key, request.token)
+                timeout = block_seconds(request.until_ms, socket_timeout_of(client))
+                woken = 0 if await client.blpop([key], timeout=timeout) is None else 1
+                _raise_swallowed(task, cancels)
+            else:
+                # Typed Any: parts of redis-py's connection API carry no annotations.
+                pool: Any = client.connection_pool
+                conn = await pool.get_connection()
+                try:
+                    woken = await self._blpop(client, conn, request)
+                    _raise_swallowed(task, cancels)
+                except BaseException:
+                    await conn.disconnect(nowait=True)
+                    await pool.release(conn)
+                    raise
+        except BaseException as exc:
+            return _advance(flow.throw, exc)
+        if conn is None:
+            return _advance(flow.send, woken)
+        try:
+            attempt = _advance(flow.send, woken)
         except BaseException:
-            await conn.disconnect(nowait=True)
-            raise
-        finally:
             await pool.release(conn)
-        return 0 if reply is None else 1
+            raise
+        cancels = task.cancelling() if task is not None else 0
+        try:
+            if not rides_on_waiter_connection(client, aredis.Redis, attempt):
+                await pool.release(conn)
+                return attempt
+            assert isinstance(attempt, Command)
+            try:
+                fence = await self._attempt(client, conn, attempt)
+            except BaseException:
+                await conn.disconnect(nowait=True)
+                raise
+            finally:
+                await pool.release(conn)
+            _raise_swallowed(task, cancels)
+        except BaseException as exc:
+            # At the attempt's yield: interrupted before or after it went out, the flow
+            # cleans up as for any attempt whose reply never came.
+            return _advance(flow.throw, exc)
+        return _advance(flow.send, fence)
+
+    @staticmethod
+    async def _blpop(client: aredis.Redis, conn: Any, request: Block) -> int:
+        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0."""
+        api: Any = client
+        key = wake_key(request.key, request.token)
+        timeout = block_seconds(request.until_ms, socket_timeout_of(client))
+        await conn.send_command("BLPOP", key, timeout)
+        return 0 if await api.parse_response(conn, "BLPOP") is None else 1
+
+    @staticmethod
+    async def _attempt(api: Any, conn: Any, command: Command) -> int:
+        """A waiting attempt on the waiter's own connection, retried as the client's
+        connections retry (an attempt is idempotent for its token)."""
+        script, keys, args = encode(command)
+
+        async def send() -> object:
+            try:
+                await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                return await api.parse_response(conn, "EVALSHA")
+            except NoScriptError:
+                await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                return await api.parse_response(conn, "EVAL")
+
+        async def failed(_error: BaseException) -> None:
+            await conn.disconnect()
+
+        reply = await conn.retry.call_with_retry(send, failed)
+        return decode(command, reply)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -965,3 +1037,17 @@ __all__ = [
     "ReentrantLock",
     "Semaphore",
 ]
+
+
+def _raise_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
+    """Raise the cancellation a library below us swallowed (see :meth:`Lock._run`)."""
+    if task is not None and task.cancelling() > cancels:
+        raise asyncio.CancelledError
+
+
+def _advance(step: Callable[[Any], Request], value: Any) -> Request | StopIteration:
+    """``step(value)`` (a flow's ``send`` or ``throw``), with the flow's end as a value."""
+    try:
+        return step(value)
+    except StopIteration as stop:
+        return stop
