@@ -25,7 +25,7 @@ import pytest
 import distlock
 import distlock.asyncio
 from distlock.tools import tracecheck
-from distlock.trace import NdjsonRecorder, read_events, write_events
+from distlock.trace import DATA_LOSS, NdjsonRecorder, read_events, write_events
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -297,3 +297,37 @@ def test_traces_beyond_the_spec_are_refused(tmp_path: Path) -> None:
     extend = [{**first, "client": "s"}, {**first, "client": "s", "action": "Extend"}]
     with pytest.raises(tracecheck.TraceError, match="not an action"):
         tracecheck.build_reentrant_model(extend)
+
+
+def test_the_shapes_the_trace_check_refuses_are_told_before_it_runs() -> None:
+    """What the chaos suite skips, saying why, rather than counting as a rejected run:
+    exactly the shapes build_reentrant_model refuses, and nothing else."""
+    first: Event = {
+        "action": "Acquire",
+        "key": "k",
+        "ttl_ms": 400,
+        "watch": True,
+        "renew_every_ms": 100,
+        "t": 0.0,
+        "phase": "acquiring",
+        "outcome": "none",
+        "lost": False,
+        "fence": None,
+    }
+    three = [{**first, "client": f"s{n}"} for n in range(3)]
+    assert tracecheck.reentrant_unchecked(three) is None
+    tracecheck.build_reentrant_model(three)
+    four = [*three, {**first, "client": "s3"}]
+    assert tracecheck.reentrant_unchecked(four) == (
+        "4 sections on one key: spec/Reentrant.tla's trace check maps them onto its 3 "
+        "holders, one section each"
+    )
+    lost = [*three, {"action": DATA_LOSS, "t": 1.0}]
+    assert "takes no declared data loss" in (tracecheck.reentrant_unchecked(lost) or "")
+    extend = [*three, {**first, "client": "s0", "action": "Extend"}]
+    assert tracecheck.reentrant_unchecked(extend) == (
+        "Extend recorded: no such action in spec/Reentrant.tla"
+    )
+    for refused in (four, lost, extend):
+        with pytest.raises(tracecheck.TraceError):
+            tracecheck.build_reentrant_model(refused)

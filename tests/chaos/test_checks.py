@@ -6,7 +6,11 @@ check on a Lock left open, and the Toxiproxy client on real toxics.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -15,11 +19,15 @@ from redis.retry import Retry
 
 from distlock import Lock
 from distlock._protocol import R_ENTER, R_LEAVE
+from distlock.tools import tracecheck
+from distlock.tools.chaos.harness import NO_TLC, TRACED_TRIAL, Scenario
 from distlock.tools.chaos.invariants import check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
 from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
-from distlock.tools.chaos.targets import RedisTarget, is_own_key
+from distlock.tools.chaos.report import ChaosReport
+from distlock.tools.chaos.targets import RedisTarget, Settings, is_own_key
 from distlock.tools.chaos.toxiproxy import Proxy
+from distlock.trace import read_events
 
 pytestmark = pytest.mark.chaos
 
@@ -419,3 +427,59 @@ def test_a_waiting_grant_used_by_a_body_or_given_back_passes() -> None:
     release = (RELEASE.sha, "4", "k", "released", "queue", "queued", "late", "30000", "wake:")
     rec.command(Command("EVALSHA", release, rec.origin + 0.2, rec.origin + 0.201, True))
     assert check(rec, slack_ms=50).violations == []
+
+
+@pytest.mark.parametrize(
+    "kind", [{"limit": 2}, {"reentrant": True}], ids=["semaphore", "reentrant"]
+)
+def test_the_traced_trials_semaphores_and_reentrant_locks_record_into_its_trace(
+    chaos_target: RedisTarget, tmp_path: Path, kind: dict[str, Any]
+) -> None:
+    """Every primitive of the traced trial, in both drivers, records into the trial's
+    trace, as its locks do: one left out would leave TLC without the sections that hold
+    the permits or the key the others are refused."""
+    admin = redis.Redis.from_url(chaos_target.url)
+    settings = Settings(None, None, None, None, None, None, trace_dir=str(tmp_path))
+    settings = dataclasses.replace(settings, validate_traces=False)
+    sc = Scenario(
+        name="traced",
+        ttl_ms=2_000,
+        target=chaos_target,
+        proxy=None,
+        settings=settings,
+        report=ChaosReport(),
+        admin=admin,
+        **kind,
+    )
+    try:
+        sc._start_trace(TRACED_TRIAL)
+        sync_lock = sc.sync_lock(sc.sync_client("sync", via_proxy=False))
+        sync_lock.run(sc.key_id, lambda handle: None)
+
+        async def in_asyncio() -> None:
+            client = sc.async_client("asyncio", via_proxy=False)
+            lock = sc.async_lock(client)
+            try:
+                await lock.run(sc.key_id, _nothing)
+            finally:
+                await lock.aclose()
+                await client.aclose()
+
+        asyncio.run(in_asyncio())
+        sc.close_sync()
+        sc._stop_trace()
+    finally:
+        sc.close_sync()
+        sc.target.cleanup(sc.prefix)
+        admin.close()
+    events = list(read_events(tmp_path / "traced.ndjson"))
+    acquires = [e for e in events if e["action"] == "Acquire"]
+    assert len({e["client"] for e in acquires}) == 2, events
+    assert {e["key"] for e in acquires} == {sc.key}
+    assert tracecheck.is_semaphore(events) == ("limit" in kind)
+    assert [e["action"] for e in events].count("ReleaseReply") == 2, events
+    assert sc.trace_note == NO_TLC
+
+
+async def _nothing(handle: object) -> None:
+    return None

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import redis
 
+from distlock.tools.chaos import failover_rows
+from distlock.tools.chaos.failover import TopologyRow
 from distlock.tools.chaos.report import ChaosReport, Row
 from distlock.tools.chaos.toxiproxy import ToxiproxyClient
 from tests.redis_server import RedisServer
@@ -202,3 +204,125 @@ def test_the_package_needs_neither_pytest_nor_the_tests() -> None:
         if re.match(r"\s*(import (pytest|tests)\b|from (pytest|tests)\b)", line)
     ]
     assert offenders == []
+
+
+# -- the failovers on a Redis Cluster and a Sentinel set-up ---------------------------------
+# These pin what the command does about them without failing anything over: the failovers
+# themselves run once in CI, in test_failover.py, through the same failover_rows.record.
+
+CLUSTER_ROWS = [
+    "Cluster failover: CLUSTER FAILOVER",
+    "Cluster failover: primary killed",
+    "Cluster failover: primary killed, replica behind",
+]
+SENTINEL_ROWS = ["Sentinel failover: primary killed"]
+
+
+def _path_with(tmp_path: Path, **programs: str) -> str:
+    """A PATH of one directory holding only ``programs`` (name: target or script)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, target in programs.items():
+        if target.startswith("#!"):
+            (bin_dir / name).write_text(target)
+            (bin_dir / name).chmod(0o755)
+        else:
+            (bin_dir / name).symlink_to(target)
+    return str(bin_dir)
+
+
+def _which(name: str) -> str:
+    found = shutil.which(name)
+    assert found is not None, f"{name} is not on PATH"
+    return found
+
+
+def test_the_failovers_are_listed() -> None:
+    proc = _chaos("--list")
+    assert proc.returncode == 0, proc.stderr
+    names = [line.split()[0] for line in proc.stdout.splitlines()]
+    assert names[-2:] == ["cluster-failover", "sentinel-failover"], proc.stdout
+
+
+def test_failovers_are_not_run_against_a_teams_redis(tmp_path: Path) -> None:
+    """A ``--redis URL`` is one server, not a topology the tool may fail over: the four
+    failover rows say so, the run passes, and no Toxiproxy is needed for them alone."""
+    out = tmp_path / "report.json"
+    with RedisServer() as server:
+        proc = _chaos("--redis", server.url, "--scenarios", "failover", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    assert [r["scenario"] for r in rows] == CLUSTER_ROWS + SENTINEL_ROWS
+    reason = failover_rows.NEEDS_OWN_TOPOLOGY
+    assert all(
+        r["status"] == "not run" and r["reason"] == reason and r["kind"] == "failover"
+        for r in rows
+    ), rows
+    for name in CLUSTER_ROWS + SENTINEL_ROWS:
+        assert f"not run: {name}: {reason}" in proc.stdout, proc.stdout
+
+
+def test_a_cluster_without_redis_cli_is_not_run_saying_so(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    path = _path_with(tmp_path, **{"redis-server": _which("redis-server")})
+    proc = _chaos("--scenarios", "cluster-failover", "--json", str(out), path=path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    assert [r["scenario"] for r in rows] == CLUSTER_ROWS
+    assert all(r["status"] == "not run" for r in rows), rows
+    assert all(r["reason"].startswith("redis-cli not found on PATH") for r in rows), rows
+
+
+def test_a_redis_server_too_old_for_the_cluster_is_not_run_saying_so(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    old = "#!/bin/sh\necho 'Redis server v=6.2.14 sha=00000000:0 malloc=libc bits=64'\n"
+    path = _path_with(tmp_path, **{"redis-server": old, "redis-cli": _which("redis-cli")})
+    proc = _chaos("--scenarios", "cluster-failover", "--json", str(out), path=path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    assert [r["status"] for r in rows] == ["not run"] * 3, rows
+    assert all("is 6.2: the Cluster here needs Redis 7.0 or later" in r["reason"] for r in rows)
+
+
+def test_failover_trials_must_be_positive() -> None:
+    proc = _chaos("--scenarios", "failover", "--failover-trials", "0")
+    assert proc.returncode == 2
+    assert "--failover-trials" in proc.stderr and "not a positive whole number" in proc.stderr
+
+
+def test_failover_rows_print_in_a_table_of_their_own_and_a_bad_one_fails() -> None:
+    """What the command prints for a failover it ran, from rows as run_cluster returns
+    them (the run itself is test_failover.py's)."""
+    caught = TopologyRow("cluster", "primary killed, replica behind", trials=2, sections=4)
+    caught.lost, caught.costly_trials, caught.detection_ms = 4, 2, [2964.2, 3014.0, 2990, 3001]
+    kept = TopologyRow("sentinel", "primary killed", trials=2, sections=4)
+    report = ChaosReport()
+    report.add(Row("bandwidth 4 KB/s each way [sync]", 3, 3, 10, 0, 0, None))
+    failover_rows.record(report, [caught, kept])
+    assert report.passed
+    table = report.table()
+    header = next(i for i, line in enumerate(table) if line.startswith("failover "))
+    assert header > 2 and table[0].startswith("scenario "), table
+    assert re.match(
+        r"failover\s+trials\s+lost a held lock\s+detection delay\s+overlaps among successes$",
+        table[header],
+    ), table[header]
+    assert re.match(
+        r"Cluster failover: primary killed, replica behind\s+2\s+2/2 trials\s+2964-3014 ms\s+0$",
+        table[header + 2],
+    ), table
+    kept_line = r"Sentinel failover: primary killed\s+2\s+0/2 trials\s+-\s+0$"
+    assert re.match(kept_line, table[header + 3]), table
+    (row,) = [r for r in report.rows if r.scenario.startswith("Cluster")]
+    assert (row.ok, row.lost, row.held_lock_lost_trials, row.worst_detection_ms) == (
+        0, 4, 2, 3014.0
+    )  # fmt: skip
+
+    overlapped = TopologyRow("sentinel", "primary killed", trials=1, sections=2, overlaps=1)
+    failover_rows.record(report, [overlapped])
+    assert not report.passed
+    assert any(
+        line.startswith("FAILED: Sentinel failover: primary killed: sentinel")
+        and "overlaps among successes=1" in line
+        for line in report.table()
+    ), report.table()

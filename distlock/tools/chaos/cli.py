@@ -5,13 +5,17 @@ table ``make chaos`` prints; exits 1 when any scenario failed (an overlap among
 successes, a loss not surfaced or detected too late, a leak, a trace TLC rejects), 2
 when it could not start, 0 otherwise.  Scenarios that pause or kill Redis run only
 against a redis-server the tool starts itself (``--redis local``, the default); against
-``--redis URL`` they are listed as not run.
+``--redis URL`` they are listed as not run.  So are the failovers on a Redis Cluster and
+a Sentinel set-up (:mod:`distlock.tools.chaos.failover_rows`), which the tool starts on
+loopback after the scenarios, and which are also listed as not run where it cannot
+(``redis-cli`` missing, a redis-server too old for its Cluster).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -55,7 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scenarios",
         nargs="+",
         metavar="NAME",
-        help="run only these (a name from --list, or a name without -sync/-asyncio for both)",
+        help="run only these (a name from --list, a name without -sync/-asyncio for both, "
+        "or 'failover' for the Cluster and Sentinel failovers)",
+    )
+    parser.add_argument(
+        "--failover-trials",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="trials of each Cluster and Sentinel failover (default: 1; each starts real "
+        "processes and waits out a failover, a few seconds apiece); they run only with "
+        "--redis local, and need redis-cli and redis-server 7+ for the Cluster",
     )
     parser.add_argument("--json", metavar="FILE", type=Path, help="also write the report here")
     parser.add_argument(
@@ -82,6 +96,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
 def _error(message: str) -> int:
     print(f"distlock chaos: {message}", file=sys.stderr)
     return 2
@@ -91,7 +115,7 @@ def run_cli(args: argparse.Namespace) -> int:
     # Imported here: `python -m distlock` for other subcommands needs none of it.
     import redis
 
-    from distlock.tools.chaos import registry
+    from distlock.tools.chaos import failover_rows, registry
     from distlock.tools.chaos.harness import NEEDS_OWN_REDIS
     from distlock.tools.chaos.report import ChaosReport
     from distlock.tools.chaos.runner import Runner, tlc_available
@@ -111,9 +135,12 @@ def run_cli(args: argparse.Namespace) -> int:
         for entry in every:
             note = f" ({NEEDS_OWN_REDIS})" if entry.needs_own_redis else ""
             print(f"{entry.name:{width}}  {entry.summary}{note}")
+        for run in failover_rows.RUNS.values():
+            print(f"{run.name:{width}}  {run.summary} ({failover_rows.NEEDS_OWN_TOPOLOGY})")
         return 0
+    failovers, others = failover_rows.select(args.scenarios)
     try:
-        entries = registry.select(args.scenarios)
+        entries = registry.select(others) if others != [] else []
     except KeyError as exc:
         return _error(str(exc.args[0]))
 
@@ -155,8 +182,10 @@ def run_cli(args: argparse.Namespace) -> int:
     )
     report = ChaosReport()
     with ExitStack() as stack:
-        toxiproxy: ToxiproxyClient
-        if args.toxiproxy:
+        toxiproxy: ToxiproxyClient | None = None
+        if not entries:
+            pass  # the failovers alone need no Toxiproxy
+        elif args.toxiproxy:
             try:
                 toxiproxy = connect(args.toxiproxy)
             except (OSError, ValueError) as exc:
@@ -169,23 +198,38 @@ def run_cli(args: argparse.Namespace) -> int:
             stack.callback(server.stop)
             server.start()
             toxiproxy = ToxiproxyClient(server.url)
-        if not validate:
+        if entries and not validate:
             print(
                 "distlock chaos: traces not checked against the spec (no TLC: it needs "
                 "`java` on PATH and `pip install 'distlock[chaos]'`)",
                 file=sys.stderr,
             )
-        runner = Runner(settings, toxiproxy, report)
-        for entry in entries:
-            print(f"chaos: {entry.name} ...", file=sys.stderr, flush=True)
-            result = runner.run(entry)
-            print(
-                f"chaos: {entry.name}: {result.status} ({result.seconds:.1f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-            if result.status == "failed":
-                print(result.message, file=sys.stderr, flush=True)
+        if toxiproxy is not None:
+            runner = Runner(settings, toxiproxy, report)
+            for entry in entries:
+                print(f"chaos: {entry.name} ...", file=sys.stderr, flush=True)
+                result = runner.run(entry)
+                print(
+                    f"chaos: {entry.name}: {result.status} ({result.seconds:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if result.status == "failed":
+                    print(result.message, file=sys.stderr, flush=True)
+    for run in failovers:
+        print(f"chaos: {run.name} ...", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        since = len(report.rows)
+        status = failover_rows.run(report, run, args.failover_trials, external=external)
+        print(
+            f"chaos: {run.name}: {status} ({time.monotonic() - started:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        if status == "failed":
+            for row in report.rows[since:]:
+                if row.status == "failed":
+                    print(row.reason, file=sys.stderr, flush=True)
     for line in report.table():
         print(line)
     if args.json is not None:

@@ -24,6 +24,11 @@ from distlock.events import Event, Lost
 from distlock.tools.chaos.servers import RedisServer
 from distlock.tools.chaos.topologies import Cluster, SentinelTopology
 
+#: The faults of :func:`run_cluster`, one row each, in the order they run.
+CLUSTER_FAULTS = ("CLUSTER FAILOVER", "primary killed", "primary killed, replica behind")
+#: The fault of :func:`run_sentinel`.
+SENTINEL_FAULT = "primary killed"
+
 #: Long enough that no loss comes from a slow machine rather than the failover.
 TTL_MS = 4_000
 HOLDERS = 2
@@ -192,8 +197,7 @@ def run_cluster(trials: int, cluster: Cluster | None = None) -> list[TopologyRow
     failover."""
     own = cluster is None
     topology = cluster or Cluster().start()
-    faults = ("CLUSTER FAILOVER", "primary killed", "primary killed, replica behind")
-    rows = [TopologyRow("cluster", fault) for fault in faults]
+    rows = [TopologyRow("cluster", fault) for fault in CLUSTER_FAULTS]
     try:
         for n in range(trials):
             for k, row in enumerate(rows):
@@ -248,7 +252,7 @@ def run_cluster(trials: int, cluster: Cluster | None = None) -> list[TopologyRow
 def run_sentinel(trials: int, topology: SentinelTopology | None = None) -> list[TopologyRow]:
     own = topology is None
     top = topology or SentinelTopology().start()
-    row = TopologyRow("sentinel", "primary killed")
+    row = TopologyRow("sentinel", SENTINEL_FAULT)
     try:
         for n in range(trials):
             prefix = f"chaos-se{n}-{time.monotonic_ns() % 10**6}"

@@ -166,7 +166,7 @@ def _primitive(
     trace: NdjsonRecorder | None = None,
 ) -> Lock:
     if limit is not None:
-        return Semaphore(client, prefix=prefix, limit=limit, ttl_ms=ttl_ms)
+        return Semaphore(client, prefix=prefix, limit=limit, ttl_ms=ttl_ms, trace=trace)
     kind = ReentrantLock if reentrant else Lock
     return kind(client, prefix=prefix, ttl_ms=ttl_ms, trace=trace)
 

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Literal
 
 Status = Literal["passed", "failed", "not run"]
+#: A scenario behind the proxy, or a failover on a real Cluster or Sentinel topology
+#: (:mod:`distlock.tools.chaos.failover_rows`), which has a table of its own.
+Kind = Literal["scenario", "failover"]
 
 
 @dataclass
@@ -35,6 +38,11 @@ class Row:
     #: How the scenario ended; ``reason`` says why when it did not pass.
     status: Status = "passed"
     reason: str | None = None
+    kind: Kind = "scenario"
+    #: Failover rows only: the trials in which the failover cost a held lock, and the
+    #: quickest fault-to-signal delay of a lost one (``worst_detection_ms`` the slowest).
+    held_lock_lost_trials: int | None = None
+    best_detection_ms: float | None = None
 
 
 class ChaosReport:
@@ -44,9 +52,11 @@ class ChaosReport:
     def add(self, row: Row) -> None:
         self.rows.append(row)
 
-    def not_run(self, scenario: str, reason: str) -> None:
+    def not_run(self, scenario: str, reason: str, kind: Kind = "scenario") -> None:
         """A scenario that could not run here: listed, and counted as neither outcome."""
-        self.rows.append(Row(scenario, 0, 0, 0, 0, 0, None, status="not run", reason=reason))
+        self.rows.append(
+            Row(scenario, 0, 0, 0, 0, 0, None, status="not run", reason=reason, kind=kind)
+        )
 
     def failed(self, scenario: str, reason: str, since: int) -> None:
         """Mark the scenario's row (added at index ``since`` or later) failed, adding one
@@ -67,41 +77,62 @@ class ChaosReport:
         path.write_text(json.dumps([asdict(r) for r in self.rows], indent=2) + "\n")
 
     def table(self) -> list[str]:
-        headers = (
-            "scenario",
-            "trials",
-            "faults injected",
-            "sections ok",
-            "losses surfaced",
-            "overlaps among successes",
-            "worst detection ms",
-            "waits granted/timed out/failed",
-            "worst wait overrun ms",
-            "traces validated",
-        )
         ran = [r for r in self.rows if r.status != "not run"]
-        cells = [
-            (
-                r.scenario + (" FAILED" if r.status == "failed" else ""),
-                str(r.trials),
-                str(r.faults),
-                str(r.ok),
-                str(r.lost),
-                str(r.overlaps),
-                "-" if r.worst_detection_ms is None else f"{r.worst_detection_ms:.1f}",
-                f"{r.waits_granted}/{r.waits_timed_out}/{r.waits_failed}",
-                "-" if r.worst_wait_overrun_ms is None else f"{r.worst_wait_overrun_ms:.1f}",
-                _traces(r),
+        scenarios = [r for r in ran if r.kind == "scenario"]
+        failovers = [r for r in ran if r.kind == "failover"]
+        lines: list[str] = []
+        if scenarios or not failovers:
+            lines += _columns(
+                (
+                    "scenario",
+                    "trials",
+                    "faults injected",
+                    "sections ok",
+                    "losses surfaced",
+                    "overlaps among successes",
+                    "worst detection ms",
+                    "waits granted/timed out/failed",
+                    "worst wait overrun ms",
+                    "traces validated",
+                ),
+                [
+                    (
+                        _name(r),
+                        str(r.trials),
+                        str(r.faults),
+                        str(r.ok),
+                        str(r.lost),
+                        str(r.overlaps),
+                        _ms(r.worst_detection_ms),
+                        f"{r.waits_granted}/{r.waits_timed_out}/{r.waits_failed}",
+                        _ms(r.worst_wait_overrun_ms),
+                        _traces(r),
+                    )
+                    for r in scenarios
+                ],
             )
-            for r in ran
-        ]
-        widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
-
-        def line(values: tuple[str, ...]) -> str:
-            first = values[0].ljust(widths[0])
-            rest = (v.rjust(w) for v, w in zip(values[1:], widths[1:], strict=True))
-            return "  ".join((first, *rest))
-
+        if failovers:
+            if lines:
+                lines.append("")
+            lines += _columns(
+                (
+                    "failover",
+                    "trials",
+                    "lost a held lock",
+                    "detection delay",
+                    "overlaps among successes",
+                ),
+                [
+                    (
+                        _name(r),
+                        str(r.trials),
+                        f"{r.held_lock_lost_trials or 0}/{r.trials} trials",
+                        _delay(r),
+                        str(r.overlaps),
+                    )
+                    for r in failovers
+                ],
+            )
         excluded = [
             f"trace excluded: {r.scenario}: {r.trace_excluded}"
             for r in self.rows
@@ -113,14 +144,37 @@ class ChaosReport:
             if r.status == "failed"
         ]
         not_run = [f"not run: {r.scenario}: {r.reason}" for r in self.rows if r.status == "not run"]
-        return [
-            line(headers),
-            "  ".join("-" * w for w in widths),
-            *(line(c) for c in cells),
-            *excluded,
-            *not_run,
-            *failed,
-        ]
+        return [*lines, *excluded, *not_run, *failed]
+
+
+def _columns(headers: tuple[str, ...], cells: list[tuple[str, ...]]) -> list[str]:
+    """A header, a rule and the rows: the first column left-aligned, the others right."""
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+
+    def line(values: tuple[str, ...]) -> str:
+        first = values[0].ljust(widths[0])
+        rest = (v.rjust(w) for v, w in zip(values[1:], widths[1:], strict=True))
+        return "  ".join((first, *rest))
+
+    return [line(headers), "  ".join("-" * w for w in widths), *(line(c) for c in cells)]
+
+
+def _name(row: Row) -> str:
+    return row.scenario + (" FAILED" if row.status == "failed" else "")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _delay(row: Row) -> str:
+    """Fault to signal over the lost locks of a failover row: a range, in ms."""
+    if row.worst_detection_ms is None:
+        return "-"
+    best = row.best_detection_ms if row.best_detection_ms is not None else row.worst_detection_ms
+    if round(best) == round(row.worst_detection_ms):
+        return f"{row.worst_detection_ms:.0f} ms"
+    return f"{best:.0f}-{row.worst_detection_ms:.0f} ms"
 
 
 def _traces(row: Row) -> str:

@@ -11,6 +11,7 @@ can serve many tests in turn.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -52,6 +53,49 @@ def redis_cli_binary() -> str:
     if found is None:
         raise ServerNotFound("redis-cli not found on PATH: it creates the cluster")
     return found
+
+
+#: The first redis-server with ``--cluster-port`` (each node's bus on a port of its own).
+CLUSTER_MIN_VERSION = (7, 0)
+
+
+def redis_server_version(binary: str) -> tuple[int, ...] | None:
+    """``redis-server --version``'s ``v=X.Y.Z``, or None when it says no such thing."""
+    try:
+        out = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"\bv=(\d+)\.(\d+)", out)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def cluster_unavailable() -> str | None:
+    """Why :class:`Cluster` cannot start here (a binary missing or too old), else None."""
+    try:
+        binary = redis_server_binary()
+        redis_cli_binary()
+    except ServerNotFound as exc:
+        return str(exc)
+    version = redis_server_version(binary)
+    if version is None or version < CLUSTER_MIN_VERSION:
+        found = "an unknown version" if version is None else ".".join(map(str, version))
+        return (
+            f"{binary} is {found}: the Cluster here needs Redis "
+            f"{'.'.join(map(str, CLUSTER_MIN_VERSION))} or later (--cluster-port)"
+        )
+    return None
+
+
+def sentinel_unavailable() -> str | None:
+    """Why :class:`SentinelTopology` cannot start here, else None.  Its sentinels are
+    ``redis-server --sentinel``: no ``redis-sentinel`` binary is needed."""
+    try:
+        redis_server_binary()
+    except ServerNotFound as exc:
+        return str(exc)
+    return None
 
 
 def _client(node: RedisServer) -> redis.Redis:
