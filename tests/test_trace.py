@@ -147,6 +147,22 @@ def test_integration_traces_are_behaviours_of_the_spec(
 
 @needs_tlc
 @pytest.mark.tlc
+def test_a_cpu_budget_stops_tlc_and_an_ample_one_changes_nothing(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The chaos suite bounds TLC by CPU seconds, which a loaded machine cannot eat up."""
+    path = tmp_path / "run.ndjson"
+    _integration_runs(redis_server, path)
+    events = read_events(path)
+    first = next(iter(tracecheck.split_by_key(events).values()))
+    with pytest.raises(subprocess.TimeoutExpired):
+        tracecheck.check(first, cpu_s=0)
+    (verdict,) = tracecheck.check(first, cpu_s=120)
+    assert verdict.accepted, verdict.describe()
+
+
+@needs_tlc
+@pytest.mark.tlc
 def test_property_test_traces_are_behaviours_of_the_spec(redis_server: RedisServer) -> None:
     from tests.properties import test_redis_stateful as prop
 

@@ -102,7 +102,9 @@ import argparse
 import functools
 import math
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -965,7 +967,9 @@ class _Run:
     output: str
 
 
-def _run_tlc(model: Model, spec: Path, timeout_s: float, niceness: int = 0) -> _Run:
+def _run_tlc(
+    model: Model, spec: Path, timeout_s: float, niceness: int = 0, cpu_s: float | None = None
+) -> _Run:
     java = shutil.which("java")
     if java is None:
         raise TraceError("java is not installed (TLC needs it)")
@@ -1002,10 +1006,24 @@ def _run_tlc(model: Model, spec: Path, timeout_s: float, niceness: int = 0) -> _
             f"{name}.cfg",
             f"{name}.tla",
         ]
-        proc = subprocess.run(
-            cmd, cwd=work, capture_output=True, text=True, timeout=timeout_s, check=False
+        proc = subprocess.Popen(
+            cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-    output = proc.stdout + proc.stderr
+        if cpu_s is not None:
+            # Past its CPU budget the kernel stops TLC (SIGXCPU, then SIGKILL at the hard
+            # limit), however busy the machine is: a budget in wall seconds would turn a
+            # loaded machine into a timeout of a check that needs little work.
+            budget = math.ceil(cpu_s)
+            resource.prlimit(proc.pid, resource.RLIMIT_CPU, (budget, budget + 5))
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    if cpu_s is not None and proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise subprocess.TimeoutExpired(cmd, cpu_s)
+    output = stdout + stderr
     if proc.returncode == 12:
         return _Run(True, None, 12, output)
     if proc.returncode != 0:
@@ -1024,6 +1042,7 @@ def check_key(
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
     niceness: int = 0,
+    cpu_s: float | None = None,
     reentrant: bool | None = None,
     semaphore: bool | None = None,
 ) -> Verdict:
@@ -1059,7 +1078,7 @@ def check_key(
             else build(checked, complete=False, ticks=ticks, hang_after_ms=hang_after_ms)
         )
         rows = prefix.rows
-        run = _run_tlc(prefix, spec, timeout_s, niceness)
+        run = _run_tlc(prefix, spec, timeout_s, niceness, cpu_s)
     verdict = Verdict(
         key=key,
         accepted=problem is None and run is not None and run.accepted,
@@ -1105,6 +1124,7 @@ def check(
     ticks: int = TTL_TICKS,
     hang_after_ms: float = 0.0,
     niceness: int = 0,
+    cpu_s: float | None = None,
     reentrant: bool | None = None,
     semaphore: bool | None = None,
 ) -> list[Verdict]:
@@ -1115,7 +1135,9 @@ def check(
     trace accepted and cost TLC far less on long, contended runs, as do fewer ``ticks``
     per TTL.  ``hang_after_ms``: the clients' socket timeout, if known (a request that
     failed sooner failed on its connection, and cannot run later).  ``niceness``: run
-    TLC at that lower scheduling priority (beside timing-sensitive work).
+    TLC at that lower scheduling priority (beside timing-sensitive work).  ``cpu_s``: stop
+    TLC after that much CPU time (raising :class:`subprocess.TimeoutExpired`), which a busy
+    machine does not shorten as it shortens ``timeout_s``'s wall-clock budget.
     """
     if condensed:
         events = condense(events)
@@ -1132,6 +1154,7 @@ def check(
                 ticks=ticks,
                 hang_after_ms=hang_after_ms,
                 niceness=niceness,
+                cpu_s=cpu_s,
                 reentrant=is_reentrant(evs) if reentrant is None else reentrant,
                 semaphore=semaphore,
             )
