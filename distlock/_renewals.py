@@ -13,7 +13,9 @@ and finished with its own reply.  What this module adds is only the batching:
   again on its own by the driver's single-command path, which handles both.
 
 A renewal that must wait for replicas is never batched: ``WAIT`` counts the writes of the
-connection it is sent on, so it goes alone (see :mod:`distlock._replicated`).
+connection it is sent on, so it goes alone (see :mod:`distlock._replicated`).  Nor is one
+on a client that keeps a single connection (``single_connection_client=True``): a pipeline
+would take a second connection from its pool, where the user asked for one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class Renewal:
     def __init__(self, command: Command, flow: Flow[None]) -> None:
         self.command = command
         self.flow = flow
+
+
+def alone(client: object, command: Command) -> bool:
+    """Whether ``command`` must go out by itself rather than in its tick's pipeline."""
+    return bool(command.replicas) or getattr(client, "connection", None) is not None
 
 
 def begin(fx: Effects[H], handle: H, command: Command) -> Renewal:

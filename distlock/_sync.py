@@ -485,7 +485,7 @@ class Lock(LockBase):
 
     def _renew(self, handle: LockHandle, command: Command) -> None:
         renewal = renewals.begin(self, handle, command)
-        if command.replicas or not self._scheduler.on_timer_thread():
+        if renewals.alone(self.client, command) or not self._scheduler.on_timer_thread():
             self._workers.submit(partial(self._renew_alone, renewal))
             return
         self._renewing.append(renewal)

@@ -570,7 +570,7 @@ class Lock(LockBase):
 
     def _renew(self, handle: LockHandle, command: Command) -> None:
         renewal = renewals.begin(self, handle, command)
-        if command.replicas:
+        if renewals.alone(self._client, command):
             self._spawn(self._renew_alone(renewal), name=f"distlock-renew {handle.key}")
             return
         self._renewing.append(renewal)

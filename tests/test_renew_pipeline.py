@@ -241,3 +241,45 @@ def test_the_chaos_recorder_sees_pipelined_renewals(redis_server: RedisServer) -
         renewals = [c for c in recorder.commands if c.args[0] == EXTEND.sha and c.ok]
         assert {t for c in renewals for t in tokens if c.carries(t)} == tokens
     client.close()
+
+
+def test_a_single_connection_client_renews_on_its_one_connection(
+    r: redis.Redis, redis_server: RedisServer, batches: Batches
+) -> None:
+    """A pipeline would take a second connection from the pool: the user asked for one, so
+    that a renewal queues behind the user's own commands (and shares their fate)."""
+    outcomes = Outcomes()
+    client = redis.Redis(port=redis_server.port, single_connection_client=True)
+    with Lock(
+        client, prefix="one", ttl_ms=TTL_MS, heartbeat_ms=HEARTBEAT_MS, trace=outcomes
+    ) as locks, locks.hold_many(["k0", "k1"]) as group:
+        with stalled_timer_thread(locks):
+            sleep_until_due(group.handles)
+        assert outcomes.wait(replies=2), f"{outcomes.replies} of 2 renewed"
+        assert batches.sent == []
+        assert client.connection_pool._created_connections == 1
+        assert group.held
+    client.close()
+
+
+def test_asyncio_a_single_connection_client_renews_on_its_one_connection(
+    r: redis.Redis, redis_server: RedisServer, batches: Batches
+) -> None:
+    outcomes = Outcomes()
+
+    async def main() -> None:
+        renewed = asyncio.Event()
+        outcomes.on_change = lambda: renewed.set() if outcomes.replies >= 2 else None
+        client = aredis.Redis(port=redis_server.port, single_connection_client=True)
+        async with distlock.asyncio.Lock(
+            client, prefix="aone", ttl_ms=TTL_MS, heartbeat_ms=HEARTBEAT_MS, trace=outcomes
+        ) as locks, locks.hold_many(["k0", "k1"]) as group:
+            sleep_until_due(group.handles)
+            await renewed.wait()
+            assert batches.sent == []
+            pool: Any = client.connection_pool
+            assert len(pool._in_use_connections) + len(pool._available_connections) == 1
+            assert group.held
+        await client.aclose()
+
+    asyncio.run(asyncio.wait_for(main(), WAIT))

@@ -90,7 +90,7 @@ RETRIES = 400
 #: reported unchecked (a search too big for the suite's budget is no verdict on the run).
 #: CPU, not wall time: TLC runs at the lowest priority, and a loaded machine must not turn
 #: a small search into "unchecked".
-TRACE_CPU_S = 60.0
+TRACE_CPU_S = 90.0
 #: The wall-clock bound behind it, for a TLC that gets no CPU at all.
 TRACE_WALL_S = 900.0
 #: Failed round trips beyond which TLC is not run on a traced trial: each is a fault the
