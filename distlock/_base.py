@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from secrets import token_hex
 from typing import Any, Final, Generic, TypeVar
 
 from distlock._core.group import Group, acquisition_order
@@ -258,22 +258,25 @@ class LockBase:
 
     def _sections_for(
         self, ids: Sequence[str], opts: Options, *, watch: bool, cancel_on_loss: bool
-    ) -> tuple[Group, list[Section], tuple[Observer, ...]]:
+    ) -> tuple[Group, tuple[Section, ...], tuple[Observer, ...]]:
         """Fresh sections for ``ids`` in acquisition order, and the group that holds them."""
+        config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
+        record = self._trace is not None
+        label, new_section, serial = self._label, self._new_section, self._sections
+        # The token: 128 random bits as 32 hex digits (secrets.token_hex, minus two calls).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
             self._check_open(key)
-            keys = [key]
+            sections: tuple[Section, ...] = (
+                new_section(key, os.urandom(16).hex(), config, f"{label}.{next(serial)}", record),
+            )
         else:
             keys = acquisition_order([self.key(id) for id in ids])
             self._check_open(None)
-        config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
-        record = self._trace is not None
-        label, new_section = self._label, self._new_section
-        sections = [
-            new_section(key, token_hex(16), config, f"{label}.{next(self._sections)}", record)
-            for key in keys
-        ]
+            sections = tuple(
+                new_section(key, os.urandom(16).hex(), config, f"{label}.{next(serial)}", record)
+                for key in keys
+            )
         return Group(sections), sections, observers
 
     def _new_section(

@@ -315,13 +315,15 @@ class Lock(LockBase):
         )
         signal = LeaseSignal()
         make = self._handle_type
-        handles = [make(self, s, machine, observers, signal) for s in sections]
+        handles = tuple([make(self, s, machine, observers, signal) for s in sections])
         return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with blocking calls ---------------------------
 
     def _call(self, command: Command) -> int:
-        client = self.client
+        client = self._client
+        if client is None:
+            client = self.client
         script, keys, args = encode(command)
         if command.replicas:
             reply, acked = call_sync(
@@ -395,7 +397,10 @@ class Lock(LockBase):
             request = next(flow)
             while True:
                 try:
-                    if isinstance(request, Sleep):
+                    # A command first, by exact type: that is almost every request.
+                    if request.__class__ is Command:
+                        reply = self._call(request)  # type: ignore[arg-type]
+                    elif isinstance(request, Sleep):
                         time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
                     elif isinstance(request, Block):

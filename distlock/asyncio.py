@@ -351,7 +351,7 @@ class Lock(LockBase):
         )
         signal = AsyncLeaseSignal()
         make = self._handle_type
-        handles = [make(self, s, machine, observers, signal) for s in sections]
+        handles = tuple([make(self, s, machine, observers, signal) for s in sections])
         return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
@@ -417,7 +417,10 @@ class Lock(LockBase):
             while True:
                 cancels = task.cancelling() if task is not None else 0
                 try:
-                    if isinstance(request, Sleep):
+                    # A command first, by exact type: that is almost every request.
+                    if request.__class__ is Command:
+                        reply = await self._call(request)  # type: ignore[arg-type]
+                    elif isinstance(request, Sleep):
                         await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
                     elif isinstance(request, Block):
