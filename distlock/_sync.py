@@ -399,7 +399,7 @@ class Lock(LockBase):
                 try:
                     # A command first, by exact type: that is almost every request.
                     if request.__class__ is Command:
-                        reply = self._call(request)  # type: ignore[arg-type]
+                        reply = self._call(request)
                     elif isinstance(request, Sleep):
                         time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0

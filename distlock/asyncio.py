@@ -419,7 +419,7 @@ class Lock(LockBase):
                 try:
                     # A command first, by exact type: that is almost every request.
                     if request.__class__ is Command:
-                        reply = await self._call(request)  # type: ignore[arg-type]
+                        reply = await self._call(request)
                     elif isinstance(request, Sleep):
                         await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
