@@ -490,7 +490,7 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(wake_at / 1000.0, self._tick, handle)
+            handle._timer = self._scheduler.call_at(wake_at, self._tick, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

@@ -562,7 +562,7 @@ class Lock(LockBase):
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is None or self._closed:
             return
-        handle._timer = self._timers.call_at(wake_at / 1000.0, self._tick, handle)
+        handle._timer = self._timers.call_at(wake_at, self._tick, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
