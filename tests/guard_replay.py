@@ -89,11 +89,10 @@ class Client:
 
 def _slots(cls: type) -> list[str]:
     # A class of the core compiled by mypyc lists its attributes in __mypyc_attrs__.
-    names = [
-        s
-        for k in cls.__mro__
-        for s in getattr(k, "__slots__", None) or getattr(k, "__mypyc_attrs__", ())
-    ]
+    names: list[str] = []
+    for k in cls.__mro__:
+        attrs: tuple[str, ...] = getattr(k, "__slots__", ()) or getattr(k, "__mypyc_attrs__", ())
+        names.extend(attrs)
     return [s for s in dict.fromkeys(names) if not s.startswith("__")]
 
 
@@ -129,7 +128,7 @@ def fingerprint(obj: Any, now: float) -> Any:
 def _clone(obj: Any) -> Any:
     """A copy of a core object that shares what the core never mutates in place (the
     config, requests on the wire, the loss error) and copies its lists and lease."""
-    cls = type(obj)
+    cls: Any = type(obj)
     new = cls.__new__(cls)  # not object.__new__: the compiled core's classes refuse that
     for name in _slots(type(obj)):
         if not hasattr(obj, name):
