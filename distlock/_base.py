@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from secrets import token_hex
 from typing import Any, Final, Generic, TypeVar
 
 from distlock._core.commands import Command, Op
@@ -277,22 +277,35 @@ class LockBase:
 
     def _sections_for(
         self, ids: Sequence[str], opts: Options, *, watch: bool, cancel_on_loss: bool
-    ) -> tuple[Group, list[Section], tuple[Observer, ...]]:
+    ) -> tuple[Group, tuple[Section, ...], tuple[Observer, ...]]:
         """Fresh sections for ``ids`` in acquisition order, and the group that holds them."""
+        config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
+        record = self._trace is not None
+        new_section, named = self._new_section, record or bool(observers)
+        # A section's name (``client`` in its events) tells it apart in a trace and to
+        # observers; when nobody records or observes, no event of it leaves the Lock, so
+        # the Lock's own label serves and a held lock carries no string of its own.
+        label = self._label
+        # The token: 128 random bits as 32 hex digits (secrets.token_hex, minus two calls).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
             self._check_open(key)
-            keys = [key]
+            if named:
+                label = f"{label}.{next(self._sections)}"
+            sections: tuple[Section, ...] = (
+                new_section(key, os.urandom(16).hex(), config, label, record),
+            )
         else:
             keys = acquisition_order([self.key(id) for id in ids])
             self._check_open(None)
-        config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
-        record = self._trace is not None
-        label, new_section = self._label, self._new_section
-        sections = [
-            new_section(key, token_hex(16), config, f"{label}.{next(self._sections)}", record)
-            for key in keys
-        ]
+            serial = self._sections
+            sections = tuple(
+                new_section(
+                    key, os.urandom(16).hex(), config,
+                    f"{label}.{next(serial)}" if named else label, record,
+                )
+                for key in keys
+            )
         return Group(sections), sections, observers
 
     def _new_section(

@@ -8,8 +8,8 @@ scheduler, whose entries are dropped lazily the same way).  The loop timer is mo
 when the earliest entry moves earlier; when it fires, every entry due then runs in that
 one callback, so renewals due together are sent together.
 
-Instants are ``time.monotonic()`` seconds, the clock the core's milliseconds come from,
-whatever clock the loop keeps.
+Instants are the core's milliseconds (``time.monotonic()`` in ms), whatever clock the
+loop keeps, so the instant a section computed is the heap entry's own float.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ class LoopTimers:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def call_at(self, when: float, fn: Callable[[Any], None], arg: Any) -> Timer:
-        """Run ``fn(arg)`` on the running loop at ``when`` (``time.monotonic()`` seconds)."""
-        timer = Timer(self, when, fn, arg)
+        """Run ``fn(arg)`` on the running loop at ``when`` (``time.monotonic()`` ms)."""
+        timer = Timer(self, fn, arg)
         heap = self._heap
         dead = self._cancelled
         if dead > 64 and dead * 2 > len(heap):
@@ -60,12 +60,14 @@ class LoopTimers:
             self._handle.cancel()
         self._loop = loop
         self._handle_at = when
-        self._handle = loop.call_later(max(0.0, when - time.monotonic()), self._fire)
+        self._handle = loop.call_later(
+            max(0.0, (when - time.monotonic() * 1000.0) / 1000.0), self._fire
+        )
 
     def _fire(self) -> None:
         self._handle, self._handle_at = None, math.inf
         heap = self._heap
-        now = time.monotonic()
+        now = time.monotonic() * 1000.0
         due: list[Timer] = []
         while heap and heap[0][0] <= now:
             timer = heapq.heappop(heap)[2]

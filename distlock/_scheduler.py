@@ -34,13 +34,11 @@ class Timer:
     """``fn(arg)`` at ``when``: the argument is kept here rather than in a closure, so that
     a held lock's timer is one small object (thousands of locks may be held at once)."""
 
-    __slots__ = ("_owner", "arg", "cancelled", "fn", "when")
+    # No instant of its own: the heap entry that holds it has it.
+    __slots__ = ("_owner", "arg", "cancelled", "fn")
 
-    def __init__(
-        self, owner: TimerOwner, when: float, fn: Callable[[Any], None], arg: Any
-    ) -> None:
+    def __init__(self, owner: TimerOwner, fn: Callable[[Any], None], arg: Any) -> None:
         self._owner = owner
-        self.when = when
         self.fn: Callable[[Any], None] | None = fn
         self.arg = arg
         self.cancelled = False
@@ -58,7 +56,9 @@ class Timer:
 
 
 class Scheduler:
-    """A heap of timers on ``time.monotonic()`` seconds, run by one daemon thread.
+    """A heap of timers on the client clock (``time.monotonic()`` in milliseconds, the
+    core's clock, so an instant the core computed goes into the heap as it is: no second
+    float per armed timer), run by one daemon thread.
 
     The thread sleeps until the earliest entry, cancelled or not, is due; cancelled entries
     are dropped only then (or when they dominate the heap).  So the common case, a timer
@@ -80,8 +80,8 @@ class Scheduler:
         self._after_due: list[Callable[[], None]] = []
 
     def call_at(self, when: float, fn: Callable[[Any], None], arg: Any = None) -> Timer:
-        """Run ``fn(arg)`` on the timer thread at ``when`` (``time.monotonic()`` seconds)."""
-        timer = Timer(self, when, fn, arg)
+        """Run ``fn(arg)`` on the timer thread at ``when`` (``time.monotonic()`` ms)."""
+        timer = Timer(self, fn, arg)
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
@@ -124,7 +124,7 @@ class Scheduler:
         with self._cond:
             while not self._closed:
                 heap = self._heap
-                now = time.monotonic()
+                now = time.monotonic() * 1000.0
                 if self._after_due and (not heap or heap[0][0] > now):
                     self._run_after_due()
                     continue
@@ -140,7 +140,7 @@ class Scheduler:
                     continue
                 if heap[0][0] > now:
                     self._wake_at = heap[0][0]
-                    self._cond.wait(min(heap[0][0] - now, threading.TIMEOUT_MAX))
+                    self._cond.wait(min((heap[0][0] - now) / 1000.0, threading.TIMEOUT_MAX))
                     self._wake_at = -math.inf
                     continue
                 timer = heapq.heappop(heap)[2]

@@ -316,13 +316,15 @@ class Lock(LockBase):
         )
         signal = LeaseSignal()
         make = self._handle_type
-        handles = [make(self, s, machine, observers, signal) for s in sections]
+        handles = tuple([make(self, s, machine, observers, signal) for s in sections])
         return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with blocking calls ---------------------------
 
     def _call(self, command: Command) -> int:
-        client = self.client
+        client = self._client
+        if client is None:
+            client = self.client
         script, keys, args = encode(command)
         if command.replicas:
             reply, acked = call_sync(
@@ -453,7 +455,10 @@ class Lock(LockBase):
                     request = self._wait(flow, request)
                     continue
                 try:
-                    if isinstance(request, Sleep):
+                    # A command first, by exact type: that is almost every request.
+                    if request.__class__ is Command:
+                        reply = self._call(request)
+                    elif isinstance(request, Sleep):
                         time.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
                     else:
@@ -541,7 +546,7 @@ class Lock(LockBase):
             handle._timer = None
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(wake_at / 1000.0, self._tick, handle)
+            handle._timer = self._scheduler.call_at(wake_at, self._tick, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

@@ -352,7 +352,7 @@ class Lock(LockBase):
         )
         signal = AsyncLeaseSignal()
         make = self._handle_type
-        handles = [make(self, s, machine, observers, signal) for s in sections]
+        handles = tuple([make(self, s, machine, observers, signal) for s in sections])
         return machine, LockGroup(self.prefix, handles, signal)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
@@ -424,7 +424,10 @@ class Lock(LockBase):
                     continue
                 cancels = task.cancelling() if task is not None else 0
                 try:
-                    if isinstance(request, Sleep):
+                    # A command first, by exact type: that is almost every request.
+                    if request.__class__ is Command:
+                        reply = await self._call(request)
+                    elif isinstance(request, Sleep):
                         await asyncio.sleep(max(0.0, request.until_ms - now_ms()) / 1000.0)
                         reply = 0
                     else:
@@ -631,7 +634,7 @@ class Lock(LockBase):
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is None or self._closed:
             return
-        handle._timer = self._timers.call_at(wake_at / 1000.0, self._tick, handle)
+        handle._timer = self._timers.call_at(wake_at, self._tick, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

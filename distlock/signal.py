@@ -86,11 +86,17 @@ class AsyncLeaseSignal(_SignalBase):
 
     def __init__(self) -> None:
         super().__init__()
-        self._event = asyncio.Event()
+        # Made on the first wait(): an asyncio.Event (a deque of waiters and a loop
+        # binding) per lock cycle was a large part of a cycle's cost, and almost no
+        # section is waited on.  Both ends run on the loop's thread, so no guard.
+        self._event: asyncio.Event | None = None
 
     async def wait(self) -> bool:
         """Wait until the loss is known; returns True."""
-        await self._event.wait()
+        if self._reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
         return True
 
     def _fire(self, reason: LockLeaseLostError) -> bool:
@@ -98,5 +104,6 @@ class AsyncLeaseSignal(_SignalBase):
         if self._reason is not None:
             return False
         self._reason = reason
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
         return True

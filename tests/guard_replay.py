@@ -88,7 +88,12 @@ class Client:
 
 
 def _slots(cls: type) -> list[str]:
-    return [s for k in cls.__mro__ for s in getattr(k, "__slots__", ())]
+    # A class of the core compiled by mypyc lists its attributes in __mypyc_attrs__.
+    names: list[str] = []
+    for k in cls.__mro__:
+        attrs: tuple[str, ...] = getattr(k, "__slots__", ()) or getattr(k, "__mypyc_attrs__", ())
+        names.extend(attrs)
+    return [s for s in dict.fromkeys(names) if not s.startswith("__")]
 
 
 #: Attributes of the core that hold instants on the client clock.
@@ -123,7 +128,8 @@ def fingerprint(obj: Any, now: float) -> Any:
 def _clone(obj: Any) -> Any:
     """A copy of a core object that shares what the core never mutates in place (the
     config, requests on the wire, the loss error) and copies its lists and lease."""
-    new = object.__new__(type(obj))
+    cls: Any = type(obj)
+    new = cls.__new__(cls)  # not object.__new__: the compiled core's classes refuse that
     for name in _slots(type(obj)):
         if not hasattr(obj, name):
             continue
@@ -132,7 +138,7 @@ def _clone(obj: Any) -> Any:
             value = list(value)
         elif isinstance(value, LeaseClock):
             value = _clone(value)
-        object.__setattr__(new, name, value)
+        setattr(new, name, value)
     return new
 
 

@@ -100,7 +100,7 @@ def _public_methods() -> set[str]:
     return {
         name
         for name, member in inspect.getmembers(core.Section)
-        if not name.startswith("_") and inspect.isfunction(member)
+        if not name.startswith("_") and inspect.isroutine(member)
     }
 
 
@@ -176,7 +176,7 @@ def test_reentrant_section_has_a_method_per_reentrant_action_and_no_other() -> N
     own = {
         name
         for name, member in vars(ReentrantSection).items()
-        if not name.startswith("_") and inspect.isfunction(member)
+        if not name.startswith("_") and inspect.isroutine(member)
     }
     helpers = {"acquire_reply", "check_outermost_exit"}  # an override; not an action
     extra = own - {method_name(a) for a in REENTRANT_ACTIONS} - helpers

@@ -114,7 +114,7 @@ def test_semaphore_section_adds_no_action() -> None:
     own = {
         name
         for name, member in vars(section).items()
-        if not name.startswith("_") and inspect.isfunction(member)
+        if not name.startswith("_") and inspect.isroutine(member)
     }
     # Overriding a method of Section that is no action (the not-acquired error names a
     # permit) is fine.

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+from distlock._native import mypyc_attr
+
 #: Renewal wake-ups fall on a grid of the heartbeat divided by this, rounded up: sections
 #: with one heartbeat that come due within one step of each other wake in the same tick,
 #: so a driver can send their renewals together.  A renewal sent up to a step late is one
@@ -42,6 +44,9 @@ class Write:
         return f"Write(sent_at={self.sent_at}, ttl_ms={self.ttl_ms})"
 
 
+# Compiled with mypyc, a class without this can only be made through its __init__; the
+# guard replay (tests/guard_replay.py) copies lease clocks slot by slot.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LeaseClock:
     """Deadline and renewal schedule of one lease, on the client's monotonic clock (ms)."""
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 from distlock._core.commands import ACKNOWLEDGED_OPS, NOTHING, Command, Op, Step
 from distlock._core.lease import LeaseClock, Write
 from distlock._core.waiting import Waiting
+from distlock._native import mypyc_attr
 from distlock.errors import (
     LockLeaseLostError,
     LockNotAcquiredError,
@@ -125,6 +126,9 @@ class SectionConfig:
         return ttl_ms * (1.0 - self.drift_factor)
 
 
+# Compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), a class is closed to Python subclasses
+# unless it says otherwise; tests record and break sections by subclassing this one.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Section:
     """One client's acquisition of one key, from the first request to the verdict."""
 
