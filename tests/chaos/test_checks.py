@@ -174,6 +174,9 @@ def test_a_victim_starved_by_another_victims_body_is_judged_by_the_starvation() 
     # The same victim0 in another process (an intruder) would have been late.
     rec.sections[0].client = "intruder"
     assert any("not detected within" in v for v in check(rec, slack_ms=50, limit=2).violations)
+    # A waiter granted a permit is a thread (or task) of the same process: starved alike.
+    rec.sections[0].client = "waiter0"
+    assert check(rec, slack_ms=50, limit=2).violations == []
 
 
 def test_the_release_records_of_its_semaphores_are_the_tools_own_keys() -> None:

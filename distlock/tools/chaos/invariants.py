@@ -289,16 +289,20 @@ def _starvation_end(until: float, starvations: list[tuple[float, float]], slack:
     return until
 
 
+#: The roles whose sections run in the victims' process (threads, or tasks of its loop).
+STARVED_TOGETHER = ("victim", "waiter")
+
+
 def _starved_until(s: Section, starvations: list[tuple[float, float]]) -> float | None:
     """When the starvation that held ``s``'s timers ended (None: none did).
 
-    A body that starves the timers starves its own section, and every victim's: the
-    victims share one process (and, in asyncio, one event loop).  Under a lock no other
-    victim is inside its body then; under a semaphore of several permits one can be.
+    A body that starves the timers starves its own section, and every victim's and
+    waiter's: they share one process (and, in asyncio, one event loop).  Under a lock no
+    other section is inside its body then; under a semaphore of several permits one can be.
     """
     if s.starved_until is not None:
         return s.starved_until
-    if not s.client.startswith("victim") or s.start is None or s.end is None:
+    if not s.client.startswith(STARVED_TOGETHER) or s.start is None or s.end is None:
         return None
     start, end = s.start, s.end
     overlapping = [until for since, until in starvations if since < end and until > start]
