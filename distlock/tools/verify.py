@@ -595,8 +595,8 @@ def verify(
 
     A run wanting ``w`` workers is given ``min(w, cores)`` when nothing else is left to
     start beside it, and one otherwise: TLC's second worker costs more CPU than it saves
-    (a fifth more on ``default``), so while other runs wait, a core is better spent on
-    one of them.  Rows come back in the order of ``runs``.
+    (a fifth more at a few hundred thousand states), so while other runs wait, a core is
+    better spent on one of them.  Rows come back in the order of ``runs``.
     """
     if shutil.which(java) is None and not Path(java).exists():
         raise FileNotFoundError(
