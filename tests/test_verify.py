@@ -167,3 +167,18 @@ def test_tlc_holds_on_a_small_model_and_refutes_a_mutant(tmp_path: Path) -> None
     }
     assert rows[1]["property"] == "NoForeignWrite"
     assert rows[0]["property"] is None
+
+
+def test_models_that_hold_start_first_and_refuted_runs_last() -> None:
+    order = [verify.RUNS[i] for i in verify.schedule(verify.RUNS)]
+    assert order[0].name == "default"
+    kinds = [run.expected for run in order]
+    assert kinds == sorted(kinds)  # "holds" < "violates"
+    assert sorted(run.name for run in order) == sorted(run.name for run in verify.RUNS)
+
+
+def test_the_large_models_keep_the_optimising_compiler() -> None:
+    by_name = {run.name: run for run in verify.RUNS}
+    for name in ("default", "manual", "three-clients", "liveness", "liveness-manual"):
+        assert not by_name[name].quick_jit, name
+    assert all(run.quick_jit for run in verify.RUNS if run.expected == "violates")

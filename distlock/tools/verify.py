@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from distlock.tools import specfiles
+from distlock.tools import specfiles, tlcjvm
 
 Verdict = Literal["holds", "violates", "error"]
 
@@ -54,6 +54,13 @@ class Run:
     module: str = MODULE
     #: TLC's deadlock check (off: ``-deadlock``)
     deadlock_check: bool = True
+    #: a run that holds and is over in seconds (under about 100,000 distinct states): the
+    #: JVM's quick compiler alone serves it better, as it does every refuted run
+    short: bool = False
+
+    @property
+    def quick_jit(self) -> bool:
+        return self.short or self.expected == "violates"
 
 
 #: The invariants every model of the real lock checks ("safety" in the report).
@@ -69,8 +76,16 @@ SAFETY_INVARIANTS = (
 SAFETY_PROPERTIES = ("SignalOnTime", "RejectionSignals")
 SAFETY = "safety"
 
-def _holds(name: str, config: str, checks: str, workers: int = 1, min_states: int = 0) -> Run:
-    return Run(name, config, checks, "holds", workers=workers, min_states=min_states)
+def _holds(
+    name: str,
+    config: str,
+    checks: str,
+    workers: int = 1,
+    min_states: int = 0,
+    short: bool = False,
+) -> Run:
+    return Run(name, config, checks, "holds", workers=workers, min_states=min_states,
+               short=short)
 
 
 def _refutes(name: str, config: str, prop: str, quick: bool = False) -> Run:
@@ -105,15 +120,16 @@ SEMAPHORE = (
 
 
 def _semaphore_holds(name: str, config: str, min_states: int, checks: str = SEMAPHORE) -> Run:
-    return Run(name, config, checks, "holds", min_states=min_states, module="Semaphore")
+    return Run(name, config, checks, "holds", min_states=min_states, module="Semaphore",
+               short=True)
 
 
 def _semaphore_refutes(name: str, config: str, prop: str) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, module="Semaphore")
 
 
-#: Every run of ``verify``, in the order of the report.  The large runs come first so
-#: that the small ones fill the second core while they finish.
+#: Every run of ``verify``, in the order of the report (see :func:`schedule` for the order
+#: they are started in).
 RUNS: tuple[Run, ...] = (
     # -- the real lock: every property holds --------------------------------------------
     _holds("default", "DistLock.cfg", SAFETY, workers=2, min_states=500_000),
@@ -123,13 +139,14 @@ RUNS: tuple[Run, ...] = (
     _holds("three-clients", "Three.cfg", SAFETY),
     _holds("rounds", "Rounds.cfg", SAFETY),
     _holds("retry", "Retry.cfg", SAFETY),
-    _holds("extend-ttl", "ExtendTTL.cfg", SAFETY),
+    _holds("extend-ttl", "ExtendTTL.cfg", SAFETY, short=True),
     _holds("timely", "Timely.cfg", "safety, NoSpuriousLoss"),
-    _holds("timely-two-failures", "TimelyTwoFailures.cfg", "NoSpuriousLoss"),
-    _holds("timely-two-failures-ttl16", "TimelyTTL16.cfg", "NoSpuriousLoss"),
-    _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss"),
-    _holds("release-records", "ReleaseRecords.cfg", "safety, NoSpuriousLoss"),
-    _holds("shared-counter", "SharedCounter.cfg", SAFETY),
+    _holds("timely-two-failures", "TimelyTwoFailures.cfg", "NoSpuriousLoss", short=True),
+    _holds("timely-two-failures-ttl16", "TimelyTTL16.cfg", "NoSpuriousLoss", short=True),
+    _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss", short=True),
+    _holds("release-records", "ReleaseRecords.cfg", "safety, NoSpuriousLoss", short=True),
+    _holds("shared-counter", "SharedCounter.cfg", SAFETY, short=True),
+    # liveness checking costs more per state: the optimising compiler pays for itself
     Run("liveness", "Liveness.cfg", "Terminates", "holds", quick=True),
     _holds("liveness-manual", "LivenessManual.cfg", "Terminates"),
     # -- the limits of the guarantees: TLC shows where they end -------------------------
@@ -168,7 +185,7 @@ RUNS: tuple[Run, ...] = (
              "NoSpuriousLoss"),
     # -- groups of locks (spec/MultiLock.tla): sorted order never deadlocks ---------------
     Run("multilock", "MultiLock.cfg", "TypeOK Exclusive AllFinish, no deadlock", "holds",
-        module="MultiLock"),
+        module="MultiLock", short=True),
     Run("multilock-caller-order", "MultiLock_caller_order.cfg", "no deadlock", "violates",
         refutes="Deadlock", module="MultiLock"),
     Run("multilock-take-held", "MultiLock_take_held.cfg", "Exclusive", "violates",
@@ -177,9 +194,9 @@ RUNS: tuple[Run, ...] = (
         refutes="AllFinish", module="MultiLock", deadlock_check=False),
     # -- the reentrant lock (spec/Reentrant.tla): holders inside clients, nested levels ----
     Run("reentrant-faults", "Reentrant.cfg", REENTRANT, "holds", min_states=5_000,
-        module="Reentrant"),
+        module="Reentrant", short=True),
     Run("reentrant-holders", "ReentrantHolders.cfg", REENTRANT, "holds", min_states=5_000,
-        module="Reentrant"),
+        module="Reentrant", short=True),
     _reentrant_refutes("reentrant-mutant-release-at-first-exit",
                        "ReentrantMutantReleaseAtFirstExit.cfg", "FreedOnlyAtOutermost"),
     _reentrant_refutes("reentrant-mutant-child-inherits-identity",
@@ -206,7 +223,8 @@ RUNS: tuple[Run, ...] = (
     # -- waiting (spec/Wait.tla): the wake-up protocol of one key's queue ---------------
     Run("wait-three-clients", "WaitFailFast.cfg", WAIT, "holds", min_states=20_000,
         module="Wait"),
-    Run("wait-faults", "Wait.cfg", WAIT, "holds", min_states=1_000, module="Wait"),
+    Run("wait-faults", "Wait.cfg", WAIT, "holds", min_states=1_000, module="Wait",
+        short=True),
     _wait_refutes("wait-mutant-subscribe-after-attempt", "WaitMutantSubscribeAfterAttempt.cfg",
                   "NoLostWakeup"),
     _wait_refutes("wait-mutant-notify-before-delete", "WaitMutantNotifyBeforeDelete.cfg",
@@ -410,8 +428,13 @@ def run_tlc(
     spec_dir: Path | None = None,
     java: str = "java",
     timeout: float = 900.0,
+    archive: Path | None = None,
 ) -> Row:
-    """Check one configuration with TLC and compare with what it must give."""
+    """Check one configuration with TLC and compare with what it must give.
+
+    ``archive`` is a class-data archive of TLC (:mod:`distlock.tools.tlcjvm`) the JVM
+    maps its classes from; without one it loads them from the jar.
+    """
     spec_dir = specfiles.spec_dir() if spec_dir is None else spec_dir
     config = spec_dir / run.config
     meta = workdir / "meta"
@@ -419,11 +442,16 @@ def run_tlc(
     tmp.mkdir(parents=True, exist_ok=True)
     command = [
         java,
-        "-XX:+UseParallelGC",
-        # A refuted run stops at its shortest counterexample, before the optimising JIT pays
-        # for itself: the quick JIT alone takes 30-40% off those, where it adds 40% to the
-        # default model and 45% to liveness checking.
-        *(["-XX:TieredStopAtLevel=1"] if run.expected == "violates" else []),
+        *tlcjvm.BASE_FLAGS,
+        *tlcjvm.archive_flags(archive),
+        # One TLC worker is one busy thread: a parallel collector's threads would only take
+        # the core of the run beside it (8% more CPU at 56,000 states).
+        "-XX:+UseParallelGC" if workers > 1 else "-XX:+UseSerialGC",
+        # A refuted run stops at its shortest counterexample, and a short run is over,
+        # before the optimising JIT pays for itself: the quick JIT alone takes 30-60% off
+        # those, where it adds 30% at 250,000 states, 40% to the default model and 45% to
+        # liveness checking.
+        *(["-XX:TieredStopAtLevel=1"] if run.quick_jit else []),
         f"-Djava.io.tmpdir={tmp}",
         "-cp",
         str(jar_path()),
@@ -539,6 +567,22 @@ def select(names: Iterable[str] | None, quick: bool = False) -> list[Run]:
     return chosen
 
 
+def schedule(runs: Sequence[Run]) -> list[int]:
+    """The order the runs start in, as indexes into ``runs``: the models that hold first
+    (they take seconds to minutes, ``default`` the longest), then the refuted runs (a
+    second or two each), so that the last runs to start are the short ones and both
+    cores stay busy to the end."""
+    return sorted(range(len(runs)), key=lambda i: runs[i].expected != "holds")
+
+
+def _class_archive(java: str, spec_dir: Path | None) -> Path | None:
+    try:
+        jar = jar_path()
+    except FileNotFoundError:
+        return None  # every run reports it
+    return tlcjvm.class_archive(java, jar, specfiles.spec_dir() if spec_dir is None else spec_dir)
+
+
 def verify(
     runs: Sequence[Run],
     cores: int = 2,
@@ -549,9 +593,10 @@ def verify(
 ) -> list[Row]:
     """Run every run, several at once when they fit in ``cores`` worker threads.
 
-    A run wanting ``w`` workers is given ``min(w, cores)`` and occupies that
-    many cores; small runs share the machine, large ones have it to themselves.
-    Rows come back in the order of ``runs``.
+    A run wanting ``w`` workers is given ``min(w, cores)`` when nothing else is left to
+    start beside it, and one otherwise: TLC's second worker costs more CPU than it saves
+    (a fifth more at a few hundred thousand states), so while other runs wait, a core is
+    better spent on one of them.  Rows come back in the order of ``runs``.
     """
     if shutil.which(java) is None and not Path(java).exists():
         raise FileNotFoundError(
@@ -563,9 +608,13 @@ def verify(
     cond = threading.Condition()
     base = Path(tempfile.mkdtemp(prefix="distlock-verify-"))
 
+    archive = _class_archive(java, spec_dir)
+
     def work(index: int, run: Run, need: int) -> None:
         try:
-            row = run_tlc(run, need, base / f"{index:02d}-{run.name}", spec_dir, java, timeout)
+            row = run_tlc(
+                run, need, base / f"{index:02d}-{run.name}", spec_dir, java, timeout, archive
+            )
         except Exception as exc:
             row = Row(run.name, run.expected, "error", None, 0, 0, 0.0, run.checks, str(exc),
                       run.refutes)
@@ -577,9 +626,12 @@ def verify(
             progress(row)
 
     threads: list[threading.Thread] = []
+    order = schedule(runs)
     try:
-        for index, run in enumerate(runs):
-            need = min(run.workers, cores)
+        for position, index in enumerate(order):
+            run = runs[index]
+            alone = position == len(order) - 1
+            need = min(run.workers, cores) if alone else 1
 
             with cond:
                 cond.wait_for(lambda: free[0] >= need)  # noqa: B023 (waited for here)
