@@ -35,7 +35,7 @@ def acquisition_order(keys: Sequence[str]) -> list[str]:
 class Group:
     """The sections of one ``hold``/``run``/``hold_many``/``run_many`` or manual handle."""
 
-    __slots__ = ("body_cancelled", "first_loss", "sections")
+    __slots__ = ("body_cancelled", "first_loss", "sections", "signal")
 
     def __init__(self, sections: Sequence[Section]) -> None:
         #: In acquisition order.
@@ -44,6 +44,10 @@ class Group:
         self.first_loss: LockLeaseLostError | None = None
         #: The body was cancelled because of a loss (at most once).
         self.body_cancelled = False
+        #: The driver's signal of this group, made when first asked for: kept here, once
+        #: per group, so that a held lock nobody asks for a signal carries none.  The core
+        #: never reads it.
+        self.signal: object | None = None
 
     def start(self, now: float) -> None:
         """The group starts acquiring: ``wait_ms`` bounds the whole group, so every
