@@ -3,13 +3,16 @@ first read (after a loss, too), one per group, and a timer that is only a heap e
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
 import pytest
 import redis
+import redis.asyncio as aredis
 
 import distlock
+import distlock.asyncio
 from distlock import LockLeaseLostError, LossReason
 from distlock._scheduler import Scheduler
 from tests.redis_server import RedisServer
@@ -54,6 +57,27 @@ def test_the_handles_of_a_group_and_the_group_share_one_signal(locks: distlock.L
     with locks.hold("c") as one, locks.hold("d") as other:
         assert one.signal is one.signal
         assert one.signal is not other.signal
+
+
+def test_an_asyncio_signal_is_made_on_first_read_too(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        client = aredis.Redis.from_url(redis_server.url)
+        async with distlock.asyncio.Lock(client, prefix="ho", ttl_ms=60_000) as locks:
+            handle = await locks.acquire("k")
+            assert handle is not None
+            r.set("ho:k", "someone else")
+            assert await handle.extend() is False
+            signal = handle.signal
+            assert signal.aborted and await signal.wait()
+            assert handle.signal is signal
+            async with locks.hold_many(["a", "b"]) as group:
+                assert group.signal is group["a"].signal is group["b"].signal
+                assert not group.signal.aborted
+        await client.aclose()
+
+    asyncio.run(main())
 
 
 class _Item:
