@@ -482,7 +482,13 @@ S_SCRIPTS: Final = {
 }
 
 
-@functools.lru_cache(maxsize=4096)
+#: Keys whose derived names are cached: enough for the keys a busy client cycles through
+#: (a hit saves a CRC16 and a format), few enough that holding thousands of distinct locks
+#: does not pay an entry per lock (an entry is about 170 bytes).
+KEY_NAME_CACHE: Final = 512
+
+
+@functools.lru_cache(maxsize=KEY_NAME_CACHE)
 def fence_key(key: str) -> str:
     """The fence counter that serves ``key``: one per Cluster hash slot, in ``key``'s slot.
 
@@ -493,13 +499,13 @@ def fence_key(key: str) -> str:
     return f"distlock:fence:{{{slot_tag(key_slot(key))}}}"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=KEY_NAME_CACHE)
 def released_key(key: str) -> str:
     """The short-lived record of ``key``'s last release, in ``key``'s Cluster slot."""
     return f"distlock:released:{{{slot_tag(key_slot(key))}}}:{key}"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=KEY_NAME_CACHE)
 def permits_released_key(key: str) -> str:
     """The release memory of semaphore ``key`` (token -> forget instant), in ``key``'s
     Cluster slot.  Not :func:`released_key`: a lock's release of the same name reads that
@@ -507,7 +513,7 @@ def permits_released_key(key: str) -> str:
     return f"distlock:sem-released:{{{slot_tag(key_slot(key))}}}:{key}"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=KEY_NAME_CACHE)
 def queue_keys(key: str) -> tuple[str, str, str]:
     """``key``'s queue, its places, and the prefix of its waiters' wake lists (a token is
     appended), all in ``key``'s Cluster slot."""

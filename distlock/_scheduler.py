@@ -55,6 +55,13 @@ class Timer:
             self._owner._cancelled += 1  # a hint for compaction only, so no lock
 
 
+class Armed(Protocol):
+    """What :meth:`Scheduler.arm` wakes: its live entry is the one whose sequence number
+    it holds, so a held lock's timer is a heap entry and nothing else."""
+
+    _timer: int | None
+
+
 class Scheduler:
     """A heap of timers on the client clock (``time.monotonic()`` in milliseconds, the
     core's clock, so an instant the core computed goes into the heap as it is: no second
@@ -66,9 +73,12 @@ class Scheduler:
     GIL hand-off, which would otherwise be paid once per lock cycle.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, on_due: Callable[[Any], None] = lambda item: None) -> None:
         self._name = name
-        self._heap: list[tuple[float, int, Timer]] = []
+        #: What an :meth:`arm` entry runs when it comes up (one callback for all of them,
+        #: so that no entry carries its own).
+        self._on_due = on_due
+        self._heap: list[tuple[float, int, Timer | Armed]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
@@ -82,6 +92,29 @@ class Scheduler:
     def call_at(self, when: float, fn: Callable[[Any], None], arg: Any = None) -> Timer:
         """Run ``fn(arg)`` on the timer thread at ``when`` (``time.monotonic()`` ms)."""
         timer = Timer(self, fn, arg)
+        self._push(when, timer)
+        return timer
+
+    def arm(self, when: float, item: Armed) -> None:
+        """Run the scheduler's ``on_due(item)`` at ``when``, unless :meth:`disarm` or
+        another ``arm`` of ``item`` comes first.  ``item`` keeps the entry's number: the
+        entry is live while it still does."""
+        self._push(when, item)
+
+    def disarm(self, item: Armed) -> None:
+        """Forget ``item``'s entry (lazily and lock-free, as :meth:`Timer.cancel`)."""
+        if item._timer is not None:
+            item._timer = None
+            self._cancelled += 1  # a hint for compaction only, so no lock
+
+    @staticmethod
+    def _dead(entry: tuple[float, int, Timer | Armed]) -> bool:
+        item = entry[2]
+        if isinstance(item, Timer):
+            return item.cancelled
+        return item._timer is not entry[1]
+
+    def _push(self, when: float, item: Timer | Armed) -> None:
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
@@ -91,16 +124,20 @@ class Scheduler:
             # is dead, so a miscount costs a scan, never a timer.  A few dead entries may
             # stay until they come up; the thread then drops them without running anything.
             if dead > 64 and dead * 2 > len(heap):
-                self._heap = heap = [e for e in heap if not e[2].cancelled]
+                self._heap = heap = [e for e in heap if not self._dead(e)]
                 heapq.heapify(heap)
                 self._cancelled = 0
-            heapq.heappush(heap, (when, next(self._seq), timer))
+            seq = next(self._seq)
+            if not isinstance(item, Timer):
+                # Under the condition, as the loop's check-and-clear of a due entry: an
+                # arm racing it is never wiped out by it.
+                item._timer = seq
+            heapq.heappush(heap, (when, seq, item))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
             elif when < self._wake_at:
                 self._cond.notify()
-        return timer
 
     def after_due(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the timer thread once no more timers are due (call it from a timer
@@ -143,7 +180,20 @@ class Scheduler:
                     self._cond.wait(min((heap[0][0] - now) / 1000.0, threading.TIMEOUT_MAX))
                     self._wake_at = -math.inf
                     continue
-                timer = heapq.heappop(heap)[2]
+                _when, seq, timer = heapq.heappop(heap)
+                if not isinstance(timer, Timer):
+                    if timer._timer is not seq:  # disarmed, or armed again since
+                        self._cancelled = max(0, self._cancelled - 1)
+                        continue
+                    timer._timer = None  # spent: a late disarm must not count it
+                    self._cond.release()
+                    try:
+                        self._on_due(timer)
+                    except Exception:
+                        log.exception("distlock timer callback failed")
+                    finally:
+                        self._cond.acquire()
+                    continue
                 if timer.cancelled:
                     self._cancelled = max(0, self._cancelled - 1)
                     continue

@@ -53,7 +53,7 @@ from distlock._core.section import Phase, Section
 from distlock._flows import Block, Flow, Request, Sleep
 from distlock._protocol import decode, encode, wake_key
 from distlock._replicated import call_sync
-from distlock._scheduler import Scheduler, Timer
+from distlock._scheduler import Scheduler
 from distlock._workers import Workers
 from distlock.errors import UsageError, ValidationError
 from distlock.events import Event, Observer, Transition
@@ -81,7 +81,7 @@ class LockHandle(HandleBase):
     and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
     """
 
-    __slots__ = ("_lock", "_timer", "signal")
+    __slots__ = ("_lock", "_timer")
 
     def __init__(
         self,
@@ -89,12 +89,17 @@ class LockHandle(HandleBase):
         section: Section,
         machine: Group,
         observers: tuple[Observer, ...],
-        signal: LeaseSignal,
     ) -> None:
         super().__init__(section, machine, observers)
         self._lock = lock
-        self.signal = signal
-        self._timer: Timer | None = None
+        #: The sequence number of the handle's live timer entry (None: not armed).
+        self._timer: int | None = None
+
+    @property
+    def signal(self) -> LeaseSignal:
+        """Aborts with the group's first loss.  Made on first read, once per group: most
+        held locks are never asked for it, and each would otherwise carry one."""
+        return self._lock._signal_of(self._machine)
 
     def extend(self, ttl_ms: int | None = None) -> bool:
         """Reset the key's TTL to ``ttl_ms`` (default: the lock's TTL) if our token still owns it.
@@ -127,16 +132,44 @@ class LockGroup(GroupBase[LockHandle]):
     """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
     handle; ``signal`` aborts with the first loss among them."""
 
-    __slots__ = ("signal",)
+    __slots__ = ()
 
-    def __init__(self, prefix: str, handles: Sequence[LockHandle], signal: LeaseSignal) -> None:
-        super().__init__(prefix, handles)
-        self.signal = signal
+    @property
+    def signal(self) -> LeaseSignal:
+        """The one signal its handles share."""
+        return self.handles[0].signal
 
 
-class _Holding(HoldingBase):
-    """Holds a group of locks for a ``with`` block: :meth:`Lock.hold` (one, gives its
-    handle) and :meth:`Lock.hold_many` (several, gives the group) alike."""
+class _Hold(HoldingBase):
+    """Holds one lock for a ``with`` block (:meth:`Lock.hold`), and gives its handle.
+
+    Only the handle is kept: the Lock and the core's group are the handle's, and the
+    one-element sequence the flows take is made when they run, so a held lock carries no
+    group object of the driver's."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, lock: Lock, id: str, options: HoldOptions) -> None:
+        super().__init__()
+        self._handle = lock._new_handle(id, options, watch=True)
+
+    def __enter__(self) -> LockHandle:
+        handle = self._handle
+        lock, handles = handle._lock, (handle,)
+        self._start(lock, handles)
+        lock._run(flows.acquire_all(lock, handles))
+        return handle
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        handle = self._handle
+        handle._lock._run(flows.finish_all(handle._lock, (handle,)))
+        self._conclude(handle._machine, ev)
+
+
+class _HoldMany(HoldingBase):
+    """Holds several locks for a ``with`` block (:meth:`Lock.hold_many`), and gives the group."""
 
     __slots__ = ("_group", "_lock", "_machine")
 
@@ -145,7 +178,7 @@ class _Holding(HoldingBase):
         self._lock = lock
         self._machine, self._group = lock._new_group(ids, options, watch=True)
 
-    def _enter(self) -> LockGroup:
+    def __enter__(self) -> LockGroup:
         lock, group = self._lock, self._group
         self._start(lock, group.handles)
         lock._run(flows.acquire_all(lock, group.handles))
@@ -156,20 +189,6 @@ class _Holding(HoldingBase):
     ) -> None:
         self._lock._run(flows.finish_all(self._lock, self._group.handles))
         self._conclude(self._machine, ev)
-
-
-class _Hold(_Holding):
-    __slots__ = ()
-
-    def __enter__(self) -> LockHandle:
-        return self._enter().handles[0]
-
-
-class _HoldMany(_Holding):
-    __slots__ = ()
-
-    def __enter__(self) -> LockGroup:
-        return self._enter()
 
 
 class Lock(LockBase):
@@ -210,7 +229,7 @@ class Lock(LockBase):
         #: The guard of every handle's core calls (reentrant: a trace callback may take
         #: another lock's action from inside one).
         self._mutex = threading.RLock()
-        self._scheduler = Scheduler(f"distlock-{self._label}-timer")
+        self._scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
@@ -256,8 +275,7 @@ class Lock(LockBase):
         The handle is not renewed in the background: call :meth:`LockHandle.extend` if the
         work can outlive the TTL, and :meth:`LockHandle.release` when done.
         """
-        _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
-        handle = group.handles[0]
+        handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
         self._run(flows.acquire(self, handle))
         return handle if handle._section.phase is Phase.HELD else None
 
@@ -269,7 +287,7 @@ class Lock(LockBase):
         exit if exclusivity was not kept for the whole block, even when the block itself
         succeeded. Options are validated here, before any Redis command.
         """
-        return _Hold(self, [id], options)
+        return _Hold(self, id, options)
 
     def run(self, id: str, fn: Callable[[LockHandle], T], **options: Unpack[HoldOptions]) -> T:
         """Run ``fn(handle)`` under the lock, renewed while it runs, released even if it raises.
@@ -314,10 +332,35 @@ class Lock(LockBase):
         machine, sections, observers = self._sections_for(
             ids, opts, watch=watch, cancel_on_loss=False
         )
-        signal = LeaseSignal()
         make = self._handle_type
-        handles = tuple([make(self, s, machine, observers, signal) for s in sections])
-        return machine, LockGroup(self.prefix, handles, signal)
+        handles = tuple([make(self, s, machine, observers) for s in sections])
+        return machine, LockGroup(self.prefix, handles)
+
+    def _new_handle(
+        self,
+        id: str,
+        options: AcquireOptions | HoldOptions,
+        *,
+        watch: bool,
+        keys: frozenset[str] = HOLD_KEYS,
+    ) -> LockHandle:
+        """One lock's handle, with no driver group around it (``acquire`` and ``hold``)."""
+        opts = self.defaults.override(keys, options)
+        machine, sections, observers = self._sections_for(
+            [id], opts, watch=watch, cancel_on_loss=False
+        )
+        return self._handle_type(self, sections[0], machine, observers)
+
+    def _signal_of(self, machine: Group) -> LeaseSignal:
+        # Under the mutex, as the first loss is recorded (see _apply): a signal made
+        # after the loss is born fired, one made before it is fired by it, never neither.
+        with self._mutex:
+            signal = machine.signal
+            if signal is None:
+                signal = machine.signal = LeaseSignal()
+                if machine.first_loss is not None:
+                    signal._fire(machine.first_loss)
+        return cast(LeaseSignal, signal)
 
     # -- IO: the flows of distlock._flows, run with blocking calls ---------------------------
 
@@ -479,9 +522,12 @@ class Lock(LockBase):
 
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
-            loss, _cancel = handle._machine.on_loss(step)  # a sync body cannot be cancelled
-            if loss is not None:
-                handle.signal._fire(loss)
+            machine = handle._machine
+            with self._mutex:  # see _signal_of
+                loss, _cancel = machine.on_loss(step)  # a sync body cannot be cancelled
+                signal = machine.signal
+            if loss is not None and signal is not None:
+                cast(LeaseSignal, signal)._fire(loss)
         command = step.send
         if command is not None and command.op is Op.RENEW:
             self._renew(handle, command)
@@ -541,12 +587,11 @@ class Lock(LockBase):
             raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
-        if handle._timer is not None:
-            handle._timer.cancel()
-            handle._timer = None
+        scheduler = self._scheduler
+        scheduler.disarm(handle)
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            handle._timer = self._scheduler.call_at(wake_at, self._tick, handle)
+            scheduler.arm(wake_at, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
@@ -589,9 +634,8 @@ class ReentrantHandle(LockHandle):
         section: Section,
         machine: Group,
         observers: tuple[Observer, ...],
-        signal: LeaseSignal,
     ) -> None:
-        super().__init__(lock, section, machine, observers, signal)
+        super().__init__(lock, section, machine, observers)
         self._depth = 1
         #: The outermost level's handle (None: this is it).
         self._root: ReentrantHandle | None = None
@@ -650,7 +694,7 @@ class _ReentrantHold:
     def __init__(self, lock: ReentrantLock, id: str, options: HoldOptions) -> None:
         self._lock = lock
         #: Options are validated now, before any command; used if this is the outermost level.
-        self._hold = _Hold(lock, [id], options)
+        self._hold = _Hold(lock, id, options)
         self._inner: ReentrantHandle | None = None
         self._entered = False
 
@@ -661,7 +705,7 @@ class _ReentrantHold:
             )
         self._entered = True
         lock = self._lock
-        key = self._hold._group.handles[0].key
+        key = self._hold._handle.key
         lock._check_open(key)
         holder = threading.current_thread()
         outer = lock._holders.get(holder, key)
@@ -677,7 +721,7 @@ class _ReentrantHold:
     ) -> None:
         inner = self._inner
         if inner is None:
-            handle = cast(ReentrantHandle, self._hold._group.handles[0])
+            handle = cast(ReentrantHandle, self._hold._handle)
             try:
                 self._hold.__exit__(et, ev, tb)
             finally:
@@ -784,7 +828,7 @@ class ReentrantLock(Lock):
     def _reenter(self, outer: ReentrantHandle) -> ReentrantHandle:
         self._run(flows.reenter(self, outer))
         inner = ReentrantHandle(
-            self, outer._section, outer._machine, outer._observers, outer.signal
+            self, outer._section, outer._machine, outer._observers
         )
         inner._root = outer
         inner._depth = cast(ReentrantSection, outer._section).depth
@@ -847,7 +891,7 @@ class _PermitHold(_Hold):
     __slots__ = ()
 
     def __enter__(self) -> PermitHandle:
-        return cast(PermitHandle, self._enter().handles[0])
+        return cast(PermitHandle, super().__enter__())
 
 
 class Semaphore(SemaphoreBase, Lock):
@@ -893,7 +937,7 @@ class Semaphore(SemaphoreBase, Lock):
         retries), and :class:`LockLeaseLostError` on exit if the permit was not ours for the
         whole block, even when the block itself succeeded.
         """
-        return _PermitHold(self, [id], options)
+        return _PermitHold(self, id, options)
 
     def run(self, id: str, fn: Callable[[PermitHandle], T], **options: Unpack[HoldOptions]) -> T:
         """Run ``fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""

@@ -86,7 +86,7 @@ ClientFactory = Callable[[], "Client | Awaitable[Client]"]
 class LockHandle(HandleBase):
     """An acquired lock (asyncio): ``key``, ``token``, ``fence`` and ``signal``."""
 
-    __slots__ = ("_holding", "_lock", "_timer", "signal")
+    __slots__ = ("_holding", "_lock", "_timer")
 
     def __init__(
         self,
@@ -94,14 +94,24 @@ class LockHandle(HandleBase):
         section: Section,
         machine: Group,
         observers: tuple[Observer, ...],
-        signal: AsyncLeaseSignal,
     ) -> None:
         super().__init__(section, machine, observers)
         self._lock = lock
-        self.signal = signal
         self._timer: Timer | None = None
         #: The hold() whose body this handle's loss cancels (None for acquire()).
         self._holding: _Holding | None = None
+
+    @property
+    def signal(self) -> AsyncLeaseSignal:
+        """Aborts with the group's first loss.  Made on first read, once per group, as a
+        sync handle's (see :meth:`distlock.LockHandle.signal`)."""
+        machine = self._machine
+        signal = machine.signal
+        if signal is None:  # one thread, the loop's: no guard needed
+            signal = machine.signal = AsyncLeaseSignal()
+            if machine.first_loss is not None:
+                signal._fire(machine.first_loss)
+        return cast(AsyncLeaseSignal, signal)
 
     async def extend(self, ttl_ms: int | None = None) -> bool:
         """Reset the key's TTL (default: the lock's TTL) if our token still owns it.
@@ -136,13 +146,12 @@ class LockGroup(GroupBase[LockHandle]):
     """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
     handle; ``signal`` aborts with the first loss among them."""
 
-    __slots__ = ("signal",)
+    __slots__ = ()
 
-    def __init__(
-        self, prefix: str, handles: Sequence[LockHandle], signal: AsyncLeaseSignal
-    ) -> None:
-        super().__init__(prefix, handles)
-        self.signal = signal
+    @property
+    def signal(self) -> AsyncLeaseSignal:
+        """The one signal its handles share."""
+        return self.handles[0].signal
 
 
 class _Holding(HoldingBase):
@@ -350,10 +359,9 @@ class Lock(LockBase):
         machine, sections, observers = self._sections_for(
             ids, opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
         )
-        signal = AsyncLeaseSignal()
         make = self._handle_type
-        handles = tuple([make(self, s, machine, observers, signal) for s in sections])
-        return machine, LockGroup(self.prefix, handles, signal)
+        handles = tuple([make(self, s, machine, observers) for s in sections])
+        return machine, LockGroup(self.prefix, handles)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
 
@@ -559,9 +567,11 @@ class Lock(LockBase):
 
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
-            loss, cancel = handle._machine.on_loss(step)
-            if loss is not None:
-                handle.signal._fire(loss)
+            machine = handle._machine
+            loss, cancel = machine.on_loss(step)
+            signal = machine.signal  # None: nobody asked for it yet, and it is born fired
+            if loss is not None and signal is not None:
+                cast(AsyncLeaseSignal, signal)._fire(loss)
             holding = handle._holding
             if cancel and holding is not None and holding.task is not None:
                 holding.task.cancel()
@@ -669,9 +679,8 @@ class ReentrantHandle(LockHandle):
         section: Section,
         machine: Group,
         observers: tuple[Observer, ...],
-        signal: AsyncLeaseSignal,
     ) -> None:
-        super().__init__(lock, section, machine, observers, signal)
+        super().__init__(lock, section, machine, observers)
         self._depth = 1
         #: The outermost level's handle (None: this is it).
         self._root: ReentrantHandle | None = None
@@ -905,7 +914,7 @@ class ReentrantLock(Lock):
     async def _reenter(self, outer: ReentrantHandle) -> ReentrantHandle:
         await self._run(flows.reenter(self, outer))
         inner = ReentrantHandle(
-            self, outer._section, outer._machine, outer._observers, outer.signal
+            self, outer._section, outer._machine, outer._observers
         )
         inner._root = outer
         inner._depth = cast(ReentrantSection, outer._section).depth

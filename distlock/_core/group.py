@@ -35,15 +35,28 @@ def acquisition_order(keys: Sequence[str]) -> list[str]:
 class Group:
     """The sections of one ``hold``/``run``/``hold_many``/``run_many`` or manual handle."""
 
-    __slots__ = ("body_cancelled", "first_loss", "sections")
+    __slots__ = ("_sections", "body_cancelled", "first_loss", "signal")
 
     def __init__(self, sections: Sequence[Section]) -> None:
-        #: In acquisition order.
-        self.sections = tuple(sections)
+        # A group of one (every hold() and acquire()) keeps its section, not a tuple of
+        # it: thousands of locks may be held at once, and the tuple was 48 bytes each.
+        self._sections: Section | tuple[Section, ...] = (
+            sections[0] if len(sections) == 1 else tuple(sections)
+        )
         #: The signal's reason: the first loss among the sections, once known.
         self.first_loss: LockLeaseLostError | None = None
         #: The body was cancelled because of a loss (at most once).
         self.body_cancelled = False
+        #: The driver's signal of this group, made when first asked for: kept here, once
+        #: per group, so that a held lock nobody asks for a signal carries none.  The core
+        #: never reads it.
+        self.signal: object | None = None
+
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        """In acquisition order."""
+        sections = self._sections
+        return sections if isinstance(sections, tuple) else (sections,)
 
     def start(self, now: float) -> None:
         """The group starts acquiring: ``wait_ms`` bounds the whole group, so every
