@@ -568,11 +568,16 @@ def select(names: Iterable[str] | None, quick: bool = False) -> list[Run]:
 
 
 def schedule(runs: Sequence[Run]) -> list[int]:
-    """The order the runs start in, as indexes into ``runs``: the models that hold first
-    (they take seconds to minutes, ``default`` the longest), then the refuted runs (a
-    second or two each), so that the last runs to start are the short ones and both
-    cores stay busy to the end."""
-    return sorted(range(len(runs)), key=lambda i: runs[i].expected != "holds")
+    """The order the runs start in, as indexes into ``runs``: the one-worker models that
+    hold first (seconds to minutes each), then the refuted runs (a second or two each),
+    so both cores stay busy; the models that want several workers (``default``) last,
+    where each gets every core once the others are done.  ``default`` on one worker beside
+    the rest was the whole run's tail: it took longer alone than everything else together
+    on the other core."""
+    def key(i: int) -> tuple[bool, bool]:
+        return runs[i].workers > 1, runs[i].expected != "holds"
+
+    return sorted(range(len(runs)), key=key)
 
 
 def _class_archive(java: str, spec_dir: Path | None) -> Path | None:
