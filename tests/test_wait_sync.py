@@ -52,7 +52,9 @@ def queue(r: redis.Redis, key: str) -> list[Any]:
 
 
 def blocked_clients(r: redis.Redis) -> list[dict[str, Any]]:
-    return [c for c in r.client_list() if c.get("cmd") == "blpop"]
+    """Connections blocked in BLPOP now (flag ``b``); ``cmd`` alone is a connection's last
+    command, which an idle pooled connection that once blocked still shows."""
+    return [c for c in r.client_list() if c.get("cmd") == "blpop" and "b" in c.get("flags", "")]
 
 
 def waiting_keys(r: redis.Redis) -> list[Any]:
@@ -284,10 +286,16 @@ def test_keyboard_interrupt_while_waiting_leaves_nothing_behind(
         signal.pthread_kill(main, signal.SIGINT)
 
     interrupter = threading.Thread(target=interrupt, daemon=True)
-    interrupter.start()
-    with pytest.raises(KeyboardInterrupt):
-        locks.acquire("k", wait_ms=FOREVER_MS)
-    interrupter.join()
+    # SIGINT raises KeyboardInterrupt whatever handler the process was started with (a
+    # runner may have started it with SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            locks.acquire("k", wait_ms=FOREVER_MS)
+        interrupter.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     # No place, no wake list, no key of ours, and no connection left blocked in Redis.
     assert waiting_keys(r) == []
     assert r.get("w:k") == holder.token.encode()
