@@ -277,20 +277,24 @@ def test_corrupted_reentrant_traces_are_rejected(
     assert "REJECTED" in proc.stdout and "Leave" in proc.stdout
 
 
+#: A section's first event, for traces built by hand.
+FIRST_ACQUIRE: Event = {
+    "action": "Acquire",
+    "key": "k",
+    "ttl_ms": 400,
+    "watch": True,
+    "renew_every_ms": 100,
+    "t": 0.0,
+    "phase": "acquiring",
+    "outcome": "none",
+    "lost": False,
+    "fence": None,
+}
+
+
 def test_traces_beyond_the_spec_are_refused(tmp_path: Path) -> None:
     """More sections than the spec has holders, or a manual extend, cannot be checked."""
-    first: Event = {
-        "action": "Acquire",
-        "key": "k",
-        "ttl_ms": 400,
-        "watch": True,
-        "renew_every_ms": 100,
-        "t": 0.0,
-        "phase": "acquiring",
-        "outcome": "none",
-        "lost": False,
-        "fence": None,
-    }
+    first = dict(FIRST_ACQUIRE)
     four = [{**first, "client": f"s{n}"} for n in range(4)]
     with pytest.raises(tracecheck.TraceError, match="holders"):
         tracecheck.build_reentrant_model(four)
@@ -302,18 +306,7 @@ def test_traces_beyond_the_spec_are_refused(tmp_path: Path) -> None:
 def test_the_shapes_the_trace_check_refuses_are_told_before_it_runs() -> None:
     """What the chaos suite skips, saying why, rather than counting as a rejected run:
     exactly the shapes build_reentrant_model refuses, and nothing else."""
-    first: Event = {
-        "action": "Acquire",
-        "key": "k",
-        "ttl_ms": 400,
-        "watch": True,
-        "renew_every_ms": 100,
-        "t": 0.0,
-        "phase": "acquiring",
-        "outcome": "none",
-        "lost": False,
-        "fence": None,
-    }
+    first = dict(FIRST_ACQUIRE)
     three = [{**first, "client": f"s{n}"} for n in range(3)]
     assert tracecheck.reentrant_unchecked(three) is None
     tracecheck.build_reentrant_model(three)
