@@ -132,6 +132,12 @@ def sync_contenders(
 AsyncCycle = Callable[[str], Awaitable[None]]
 
 
+
+def every_sync_contender(r: redis.Redis, locks: Lock) -> dict[str, SyncCycle]:
+    """Every sync contender by name, the armed ones suffixed (the floor has no armed cycle)."""
+    plain, armed = sync_contenders(r, locks)
+    return {**plain, **{f"{k} (armed)": v for k, v in armed.items() if k != FLOOR}}
+
 def async_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]:
     async def floor(key: str) -> None:
         token = secrets.token_hex(16)
@@ -210,8 +216,7 @@ def main() -> dict[str, Any]:
         r = redis.Redis.from_url(url)
         r.script_load(FLOOR_RELEASE)
         with Lock(r, prefix="bench") as locks:
-            plain, armed = sync_contenders(r, locks)
-            contenders = {**plain, **{f"{k} (armed)": v for k, v in armed.items() if k != FLOOR}}
+            contenders = every_sync_contender(r, locks)
             for fn in contenders.values():
                 fn(args.cycles // 10)
             times = interleave(

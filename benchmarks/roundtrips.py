@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any
 
 import redis
-from cycles import FLOOR_RELEASE, sync_contenders
-from harness import FLOOR, arguments, conditions, redis_url, table, write_json
+from cycles import FLOOR_RELEASE, every_sync_contender
+from harness import arguments, conditions, redis_url, table, write_json
 
 from distlock import Lock
 
@@ -70,8 +70,7 @@ def main() -> dict[str, Any]:
         r = redis.Redis.from_url(url)
         r.script_load(FLOOR_RELEASE)
         with Lock(r, prefix="bench") as locks:
-            plain, armed = sync_contenders(r, locks)
-            contenders = {**plain, **{f"{k} (armed)": v for k, v in armed.items() if k != FLOOR}}
+            contenders = every_sync_contender(r, locks)
             for name, fn in contenders.items():
                 fn(1)  # warm: scripts loaded, connections open
                 total, names = count(url, partial(fn, 1))
