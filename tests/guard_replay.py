@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from distlock._core.actions import CLIENT_ACTIONS, method_name
 from distlock._core.commands import Op, Step
-from distlock._core.lease import LeaseClock, Write
+from distlock._core.lease import Write
 from distlock._core.section import Phase, Section, SectionConfig
 from distlock.errors import ProtocolError, UsageError
 from distlock.events import Transition
@@ -98,7 +98,7 @@ def _slots(cls: type) -> list[str]:
 
 #: Attributes of the core that hold instants on the client clock.
 _INSTANTS: Final = frozenset(
-    {"retry_at", "sent_at", "first_sent_at", "deadline", "confirmed_at", "next_renew_at"}
+    {"retry_at", "sent_at", "first_sent_at", "deadline", "confirmed_at", "renewed_at"}
 )
 
 
@@ -112,7 +112,7 @@ def fingerprint(obj: Any, now: float) -> Any:
         return obj.watch
     if isinstance(obj, BaseException):
         return type(obj).__name__
-    if isinstance(obj, Section | LeaseClock | Write):
+    if isinstance(obj, Section | Write):
         out = []
         for name in _slots(type(obj)):
             if not hasattr(obj, name) or name in ("events", "key", "token", "client"):
@@ -127,7 +127,8 @@ def fingerprint(obj: Any, now: float) -> Any:
 
 def _clone(obj: Any) -> Any:
     """A copy of a core object that shares what the core never mutates in place (the
-    config, requests on the wire, the loss error) and copies its lists and lease."""
+    config, requests on the wire, the loss error) and copies its lists (the lease clock's
+    state is slots of the section's own, so copying those copies it)."""
     cls: Any = type(obj)
     new = cls.__new__(cls)  # not object.__new__: the compiled core's classes refuse that
     for name in _slots(type(obj)):
@@ -136,8 +137,6 @@ def _clone(obj: Any) -> Any:
         value = getattr(obj, name)
         if isinstance(value, list):
             value = list(value)
-        elif isinstance(value, LeaseClock):
-            value = _clone(value)
         setattr(new, name, value)
     return new
 
@@ -171,7 +170,7 @@ def core_view(model: Model, client: Client) -> dict[str, Any]:
         "extend_in_flight": sec.extend_in_flight,
         "deadline_in": ticks(sec.deadline - client.now) if held else None,
         "next_renew_in": (
-            ticks(sec.lease.next_renew_at - client.now) if held and sec.config.watch else None
+            ticks(sec.next_renew_at - client.now) if held and sec.config.watch else None
         ),
     }
 

@@ -293,23 +293,23 @@ def test_a_shorter_extend_shortens_the_trusted_lease() -> None:
 
 
 def test_a_later_write_with_a_shorter_ttl_replaces_a_longer_one() -> None:
-    lease = LeaseClock(TTL, 0.0, 250)
-    lease.confirm(lease.send(10.0, 5000))
+    lease = LeaseClock(SectionConfig(TTL, renew_every_ms=250, watch=True, drift_factor=0.0))
+    lease.lease_confirm(lease.lease_send(10.0, 5000))
     assert lease.deadline == 5010.0
-    renewal = lease.send(250.0, TTL)  # PEXPIRE replaces the longer TTL as it runs
+    renewal = lease.lease_send(250.0, TTL)  # PEXPIRE replaces the longer TTL as it runs
     assert lease.deadline == 250.0 + TTL
-    lease.confirm(renewal)
+    lease.lease_confirm(renewal)
     assert lease.deadline == 250.0 + TTL
 
 
 def test_concurrent_writes_count_the_shorter_ttl() -> None:
-    lease = LeaseClock(TTL, 0.0, 250)
-    lease.grant(0.0, TTL)
-    short = lease.send(250.0, TTL)
-    long = lease.send(300.0, 2000)  # may run before or after the other
-    lease.confirm(long)
+    lease = LeaseClock(SectionConfig(TTL, renew_every_ms=250, watch=True, drift_factor=0.0))
+    lease.lease_grant(0.0, TTL)
+    short = lease.lease_send(250.0, TTL)
+    long = lease.lease_send(300.0, 2000)  # may run before or after the other
+    lease.lease_confirm(long)
     assert lease.deadline == 300.0 + TTL  # the shorter one may run last
-    lease.confirm(short)
+    lease.lease_confirm(short)
     assert lease.deadline == 300.0 + TTL
 
 

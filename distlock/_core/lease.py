@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from distlock._core.config import SectionConfig
 from distlock._native import mypyc_attr
 
 #: Renewal wake-ups fall on a grid of the heartbeat divided by this, rounded up: sections
@@ -44,33 +45,42 @@ class Write:
         return f"Write(sent_at={self.sent_at}, ttl_ms={self.ttl_ms})"
 
 
-# Compiled with mypyc, a class without this can only be made through its __init__; the
-# guard replay (tests/guard_replay.py) copies lease clocks slot by slot.
+# Compiled with mypyc, a class without this can only be made through its __init__, and is
+# closed to Python subclasses; the guard replay (tests/guard_replay.py) copies sections
+# slot by slot, and tests subclass them.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LeaseClock:
-    """Deadline and renewal schedule of one lease, on the client's monotonic clock (ms)."""
+    """Deadline and renewal schedule of one lease, on the client's monotonic clock (ms).
+
+    A section *is* its lease clock (:class:`~distlock._core.section.Section` subclasses
+    this): the clock's state is plain slots on the one object a held lock keeps, rather
+    than a second object of its own, and its terms (drift allowance, heartbeat) are read
+    from the section's shared config rather than copied into every lease.  The rules stay
+    here, in methods named ``lease_*``, so that they are decided in one place.
+    """
 
     __slots__ = (
         "_in_flight",
+        "config",
         "confirmed_at",
         "deadline",
-        "drift_factor",
-        "next_renew_at",
-        "renew_every_ms",
-        "ttl_ms",
+        "renewed_at",
         "unconfirmed_ttl_ms",
     )
 
-    def __init__(self, ttl_ms: int, drift_factor: float, renew_every_ms: int | None) -> None:
-        self.ttl_ms = ttl_ms
-        self.drift_factor = drift_factor
-        #: None: never renewed in the background (a manual handle, or heartbeat_ms=False).
-        self.renew_every_ms = renew_every_ms
+    def __init__(self, config: SectionConfig) -> None:
+        self.config = config
+        self._init_lease()
+
+    def _init_lease(self) -> None:
         #: The instant after which the lease may have lapsed in Redis; 0 until granted.
         self.deadline = 0.0
         #: Send time of the latest confirmed request: the last instant the key was ours.
         self.confirmed_at = -math.inf
-        self.next_renew_at = math.inf
+        #: When the heartbeat last (re)started: the next renewal is due one interval later.
+        #: Kept rather than that sum because it is the send time's own float, which the
+        #: section keeps anyway, so a held lock carries no float of its own for it.
+        self.renewed_at = math.inf
         #: The shortest TTL among requests that failed but may still run, at any time.
         self.unconfirmed_ttl_ms: int | None = None
         #: Requests on the wire; an empty tuple (shared) while none is, which is most of
@@ -79,11 +89,17 @@ class LeaseClock:
 
     def lease_ms(self, ttl_ms: int) -> float:
         """How long a TTL of ``ttl_ms`` set at the send time may be trusted on our clock."""
-        return ttl_ms * (1.0 - self.drift_factor)
+        return ttl_ms * (1.0 - self.config.drift_factor)
+
+    @property
+    def next_renew_at(self) -> float:
+        """When the next renewal is due (never for a lease that is not renewed)."""
+        every = self.config.renew_every_ms
+        return math.inf if every is None else self.renewed_at + every
 
     # -- requests on the wire ---------------------------------------------------------------
 
-    def send(self, now: float, ttl_ms: int) -> Write:
+    def lease_send(self, now: float, ttl_ms: int) -> Write:
         """A TTL-setting request leaves now. If Redis runs it at once, the key ends at
         ``now + ttl_ms``: earlier than the deadline when ``ttl_ms`` is shorter."""
         write = Write(now, ttl_ms)
@@ -94,11 +110,11 @@ class LeaseClock:
         self.deadline = min(self.deadline, now + self.lease_ms(ttl_ms))
         return write
 
-    def grant(self, sent_at: float, ttl_ms: int) -> None:
+    def lease_grant(self, sent_at: float, ttl_ms: int) -> None:
         """The request sent at ``sent_at`` created the lease (nothing else was on the wire)."""
-        self.confirm(Write(sent_at, ttl_ms))
+        self.lease_confirm(Write(sent_at, ttl_ms))
 
-    def confirm(self, write: Write) -> None:
+    def lease_confirm(self, write: Write) -> None:
         """``write`` succeeded: the key lives at least until its send time plus the
         shortest TTL among it and the requests that may still run after it."""
         self._settle(write)
@@ -110,13 +126,13 @@ class LeaseClock:
         self.deadline = max(self.deadline, write.sent_at + self.lease_ms(shortest))
         self.confirmed_at = max(self.confirmed_at, write.sent_at)
 
-    def fail(self, write: Write) -> None:
+    def lease_fail(self, write: Write) -> None:
         """``write``'s round trip failed: it may still run, at any later time."""
         self._settle(write)
         if self.unconfirmed_ttl_ms is None or write.ttl_ms < self.unconfirmed_ttl_ms:
             self.unconfirmed_ttl_ms = write.ttl_ms
 
-    def settle(self, write: Write) -> None:
+    def lease_settle(self, write: Write) -> None:
         """``write`` was answered without extending anything (refused, or moot)."""
         self._settle(write)
 
@@ -131,25 +147,26 @@ class LeaseClock:
 
     # -- questions a machine asks -----------------------------------------------------------
 
-    def expired(self, now: float) -> bool:
+    def lease_expired(self, now: float) -> bool:
         """True once the lease may have lapsed in Redis (silence is loss)."""
         return now >= self.deadline
 
     def renew_due(self, now: float) -> bool:
-        return self.renew_every_ms is not None and now >= self.next_renew_at
+        every = self.config.renew_every_ms
+        return every is not None and now >= self.renewed_at + every
 
     def schedule_renewal(self, now: float) -> None:
         """Start (or restart) the heartbeat: the next renewal is due one interval from ``now``."""
-        if self.renew_every_ms is not None:
-            self.next_renew_at = now + self.renew_every_ms
+        if self.config.renew_every_ms is not None:
+            self.renewed_at = now
 
-    def wake_at(self, renewing: bool) -> float:
+    def lease_wake_at(self, renewing: bool) -> float:
         """When the next tick is needed: the deadline, or the renewal if one is due first."""
-        every = self.renew_every_ms
+        every = self.config.renew_every_ms
         if renewing or every is None:
             return self.deadline
         step = every / RENEW_STEPS
-        return min(math.ceil(self.next_renew_at / step) * step, self.deadline)
+        return min(math.ceil((self.renewed_at + every) / step) * step, self.deadline)
 
-    def left_ms(self, now: float) -> float:
+    def lease_left_ms(self, now: float) -> float:
         return self.deadline - now

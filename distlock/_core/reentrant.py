@@ -128,7 +128,7 @@ class ReentrantSection(Section):
             self.holding and self.depth >= 1 and self.depth_op is None,
         )
         ttl = self.config.ttl_ms
-        self.enter_write = write = self.lease.send(now, ttl)
+        self.enter_write = write = self.lease_send(now, ttl)
         self.depth_op = Op.REENTER
         if self.recording:
             self._record("Reenter", now, depth=self.depth, to=self.depth + 1)
@@ -147,14 +147,14 @@ class ReentrantSection(Section):
         if ok:
             self.depth_unsettled = False
             if self.holding:
-                self.lease.confirm(write)
+                self.lease_confirm(write)
                 self.depth += 1
             else:
                 # Redis now holds d+1 for a level that will never open.
-                self.lease.settle(write)
+                self.lease_settle(write)
                 self.depth_unsettled = True
         else:
-            self.lease.settle(write)
+            self.lease_settle(write)
             step = self._lose(now, LossReason.REENTER_REJECTED, body_running=False)
         if self.recording:
             self._record("ReenterReply", now, ok=ok, depth=self.depth)
@@ -169,7 +169,7 @@ class ReentrantSection(Section):
         self.depth_op = None
         self.enter_write = None
         self.depth_unsettled = True
-        self.lease.fail(write)
+        self.lease_fail(write)
         if self.recording:
             self._record("ReenterFail", now, depth=self.depth)
         return NOTHING

@@ -6,7 +6,8 @@ commands to put on the wire, the moment the loss becomes known, and lifecycle ev
 outputs.  Each public method named after an action is one client-side action of
 ``spec/DistLock.tla`` in snake case (``RenewSend`` is :meth:`Section.renew_send`), with the
 same guard and the same effect.  The lease arithmetic is the shared
-:class:`~distlock._core.lease.LeaseClock`; this class adds what is particular to a lock:
+:class:`~distlock._core.lease.LeaseClock` (the base class, so that a held lock is one
+object); this class adds what is particular to a lock:
 acquisition with retries, the phases of a section, and completion.
 
 Nothing here calls out: transitions and lifecycle events are appended to an outbox that
@@ -19,6 +20,7 @@ import enum
 from typing import Any, Final
 
 from distlock._core.commands import ACKNOWLEDGED_OPS, NOTHING, Command, Op, Step
+from distlock._core.config import SectionConfig
 from distlock._core.lease import LeaseClock, Write
 from distlock._core.waiting import Waiting
 from distlock._native import mypyc_attr
@@ -73,77 +75,22 @@ _RELEASABLE: Final = frozenset(
 )
 
 
-class SectionConfig:
-    """Everything a section needs to decide, already validated by :mod:`distlock.options`."""
-
-    __slots__ = (
-        "cancel_on_loss",
-        "drift_factor",
-        "observed",
-        "renew_every_ms",
-        "replica_timeout_ms",
-        "replicas",
-        "retries",
-        "retry_delay_ms",
-        "ttl_ms",
-        "wait_ms",
-        "watch",
-    )
-
-    def __init__(
-        self,
-        ttl_ms: int,
-        retries: int = 0,
-        retry_delay_ms: float = 100.0,
-        renew_every_ms: int | None = None,
-        watch: bool = False,
-        cancel_on_loss: bool = False,
-        drift_factor: float = 0.01,
-        observed: bool = False,
-        replicas: int = 0,
-        replica_timeout_ms: int = 0,
-        wait_ms: int = 0,
-    ) -> None:
-        self.ttl_ms = ttl_ms
-        #: How long an acquisition may wait for a held key (0: fail fast).
-        self.wait_ms = wait_ms
-        self.retries = retries
-        self.retry_delay_ms = retry_delay_ms
-        #: Renewal interval while the body runs; None for a manual handle or heartbeat_ms=False.
-        self.renew_every_ms = renew_every_ms if watch else None
-        #: run/hold: watch the deadline in the background and fire the signal when it passes.
-        self.watch = watch
-        self.cancel_on_loss = cancel_on_loss
-        self.drift_factor = drift_factor
-        #: Someone observes lifecycle events: make them (they cost nothing when off).
-        self.observed = observed
-        #: Grants and renewals wait for this many replicas (0: they do not wait).
-        self.replicas = replicas
-        self.replica_timeout_ms = replica_timeout_ms
-
-    def lease_ms(self, ttl_ms: int) -> float:
-        """How long the client may trust a lease of ``ttl_ms`` granted at the send time."""
-        return ttl_ms * (1.0 - self.drift_factor)
-
-
 # Compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), a class is closed to Python subclasses
 # unless it says otherwise; tests record and break sections by subclassing this one.
 @mypyc_attr(allow_interpreted_subclasses=True)
-class Section:
+class Section(LeaseClock):
     """One client's acquisition of one key, from the first request to the verdict."""
 
     __slots__ = (
         "attempts",
         "cancel_requested",
         "client",
-        "config",
         "events",
         "extend_write",
         "fence",
         "finished",
         "first_sent_at",
         "key",
-        "lease",
         "lost",
         "outcome",
         "phase",
@@ -181,7 +128,7 @@ class Section:
 
     def _init_state(self) -> None:
         config = self.config
-        self.lease = LeaseClock(config.ttl_ms, config.drift_factor, config.renew_every_ms)
+        self._init_lease()
         self.phase = Phase.IDLE
         self.outcome = Outcome.NONE
         self.attempts = 0
@@ -200,11 +147,6 @@ class Section:
         self.waiting = Waiting(config.wait_ms) if config.wait_ms else None
 
     # -- what the spec observes -------------------------------------------------------------
-
-    @property
-    def deadline(self) -> float:
-        """Client-clock instant after which the lease may have lapsed in Redis."""
-        return self.lease.deadline
 
     @property
     def renew_in_flight(self) -> bool:
@@ -230,7 +172,7 @@ class Section:
         flow's own)."""
         if self.phase is not Phase.HELD or self.lost is not None or not self.config.watch:
             return None
-        return self.lease.wake_at(self.renew_write is not None)
+        return self.lease_wake_at(self.renew_write is not None)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -248,7 +190,7 @@ class Section:
             "phase": self.phase.value,
             "outcome": self.outcome.value,
             "lost": self.lost is not None,
-            "deadline": self.lease.deadline,
+            "deadline": self.deadline,
             "renew_in_flight": self.renew_write is not None,
             "fence": self.fence,
         }
@@ -282,7 +224,7 @@ class Section:
         self.lost = self._loss_error(reason)
         cancel = self.config.cancel_on_loss and body_running and not self.finished
         self.cancel_requested = self.cancel_requested or cancel
-        self._alarm(Lost(self.key, self.client, now, reason, now - self.lease.confirmed_at))
+        self._alarm(Lost(self.key, self.client, now, reason, now - self.confirmed_at))
         return Step(loss=self.lost, cancel_body=cancel)
 
     def _command(
@@ -372,7 +314,6 @@ class Section:
         """AcquireReply: ``fence`` > 0 is granted; otherwise held by another owner, and a
         waiting attempt's refusal may last ``-fence`` ms at most."""
         self._guard("AcquireReply", self.phase is Phase.ACQUIRING)
-        lease = self.lease
         step = NOTHING
         waiting = self.waiting
         if fence > 0:
@@ -380,12 +321,12 @@ class Section:
                 waiting.queued = False  # the granting script took us out of the queue
             self.phase = Phase.HELD
             self.fence = fence
-            lease.grant(self.sent_at, self.config.ttl_ms)
-            lease.schedule_renewal(self.sent_at)
+            self.lease_grant(self.sent_at, self.config.ttl_ms)
+            self.schedule_renewal(self.sent_at)
             self._emit(
                 Acquired(self.key, self.client, now, fence, self.attempts, now - self.first_sent_at)
             )
-            if lease.expired(now):
+            if self.lease_expired(now):
                 # The reply outlived the lease it grants: no body may start on it.
                 step = self._lose(now, LossReason.GRANTED_TOO_LATE, body_running=False)
         elif waiting is not None:
@@ -483,26 +424,25 @@ class Section:
         """
         if self.phase is not Phase.HELD or self.lost is not None or not self.config.watch:
             return NOTHING
-        if self.lease.expired(now):
+        if self.lease_expired(now):
             return self.lease_timeout(now)
-        if self.renew_write is None and self.lease.renew_due(now):
+        if self.renew_write is None and self.renew_due(now):
             return self.renew_send(now)
         return NOTHING
 
     def renew_send(self, now: float) -> Step:
         """RenewSend: the lease is valid on our clock and no renewal is in flight."""
-        lease = self.lease
         self._guard(
             "RenewSend",
             self.holding
             and self.config.watch
             and self.renew_write is None
-            and lease.renew_due(now)
-            and not lease.expired(now),
+            and self.renew_due(now)
+            and not self.lease_expired(now),
         )
         ttl = self.config.ttl_ms
-        self.renew_write = write = lease.send(now, ttl)
-        lease.schedule_renewal(now)
+        self.renew_write = write = self.lease_send(now, ttl)
+        self.schedule_renewal(now)
         if self.recording:
             self._record("RenewSend", now)
         return Step(send=self._command(Op.RENEW, ttl, write))
@@ -513,24 +453,22 @@ class Section:
         self._guard("RenewReply", write is not None)
         assert write is not None
         self.renew_write = None
-        lease = self.lease
         step = NOTHING
         # After the body is done the release reply is the authority: ignore the renewal.
         if self.phase is Phase.HELD:
             if ok:
                 self.renew_failures = 0
                 if self.lost is None:
-                    lease.confirm(write)
-                    self._emit(
-                        Renewed(self.key, self.client, now, now - write.sent_at, lease.left_ms(now))
-                    )
+                    self.lease_confirm(write)
+                    left = self.lease_left_ms(now)
+                    self._emit(Renewed(self.key, self.client, now, now - write.sent_at, left))
                 else:
-                    lease.settle(write)
+                    self.lease_settle(write)
             else:
-                lease.settle(write)
+                self.lease_settle(write)
                 step = self._lose(now, LossReason.RENEW_REJECTED)
         else:
-            lease.settle(write)
+            self.lease_settle(write)
         if self.recording:
             self._record("RenewReply", now, ok=ok)
         return step
@@ -542,7 +480,7 @@ class Section:
         assert write is not None
         self.renew_write = None
         self.renew_failures += 1
-        self.lease.fail(write)
+        self.lease_fail(write)
         self._alarm(RenewFailed(self.key, self.client, now, self.renew_failures, error))
         if self.recording:
             self._record("RenewFail", now, failures=self.renew_failures)
@@ -551,7 +489,7 @@ class Section:
     def lease_timeout(self, now: float) -> Step:
         """LeaseTimeout: the deadline passed with no successful renewal (silence is loss)."""
         self._guard(
-            "LeaseTimeout", self.holding and self.config.watch and self.lease.expired(now)
+            "LeaseTimeout", self.holding and self.config.watch and self.lease_expired(now)
         )
         step = self._lose(now, LossReason.DEADLINE_PASSED)
         if self.recording:
@@ -574,7 +512,7 @@ class Section:
             )
         if self.phase is not Phase.HELD or self.extend_write is not None:
             return NOTHING
-        self.extend_write = write = self.lease.send(now, ttl_ms)
+        self.extend_write = write = self.lease_send(now, ttl_ms)
         if self.recording:
             self._record("Extend", now, ttl_ms=ttl_ms)
         return Step(send=self._command(Op.EXTEND, ttl_ms, write))
@@ -587,12 +525,12 @@ class Section:
         self.extend_write = None
         step = NOTHING
         if ok and self.lost is None:
-            self.lease.confirm(write)
+            self.lease_confirm(write)
             self._emit(
-                Renewed(self.key, self.client, now, now - write.sent_at, self.lease.left_ms(now))
+                Renewed(self.key, self.client, now, now - write.sent_at, self.lease_left_ms(now))
             )
         else:
-            self.lease.settle(write)
+            self.lease_settle(write)
             if not ok and self.phase is Phase.HELD:
                 # After release() the release reply is the authority.
                 step = self._lose(now, LossReason.EXTEND_REJECTED)
@@ -606,7 +544,7 @@ class Section:
         self._guard("ExtendFail", write is not None)
         assert write is not None
         self.extend_write = None
-        self.lease.fail(write)
+        self.lease_fail(write)
         if self.recording:
             self._record("ExtendFail", now)
         return NOTHING
@@ -623,7 +561,7 @@ class Section:
         self.phase = Phase.BODY_DONE
         self.finished = True  # before _lose: a finished body is never cancelled
         step = NOTHING
-        if self.lease.expired(now):
+        if self.lease_expired(now):
             step = self._lose(now, LossReason.DEADLINE_AT_COMPLETION)
         if self.recording:
             self._record("BodyDone", now)

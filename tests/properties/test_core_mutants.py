@@ -116,7 +116,7 @@ class RejectedRenewalIgnored(TracedSection):
         if ok or write is None or self.phase is not Phase.HELD:
             return super().renew_reply(now, ok)
         self.renew_write = None
-        self.lease.settle(write)
+        self.lease_settle(write)
         if self.events is not None:
             self._record("RenewReply", now, ok=ok)
         return NOTHING
@@ -145,8 +145,8 @@ class GrantedTooLateKept(TracedSection):
         self._guard("AcquireReply", self.phase is Phase.ACQUIRING)
         self.phase = Phase.HELD
         self.fence = fence
-        self.lease.grant(self.sent_at, self.config.ttl_ms)
-        self.lease.schedule_renewal(self.sent_at)
+        self.lease_grant(self.sent_at, self.config.ttl_ms)
+        self.schedule_renewal(self.sent_at)
         self._emit(
             Acquired(self.key, self.client, now, fence, self.attempts, now - self.first_sent_at)
         )

@@ -353,7 +353,7 @@ class CoreMachine(RuleBasedStateMachine):
         if config.watch and config.renew_every_ms is not None:
             every = config.renew_every_ms
             # A renewal may leave up to one grid step after it is due (renewals of many
-            # locks are woken together: LeaseClock.wake_at); its reply must still confirm
+            # locks are woken together: LeaseClock.lease_wake_at); its reply must still confirm
             # the lease before the deadline.
             late = every / RENEW_STEPS
             in_time = min(every, config.lease_ms(config.ttl_ms) - every - late)
