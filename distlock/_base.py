@@ -286,14 +286,14 @@ class LockBase:
         # observers; when nobody records or observes, no event of it leaves the Lock, so
         # the Lock's own label serves and a held lock carries no string of its own.
         label = self._label
-        # The token: 128 random bits as 32 hex digits (secrets.token_hex, minus two calls).
+        # The token: 128 random bits, kept raw; on the wire, their 32 hex digits (Section.token).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
             self._check_open(key)
             if named:
                 label = f"{label}.{next(self._sections)}"
             sections: tuple[Section, ...] = (
-                new_section(key, os.urandom(16).hex(), config, label, record),
+                new_section(key, os.urandom(16), config, label, record),
             )
         else:
             keys = acquisition_order([self.key(id) for id in ids])
@@ -301,7 +301,7 @@ class LockBase:
             serial = self._sections
             sections = tuple(
                 new_section(
-                    key, os.urandom(16).hex(), config,
+                    key, os.urandom(16), config,
                     f"{label}.{next(serial)}" if named else label, record,
                 )
                 for key in keys
@@ -309,7 +309,7 @@ class LockBase:
         return Group(sections), sections, observers
 
     def _new_section(
-        self, key: str, token: str, config: SectionConfig, client: str, record: bool
+        self, key: str, token: bytes, config: SectionConfig, client: str, record: bool
     ) -> Section:
         return self._section_type(key, token, config, client=client, record=record)
 
@@ -355,7 +355,7 @@ class SemaphoreBase(LockBase):
     limit: int
 
     def _new_section(
-        self, key: str, token: str, config: SectionConfig, client: str, record: bool
+        self, key: str, token: bytes, config: SectionConfig, client: str, record: bool
     ) -> Section:
         return SemaphoreSection(key, token, config, limit=self.limit, client=client, record=record)
 

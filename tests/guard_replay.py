@@ -115,7 +115,7 @@ def fingerprint(obj: Any, now: float) -> Any:
     if isinstance(obj, Section | Write):
         out = []
         for name in _slots(type(obj)):
-            if not hasattr(obj, name) or name in ("events", "key", "token", "client"):
+            if not hasattr(obj, name) or name in ("events", "key", "_token", "client"):
                 continue
             value = getattr(obj, name)
             if name in _INSTANTS and isinstance(value, float) and math.isfinite(value):

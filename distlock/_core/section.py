@@ -82,6 +82,7 @@ class Section(LeaseClock):
     """One client's acquisition of one key, from the first request to the verdict."""
 
     __slots__ = (
+        "_token",
         "attempts",
         "cancel_requested",
         "client",
@@ -100,21 +101,22 @@ class Section(LeaseClock):
         "renew_write",
         "retry_at",
         "sent_at",
-        "token",
         "waiting",
     )
 
     def __init__(
         self,
         key: str,
-        token: str,
+        token: str | bytes,
         config: SectionConfig,
         *,
         client: str = "c",
         record: bool = False,
     ) -> None:
         self.key = key
-        self.token = token
+        #: Raw random bytes (a Lock's tokens: 16 bytes where their 32 hex digits take 32)
+        #: or a str as it goes on the wire (tests name theirs).
+        self._token = token
         self.config = config
         self.client = client
         #: Transitions go to the outbox only when someone records them (trace=).
@@ -145,6 +147,15 @@ class Section(LeaseClock):
         self.cancel_requested = False
         self.release_confirmed: bool | None = None
         self.waiting = Waiting(config.wait_ms) if config.wait_ms else None
+
+    @property
+    def token(self) -> str:
+        """The owner's token as it goes on the wire: the hex digits of raw bytes.
+
+        Made on each use (a command, a wake-up list's name) rather than kept: a held lock
+        keeps its 128 random bits in 16 bytes, not in 32 digits and a str's header."""
+        token = self._token
+        return token if isinstance(token, str) else token.hex()
 
     # -- what the spec observes -------------------------------------------------------------
 

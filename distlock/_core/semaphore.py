@@ -36,7 +36,7 @@ class SemaphoreSection(Section):
     def __init__(
         self,
         key: str,
-        token: str,
+        token: str | bytes,
         config: SectionConfig,
         *,
         limit: int,
