@@ -10,13 +10,12 @@ hung connection cannot delay another section's deadline.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 log = logging.getLogger("distlock")
 
@@ -56,21 +55,44 @@ class Timer:
 
 
 class Armed(Protocol):
-    """What :meth:`Scheduler.arm` wakes: its live entry is the one whose sequence number
-    it holds, so a held lock's timer is a heap entry and nothing else."""
+    """What :meth:`Scheduler.arm` wakes: it keeps the instant it is armed for, so an entry
+    found at another instant (or none) is stale, and a held lock's timer is one reference
+    in the scheduler's bucket of that instant and nothing else."""
 
-    _timer: int | None
+    _timer: float | None
+
+
+class Shared(list["Timer | Armed"]):
+    """The timers due at one instant once a second one joins the first, and that instant:
+    the one float every item armed for it keeps (each computed its own, equal, float)."""
+
+    __slots__ = ("when",)
+
+    def __init__(self, when: float, items: tuple[Timer | Armed, ...]) -> None:
+        super().__init__(items)
+        self.when = when
+
+
+#: The timers due at one instant: one of them alone, or a shared list.
+Bucket: TypeAlias = "Timer | Armed | Shared"
 
 
 class Scheduler:
-    """A heap of timers on the client clock (``time.monotonic()`` in milliseconds, the
-    core's clock, so an instant the core computed goes into the heap as it is: no second
-    float per armed timer), run by one daemon thread.
+    """Timers on the client clock (``time.monotonic()`` in milliseconds, the core's clock,
+    so an instant the core computed goes in as it is: no second float per armed timer),
+    run by one daemon thread.
 
-    The thread sleeps until the earliest entry, cancelled or not, is due; cancelled entries
-    are dropped only then (or when they dominate the heap).  So the common case, a timer
-    armed and cancelled well before its time, never wakes the thread: a wake-up costs a
-    GIL hand-off, which would otherwise be paid once per lock cycle.
+    Timers are kept by instant: a heap of the distinct instants, and for each the timers
+    due then.  Renewals wake on a grid (see ``distlock._core.lease.RENEW_STEPS``), so the
+    thousands of locks a service may hold share a few instants: a held lock costs one
+    reference in a bucket, where a heap entry of its own (a tuple, a sequence number and
+    the instant) cost some 120 bytes.  Timers due at one instant run in the order they
+    were set.
+
+    The thread sleeps until the earliest instant, even one whose timers were all cancelled;
+    cancelled ones are dropped only then (or when they dominate).  So the common case, a
+    timer armed and cancelled well before its time, never wakes the thread: a wake-up costs
+    a GIL hand-off, which would otherwise be paid once per lock cycle.
     """
 
     def __init__(self, name: str, on_due: Callable[[Any], None] = lambda item: None) -> None:
@@ -78,8 +100,11 @@ class Scheduler:
         #: What an :meth:`arm` entry runs when it comes up (one callback for all of them,
         #: so that no entry carries its own).
         self._on_due = on_due
-        self._heap: list[tuple[float, int, Timer | Armed]] = []
-        self._seq = itertools.count()
+        #: The distinct instants that have a bucket, as a heap: exactly the keys of _due.
+        self._heap: list[float] = []
+        self._due: dict[float, Bucket] = {}
+        #: Timers in buckets, live or not (what compaction weighs the dead against).
+        self._entries = 0
         self._cond = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -95,11 +120,12 @@ class Scheduler:
         self._push(when, timer)
         return timer
 
-    def arm(self, when: float, item: Armed) -> None:
+    def arm(self, when: float, item: Armed) -> float:
         """Run the scheduler's ``on_due(item)`` at ``when``, unless :meth:`disarm` or
-        another ``arm`` of ``item`` comes first.  ``item`` keeps the entry's number: the
-        entry is live while it still does."""
-        self._push(when, item)
+        another ``arm`` of ``item`` comes first.  ``item`` keeps the instant: an entry of it
+        is live while it still does.  Returns the instant as the scheduler keeps it (equal
+        to ``when``; keep that one, not ``when``, to share its float)."""
+        return self._push(when, item)
 
     def disarm(self, item: Armed) -> None:
         """Forget ``item``'s entry (lazily and lock-free, as :meth:`Timer.cancel`)."""
@@ -108,36 +134,64 @@ class Scheduler:
             self._cancelled += 1  # a hint for compaction only, so no lock
 
     @staticmethod
-    def _dead(entry: tuple[float, int, Timer | Armed]) -> bool:
-        item = entry[2]
+    def _dead(when: float, item: Timer | Armed) -> bool:
         if isinstance(item, Timer):
             return item.cancelled
-        return item._timer is not entry[1]
+        # An item armed again at the same instant is in the bucket twice: the first entry
+        # to come up runs it and clears the mark, so the second finds it dead.
+        return item._timer != when
 
-    def _push(self, when: float, item: Timer | Armed) -> None:
+    def _compact(self) -> None:
+        due: dict[float, Bucket] = {}
+        entries = 0
+        for when, bucket in self._due.items():
+            live: list[Timer | Armed] = []
+            seen: set[int] = set()  # an item armed again at one instant is there twice
+            for item in bucket if isinstance(bucket, Shared) else (bucket,):
+                if not self._dead(when, item) and id(item) not in seen:
+                    seen.add(id(item))
+                    live.append(item)
+            if live:
+                shared = bucket.when if isinstance(bucket, Shared) else when
+                due[shared] = live[0] if len(live) == 1 else Shared(shared, tuple(live))
+                entries += len(live)
+        self._due = due
+        self._heap = list(due)
+        heapq.heapify(self._heap)
+        self._entries = entries
+        self._cancelled = 0
+
+    def _push(self, when: float, item: Timer | Armed) -> float:
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
-            heap = self._heap
-            dead = self._cancelled
             # Compact when dead entries dominate: the filter, not the counter, decides what
             # is dead, so a miscount costs a scan, never a timer.  A few dead entries may
             # stay until they come up; the thread then drops them without running anything.
-            if dead > 64 and dead * 2 > len(heap):
-                self._heap = heap = [e for e in heap if not self._dead(e)]
-                heapq.heapify(heap)
-                self._cancelled = 0
-            seq = next(self._seq)
+            dead = self._cancelled
+            if dead > 64 and dead * 2 > self._entries:
+                self._compact()
+            due = self._due
+            bucket = due.get(when)
+            if bucket is None:
+                due[when] = item
+                heapq.heappush(self._heap, when)
+            elif isinstance(bucket, Shared):
+                when = bucket.when
+                bucket.append(item)
+            else:
+                due[when] = Shared(when, (bucket, item))
             if not isinstance(item, Timer):
                 # Under the condition, as the loop's check-and-clear of a due entry: an
                 # arm racing it is never wiped out by it.
-                item._timer = seq
-            heapq.heappush(heap, (when, seq, item))
+                item._timer = when
+            self._entries += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
             elif when < self._wake_at:
                 self._cond.notify()
+            return when
 
     def after_due(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the timer thread once no more timers are due (call it from a timer
@@ -162,7 +216,7 @@ class Scheduler:
             while not self._closed:
                 heap = self._heap
                 now = time.monotonic() * 1000.0
-                if self._after_due and (not heap or heap[0][0] > now):
+                if self._after_due and (not heap or heap[0] > now):
                     self._run_after_due()
                     continue
                 if not heap:
@@ -175,40 +229,50 @@ class Scheduler:
                         self._thread = None
                         return
                     continue
-                if heap[0][0] > now:
-                    self._wake_at = heap[0][0]
-                    self._cond.wait(min((heap[0][0] - now) / 1000.0, threading.TIMEOUT_MAX))
+                if heap[0] > now:
+                    self._wake_at = heap[0]
+                    self._cond.wait(min((heap[0] - now) / 1000.0, threading.TIMEOUT_MAX))
                     self._wake_at = -math.inf
                     continue
-                _when, seq, timer = heapq.heappop(heap)
-                if not isinstance(timer, Timer):
-                    if timer._timer is not seq:  # disarmed, or armed again since
-                        self._cancelled = max(0, self._cancelled - 1)
-                        continue
-                    timer._timer = None  # spent: a late disarm must not count it
-                    self._cond.release()
-                    try:
-                        self._on_due(timer)
-                    except Exception:
-                        log.exception("distlock timer callback failed")
-                    finally:
-                        self._cond.acquire()
-                    continue
-                if timer.cancelled:
-                    self._cancelled = max(0, self._cancelled - 1)
-                    continue
-                timer.cancelled = True  # fired: a late cancel() must not count it again
-                arg = timer.arg
-                fn = timer.fn  # None: a cancel() raced this pop (it clears fn, then arg)
-                if fn is None:
-                    continue
-                self._cond.release()
-                try:
-                    fn(arg)
-                except Exception:
-                    log.exception("distlock timer callback failed")
-                finally:
-                    self._cond.acquire()
+                when = heapq.heappop(heap)
+                bucket = self._due.pop(when)
+                items = bucket if isinstance(bucket, Shared) else (bucket,)
+                self._entries -= len(items)
+                for timer in items:
+                    if self._closed:
+                        break  # close() dropped every timer, these with the rest
+                    self._run(when, timer)
+
+    def _run(self, when: float, timer: Timer | Armed) -> None:
+        """One entry of a due bucket (called, and returning, with the condition held)."""
+        if not isinstance(timer, Timer):
+            if timer._timer != when:  # disarmed, or armed again since
+                self._cancelled = max(0, self._cancelled - 1)
+                return
+            timer._timer = None  # spent: a late disarm must not count it
+            self._cond.release()
+            try:
+                self._on_due(timer)
+            except Exception:
+                log.exception("distlock timer callback failed")
+            finally:
+                self._cond.acquire()
+            return
+        if timer.cancelled:
+            self._cancelled = max(0, self._cancelled - 1)
+            return
+        timer.cancelled = True  # fired: a late cancel() must not count it again
+        arg = timer.arg
+        fn = timer.fn  # None: a cancel() raced this pop (it clears fn, then arg)
+        if fn is None:
+            return
+        self._cond.release()
+        try:
+            fn(arg)
+        except Exception:
+            log.exception("distlock timer callback failed")
+        finally:
+            self._cond.acquire()
 
     def on_timer_thread(self) -> bool:
         return threading.current_thread() is self._thread
@@ -221,6 +285,8 @@ class Scheduler:
         with self._cond:
             self._closed = True
             self._heap.clear()
+            self._due.clear()
+            self._entries = 0
             self._cond.notify_all()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():

@@ -92,8 +92,8 @@ class LockHandle(HandleBase):
     ) -> None:
         super().__init__(section, machine, observers)
         self._lock = lock
-        #: The sequence number of the handle's live timer entry (None: not armed).
-        self._timer: int | None = None
+        #: The instant the handle's live timer entry is due (None: not armed, or spent).
+        self._timer: float | None = None
 
     @property
     def signal(self) -> LeaseSignal:
@@ -591,7 +591,9 @@ class Lock(LockBase):
         scheduler.disarm(handle)
         wake_at = handle._armed_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            scheduler.arm(wake_at, handle)
+            # The scheduler's float of that instant, which the locks due with this one
+            # share: the section's own (equal) one is then dropped.
+            handle._armed_at = scheduler.arm(wake_at, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

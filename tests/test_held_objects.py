@@ -85,7 +85,7 @@ class _Item:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._timer: int | None = None
+        self._timer: float | None = None
 
 
 def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() -> None:
@@ -109,5 +109,67 @@ def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() ->
         assert done.wait(30)
         assert ran == ["moved", "kept", "last"]
         assert kept._timer is None  # spent: a late disarm counts nothing
+    finally:
+        scheduler.close()
+
+
+
+def test_items_armed_for_one_instant_share_one_bucket_and_each_runs_once_in_arm_order() -> None:
+    ran: list[str] = []
+    done, blocked, go = threading.Event(), threading.Event(), threading.Event()
+
+    def on_due(item: _Item) -> None:
+        ran.append(item.name)
+        if item.name == "last":
+            done.set()
+
+    def block(_arg: object) -> None:
+        blocked.set()
+        go.wait(30)
+
+    scheduler = Scheduler("test-timer", on_due)
+    try:
+        # The timer thread is held in a callback while the items are armed: they all
+        # come up together once it lets go.
+        scheduler.call_at(0.0, block)
+        assert blocked.wait(30)
+        first, twice, dropped, last = (_Item(n) for n in ("first", "twice", "dropped", "last"))
+        for item in (first, twice, dropped):
+            scheduler.arm(0.0, item)
+        scheduler.disarm(twice)
+        scheduler.arm(0.0, twice)  # in the bucket twice now: it must still run once
+        scheduler.disarm(dropped)
+        scheduler.arm(0.0, last)
+        assert scheduler._heap == [0.0]  # one instant, however many items
+        assert scheduler._due == {0.0: [first, twice, dropped, twice, last]}
+        go.set()
+        assert done.wait(30)
+        assert ran == ["first", "twice", "last"]
+    finally:
+        go.set()
+        scheduler.close()
+
+
+def test_compaction_keeps_each_live_item_once_in_order_and_drops_empty_instants() -> None:
+    scheduler = Scheduler("test-timer")
+    try:
+        later = 1e12  # never comes up during the test (monotonic ms: decades away)
+        items = [_Item(str(i)) for i in range(200)]
+        for item in items:
+            scheduler.arm(later, item)
+        scheduler.disarm(items[1])
+        scheduler.arm(later, items[1])  # live again, in the bucket twice
+        scheduler.arm(later + 1, items[2])  # moved: its entry at ``later`` is dead
+        for item in items[3:150]:
+            scheduler.disarm(item)  # past the threshold: the next arm compacts
+        # Compacts before it arms: items[0] was live until this very arm.
+        scheduler.arm(later + 2, items[0])
+        assert scheduler._due == {
+            later: [items[0], items[1], *items[150:]],
+            later + 1: items[2],
+            later + 2: items[0],
+        }
+        assert sorted(scheduler._heap) == [later, later + 1, later + 2]
+        assert scheduler._entries == 52 + 1 + 1
     finally:
         scheduler.close()
