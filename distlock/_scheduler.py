@@ -57,9 +57,10 @@ class Timer:
 class Armed(Protocol):
     """What :meth:`Scheduler.arm` wakes: it keeps the instant it is armed for, so an entry
     found at another instant (or none) is stale, and a held lock's timer is one reference
-    in the scheduler's bucket of that instant and nothing else."""
+    in the scheduler's bucket of that instant and nothing else.  A sync handle's is the
+    one the flows compare the section's wake-up time with (``HandleBase._armed_at``)."""
 
-    _timer: float | None
+    _armed_at: float | None
 
 
 class Shared(list["Timer | Armed"]):
@@ -120,17 +121,16 @@ class Scheduler:
         self._push(when, timer)
         return timer
 
-    def arm(self, when: float, item: Armed) -> float:
+    def arm(self, when: float, item: Armed) -> None:
         """Run the scheduler's ``on_due(item)`` at ``when``, unless :meth:`disarm` or
-        another ``arm`` of ``item`` comes first.  ``item`` keeps the instant: an entry of it
-        is live while it still does.  Returns the instant as the scheduler keeps it (equal
-        to ``when``; keep that one, not ``when``, to share its float)."""
-        return self._push(when, item)
+        another ``arm`` of ``item`` comes first.  ``item`` keeps the instant (the float the
+        items due then share, equal to ``when``): an entry of it is live while it does."""
+        self._push(when, item)
 
     def disarm(self, item: Armed) -> None:
         """Forget ``item``'s entry (lazily and lock-free, as :meth:`Timer.cancel`)."""
-        if item._timer is not None:
-            item._timer = None
+        if item._armed_at is not None:
+            item._armed_at = None
             self._cancelled += 1  # a hint for compaction only, so no lock
 
     @staticmethod
@@ -139,7 +139,7 @@ class Scheduler:
             return item.cancelled
         # An item armed again at the same instant is in the bucket twice: the first entry
         # to come up runs it and clears the mark, so the second finds it dead.
-        return item._timer != when
+        return item._armed_at != when
 
     def _compact(self) -> None:
         due: dict[float, Bucket] = {}
@@ -161,7 +161,7 @@ class Scheduler:
         self._entries = entries
         self._cancelled = 0
 
-    def _push(self, when: float, item: Timer | Armed) -> float:
+    def _push(self, when: float, item: Timer | Armed) -> None:
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
@@ -184,14 +184,13 @@ class Scheduler:
             if not isinstance(item, Timer):
                 # Under the condition, as the loop's check-and-clear of a due entry: an
                 # arm racing it is never wiped out by it.
-                item._timer = when
+                item._armed_at = when
             self._entries += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
             elif when < self._wake_at:
                 self._cond.notify()
-            return when
 
     def after_due(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the timer thread once no more timers are due (call it from a timer
@@ -246,10 +245,10 @@ class Scheduler:
     def _run(self, when: float, timer: Timer | Armed) -> None:
         """One entry of a due bucket (called, and returning, with the condition held)."""
         if not isinstance(timer, Timer):
-            if timer._timer != when:  # disarmed, or armed again since
+            if timer._armed_at != when:  # disarmed, or armed again since
                 self._cancelled = max(0, self._cancelled - 1)
                 return
-            timer._timer = None  # spent: a late disarm must not count it
+            timer._armed_at = None  # spent: a late disarm must not count it
             self._cond.release()
             try:
                 self._on_due(timer)

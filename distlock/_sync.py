@@ -81,7 +81,9 @@ class LockHandle(HandleBase):
     and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
     """
 
-    __slots__ = ("_lock", "_timer")
+    # No timer of its own: the scheduler keeps the handle in the bucket of the instant
+    # ``_armed_at`` names, and that slot alone tells a live entry from a stale one.
+    __slots__ = ("_lock",)
 
     def __init__(
         self,
@@ -92,8 +94,6 @@ class LockHandle(HandleBase):
     ) -> None:
         super().__init__(section, machine, observers)
         self._lock = lock
-        #: The instant the handle's live timer entry is due (None: not armed, or spent).
-        self._timer: float | None = None
 
     @property
     def signal(self) -> LeaseSignal:
@@ -588,12 +588,12 @@ class Lock(LockBase):
 
     def _arm(self, handle: LockHandle) -> None:
         scheduler = self._scheduler
-        scheduler.disarm(handle)
-        wake_at = handle._armed_at = handle._section.wake_at
+        scheduler.disarm(handle)  # _armed_at is None until the arm below sets it
+        wake_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            # The scheduler's float of that instant, which the locks due with this one
-            # share: the section's own (equal) one is then dropped.
-            handle._armed_at = scheduler.arm(wake_at, handle)
+            # The scheduler keeps its own float of that instant in _armed_at, one that the
+            # locks due with this one share: the section's own (equal) one is dropped.
+            scheduler.arm(wake_at, handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

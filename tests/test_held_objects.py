@@ -81,11 +81,11 @@ def test_an_asyncio_signal_is_made_on_first_read_too(
 
 
 class _Item:
-    __slots__ = ("_timer", "name")
+    __slots__ = ("_armed_at", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._timer: float | None = None
+        self._armed_at: float | None = None
 
 
 def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() -> None:
@@ -108,7 +108,7 @@ def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() ->
         scheduler.arm(3.0, last)  # all due at once: run in instant order
         assert done.wait(30)
         assert ran == ["moved", "kept", "last"]
-        assert kept._timer is None  # spent: a late disarm counts nothing
+        assert kept._armed_at is None  # spent: a late disarm counts nothing
     finally:
         scheduler.close()
 
