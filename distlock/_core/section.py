@@ -70,6 +70,13 @@ class Outcome(enum.Enum):
     FAILED = "failed"
 
 
+#: Bits of ``Section._flags``.
+_RECORDING: Final = 1
+_FINISHED: Final = 2
+_CANCEL_REQUESTED: Final = 4
+_RELEASE_ANSWERED: Final = 8
+_RELEASE_OK: Final = 16
+
 _RELEASABLE: Final = frozenset(
     {Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED, Phase.RELEASE_UNKNOWN}
 )
@@ -82,21 +89,18 @@ class Section(LeaseClock):
     """One client's acquisition of one key, from the first request to the verdict."""
 
     __slots__ = (
+        "_flags",
         "_token",
         "attempts",
-        "cancel_requested",
         "client",
         "events",
         "extend_write",
         "fence",
-        "finished",
         "first_sent_at",
         "key",
         "lost",
         "outcome",
         "phase",
-        "recording",
-        "release_confirmed",
         "renew_failures",
         "renew_write",
         "retry_at",
@@ -119,8 +123,9 @@ class Section(LeaseClock):
         self._token = token
         self.config = config
         self.client = client
-        #: Transitions go to the outbox only when someone records them (trace=).
-        self.recording = record
+        #: The booleans below (``recording``, ``finished``, ``cancel_requested``,
+        #: ``release_confirmed``), as bits of one int: a slot each cost a held lock 24 B.
+        self._flags = _RECORDING if record else 0
         #: The outbox: transitions (when recorded), lifecycle events (when observed), and
         #: failures (a failed renewal, a loss) always, because they are logged.
         self.events: list[Transition | Event] | None = (
@@ -141,11 +146,9 @@ class Section(LeaseClock):
         self.renew_write: Write | None = None
         self.extend_write: Write | None = None
         self.renew_failures = 0
-        self.finished = False
+        self._flags &= _RECORDING  # not finished, no cancel requested, no release answered
         #: The signal: set once, the moment the loss is known; never cleared.
         self.lost: LockLeaseLostError | None = None
-        self.cancel_requested = False
-        self.release_confirmed: bool | None = None
         self.waiting = Waiting(config.wait_ms) if config.wait_ms else None
 
     @property
@@ -156,6 +159,49 @@ class Section(LeaseClock):
         keeps its 128 random bits in 16 bytes, not in 32 digits and a str's header."""
         token = self._token
         return token if isinstance(token, str) else token.hex()
+
+    def _set(self, bit: int, on: bool) -> None:
+        self._flags = self._flags | bit if on else self._flags & ~bit
+
+    @property
+    def recording(self) -> bool:
+        """Transitions go to the outbox only when someone records them (trace=)."""
+        return bool(self._flags & _RECORDING)
+
+    @recording.setter
+    def recording(self, on: bool) -> None:
+        self._set(_RECORDING, on)
+
+    @property
+    def finished(self) -> bool:
+        """The body is done (BodyDone ran): a loss after it cancels nothing."""
+        return bool(self._flags & _FINISHED)
+
+    @finished.setter
+    def finished(self, on: bool) -> None:
+        self._set(_FINISHED, on)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """A loss asked for the body to be cancelled."""
+        return bool(self._flags & _CANCEL_REQUESTED)
+
+    @cancel_requested.setter
+    def cancel_requested(self, on: bool) -> None:
+        self._set(_CANCEL_REQUESTED, on)
+
+    @property
+    def release_confirmed(self) -> bool | None:
+        """The release's answer: True (the key was ours), False, or None (none yet)."""
+        flags = self._flags
+        return bool(flags & _RELEASE_OK) if flags & _RELEASE_ANSWERED else None
+
+    @release_confirmed.setter
+    def release_confirmed(self, ok: bool | None) -> None:
+        flags = self._flags & ~(_RELEASE_ANSWERED | _RELEASE_OK)
+        if ok is not None:
+            flags |= _RELEASE_ANSWERED | (_RELEASE_OK if ok else 0)
+        self._flags = flags
 
     # -- what the spec observes -------------------------------------------------------------
 
