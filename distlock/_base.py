@@ -10,7 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
@@ -169,14 +169,18 @@ class RenewErrorObserver:
 class HandleBase:
     """What a sync and an asyncio handle have in common: the section and its group."""
 
-    __slots__ = ("_armed_at", "_machine", "_observers", "_section")
+    __slots__ = ("_armed_at", "_machine", "_section")
 
-    def __init__(self, section: Section, machine: Group, observers: tuple[Observer, ...]) -> None:
+    def __init__(self, section: Section, machine: Group) -> None:
         self._section = section
         self._machine = machine
-        self._observers = observers
         #: The wake-up instant the handle's timer is armed for (None: not armed).
         self._armed_at: float | None = None
+
+    @property
+    def _observers(self) -> tuple[Observer, ...]:
+        # Kept with the section's config (made together, by LockBase._config).
+        return cast("tuple[Observer, ...]", self._section.config.observers)
 
     @property
     def key(self) -> str:
@@ -230,8 +234,8 @@ class LockBase:
         self._label = f"L{next(_labels)}"
         self._sections = itertools.count(1)
         self._closed = False
-        #: (config, observers) of the default options, by (watch, cancel_on_loss).
-        self._made: dict[tuple[bool, bool], tuple[SectionConfig, tuple[Observer, ...]]] = {}
+        #: The config of the default options, by (watch, cancel_on_loss).
+        self._made: dict[tuple[bool, bool], SectionConfig] = {}
 
     #: The clock the flows read (see :class:`distlock._flows.Effects`).
     _now = staticmethod(now_ms)
@@ -249,7 +253,7 @@ class LockBase:
 
     def _config(
         self, opts: Options, *, watch: bool, cancel_on_loss: bool
-    ) -> tuple[SectionConfig, tuple[Observer, ...]]:
+    ) -> SectionConfig:
         cache_key = (watch, cancel_on_loss)
         made = self._made.get(cache_key) if opts is self.defaults else None
         if made is None:
@@ -265,11 +269,12 @@ class LockBase:
                 cancel_on_loss=cancel_on_loss,
                 drift_factor=opts.drift_factor,
                 observed=bool(observers),
+                observers=observers,
                 replicas=opts.replicas,
                 replica_timeout_ms=opts.replica_timeout_ms,
                 wait_ms=opts.wait_ms,
             )
-            made = (config, observers)
+            made = config
             # Keyed by identity: hashing Options would hash all its fields on every call.
             if opts is self.defaults:
                 self._made[cache_key] = made
@@ -277,11 +282,11 @@ class LockBase:
 
     def _sections_for(
         self, ids: Sequence[str], opts: Options, *, watch: bool, cancel_on_loss: bool
-    ) -> tuple[Group, tuple[Section, ...], tuple[Observer, ...]]:
+    ) -> tuple[Group, tuple[Section, ...]]:
         """Fresh sections for ``ids`` in acquisition order, and the group that holds them."""
-        config, observers = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
+        config = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
         record = self._trace is not None
-        new_section, named = self._new_section, record or bool(observers)
+        new_section, named = self._new_section, record or config.observed
         # A section's name (``client`` in its events) tells it apart in a trace and to
         # observers; when nobody records or observes, no event of it leaves the Lock, so
         # the Lock's own label serves and a held lock carries no string of its own.
@@ -306,7 +311,7 @@ class LockBase:
                 )
                 for key in keys
             )
-        return Group(sections), sections, observers
+        return Group(sections), sections
 
     def _new_section(
         self, key: str, token: bytes, config: SectionConfig, client: str, record: bool

@@ -56,7 +56,7 @@ from distlock._replicated import call_sync
 from distlock._scheduler import Scheduler
 from distlock._workers import Workers
 from distlock.errors import UsageError, ValidationError
-from distlock.events import Event, Observer, Transition
+from distlock.events import Event, Transition
 from distlock.options import (
     ACQUIRE_KEYS,
     HOLD_KEYS,
@@ -90,9 +90,8 @@ class LockHandle(HandleBase):
         lock: Lock,
         section: Section,
         machine: Group,
-        observers: tuple[Observer, ...],
     ) -> None:
-        super().__init__(section, machine, observers)
+        super().__init__(section, machine)
         self._lock = lock
 
     @property
@@ -329,11 +328,11 @@ class Lock(LockBase):
         keys: frozenset[str] = HOLD_KEYS,
     ) -> tuple[Group, LockGroup]:
         opts = self.defaults.override(keys, options)
-        machine, sections, observers = self._sections_for(
+        machine, sections = self._sections_for(
             ids, opts, watch=watch, cancel_on_loss=False
         )
         make = self._handle_type
-        handles = tuple([make(self, s, machine, observers) for s in sections])
+        handles = tuple([make(self, s, machine) for s in sections])
         return machine, LockGroup(self.prefix, handles)
 
     def _new_handle(
@@ -346,10 +345,10 @@ class Lock(LockBase):
     ) -> LockHandle:
         """One lock's handle, with no driver group around it (``acquire`` and ``hold``)."""
         opts = self.defaults.override(keys, options)
-        machine, sections, observers = self._sections_for(
+        machine, sections = self._sections_for(
             [id], opts, watch=watch, cancel_on_loss=False
         )
-        return self._handle_type(self, sections[0], machine, observers)
+        return self._handle_type(self, sections[0], machine)
 
     def _signal_of(self, machine: Group) -> LeaseSignal:
         # Under the mutex, as the first loss is recorded (see _apply): a signal made
@@ -635,9 +634,8 @@ class ReentrantHandle(LockHandle):
         lock: Lock,
         section: Section,
         machine: Group,
-        observers: tuple[Observer, ...],
     ) -> None:
-        super().__init__(lock, section, machine, observers)
+        super().__init__(lock, section, machine)
         self._depth = 1
         #: The outermost level's handle (None: this is it).
         self._root: ReentrantHandle | None = None
@@ -829,9 +827,7 @@ class ReentrantLock(Lock):
 
     def _reenter(self, outer: ReentrantHandle) -> ReentrantHandle:
         self._run(flows.reenter(self, outer))
-        inner = ReentrantHandle(
-            self, outer._section, outer._machine, outer._observers
-        )
+        inner = ReentrantHandle(self, outer._section, outer._machine)
         inner._root = outer
         inner._depth = cast(ReentrantSection, outer._section).depth
         return inner

@@ -57,7 +57,6 @@ from distlock._protocol import decode, encode, wake_key
 from distlock._replicated import call_async
 from distlock._scheduler import Timer
 from distlock.errors import UsageError
-from distlock.events import Observer
 from distlock.options import (
     ACQUIRE_KEYS,
     ASYNC_HOLD_KEYS,
@@ -93,9 +92,8 @@ class LockHandle(HandleBase):
         lock: Lock,
         section: Section,
         machine: Group,
-        observers: tuple[Observer, ...],
     ) -> None:
-        super().__init__(section, machine, observers)
+        super().__init__(section, machine)
         self._lock = lock
         self._timer: Timer | None = None
         #: The hold() whose body this handle's loss cancels (None for acquire()).
@@ -356,11 +354,11 @@ class Lock(LockBase):
         keys: frozenset[str] = ASYNC_HOLD_KEYS,
     ) -> tuple[Group, LockGroup]:
         opts = self.defaults.override(keys, options)
-        machine, sections, observers = self._sections_for(
+        machine, sections = self._sections_for(
             ids, opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
         )
         make = self._handle_type
-        handles = tuple([make(self, s, machine, observers) for s in sections])
+        handles = tuple([make(self, s, machine) for s in sections])
         return machine, LockGroup(self.prefix, handles)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
@@ -678,9 +676,8 @@ class ReentrantHandle(LockHandle):
         lock: Lock,
         section: Section,
         machine: Group,
-        observers: tuple[Observer, ...],
     ) -> None:
-        super().__init__(lock, section, machine, observers)
+        super().__init__(lock, section, machine)
         self._depth = 1
         #: The outermost level's handle (None: this is it).
         self._root: ReentrantHandle | None = None
@@ -913,9 +910,7 @@ class ReentrantLock(Lock):
 
     async def _reenter(self, outer: ReentrantHandle) -> ReentrantHandle:
         await self._run(flows.reenter(self, outer))
-        inner = ReentrantHandle(
-            self, outer._section, outer._machine, outer._observers
-        )
+        inner = ReentrantHandle(self, outer._section, outer._machine)
         inner._root = outer
         inner._depth = cast(ReentrantSection, outer._section).depth
         return inner

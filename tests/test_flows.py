@@ -136,7 +136,7 @@ def handles(keys: list[str], *, watch: bool, retries: int = 0) -> list[HandleBas
     )
     sections = [Section(k, f"tok-{k}", config) for k in keys]
     group = Group(sections)
-    return [HandleBase(s, group, ()) for s in sections]
+    return [HandleBase(s, group) for s in sections]
 
 
 def ours(db: FakeRedis, hs: list[HandleBase]) -> list[str]:

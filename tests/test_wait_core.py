@@ -309,7 +309,7 @@ def waiting_handles(keys: list[str], wait_ms: int = 1_000) -> list[HandleBase]:
     config = SectionConfig(ttl_ms=10_000, wait_ms=wait_ms)
     sections = [Section(k, f"tok-{k}", config) for k in keys]
     group = Group(sections)
-    return [HandleBase(s, group, ()) for s in sections]
+    return [HandleBase(s, group) for s in sections]
 
 
 def drive(

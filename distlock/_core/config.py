@@ -14,6 +14,7 @@ class SectionConfig:
         "cancel_on_loss",
         "drift_factor",
         "observed",
+        "observers",
         "renew_every_ms",
         "replica_timeout_ms",
         "replicas",
@@ -37,6 +38,7 @@ class SectionConfig:
         replicas: int = 0,
         replica_timeout_ms: int = 0,
         wait_ms: int = 0,
+        observers: tuple[object, ...] = (),
     ) -> None:
         self.ttl_ms = ttl_ms
         #: How long an acquisition may wait for a held key (0: fail fast).
@@ -51,6 +53,10 @@ class SectionConfig:
         self.drift_factor = drift_factor
         #: Someone observes lifecycle events: make them (they cost nothing when off).
         self.observed = observed
+        #: The driver's observers of these sections' events.  The core never calls them
+        #: (it reads ``observed``); they are kept here, with the config they were made
+        #: with, so that a held lock's handle carries no reference to them of its own.
+        self.observers = observers
         #: Grants and renewals wait for this many replicas (0: they do not wait).
         self.replicas = replicas
         self.replica_timeout_ms = replica_timeout_ms
