@@ -220,6 +220,11 @@ class HandleBase:
 HandleT = TypeVar("HandleT", bound=HandleBase)
 
 
+def _token() -> int:
+    """128 random bits (what secrets.token_hex(16) draws, as a number)."""
+    return int.from_bytes(os.urandom(16), "big")
+
+
 class LockBase:
     """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
 
@@ -291,14 +296,14 @@ class LockBase:
         # observers; when nobody records or observes, no event of it leaves the Lock, so
         # the Lock's own label serves and a held lock carries no string of its own.
         label = self._label
-        # The token: 128 random bits, kept raw; on the wire, their 32 hex digits (Section.token).
+        # The token: 128 random bits, kept as an int; on the wire, 32 hex digits (Section.token).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
             self._check_open(key)
             if named:
                 label = f"{label}.{next(self._sections)}"
             sections: tuple[Section, ...] = (
-                new_section(key, os.urandom(16), config, label, record),
+                new_section(key, _token(), config, label, record),
             )
         else:
             keys = acquisition_order([self.key(id) for id in ids])
@@ -306,7 +311,7 @@ class LockBase:
             serial = self._sections
             sections = tuple(
                 new_section(
-                    key, os.urandom(16), config,
+                    key, _token(), config,
                     f"{label}.{next(serial)}" if named else label, record,
                 )
                 for key in keys
@@ -314,7 +319,7 @@ class LockBase:
         return Group(sections), sections
 
     def _new_section(
-        self, key: str, token: bytes, config: SectionConfig, client: str, record: bool
+        self, key: str, token: int, config: SectionConfig, client: str, record: bool
     ) -> Section:
         return self._section_type(key, token, config, client=client, record=record)
 
@@ -360,7 +365,7 @@ class SemaphoreBase(LockBase):
     limit: int
 
     def _new_section(
-        self, key: str, token: bytes, config: SectionConfig, client: str, record: bool
+        self, key: str, token: int, config: SectionConfig, client: str, record: bool
     ) -> Section:
         return SemaphoreSection(key, token, config, limit=self.limit, client=client, record=record)
 

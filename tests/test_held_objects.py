@@ -4,6 +4,7 @@ first read (after a loss, too), one per group, and a timer that is only a heap e
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ import redis.asyncio as aredis
 import distlock
 import distlock.asyncio
 from distlock import LockLeaseLostError, LossReason
+from distlock._core.section import Section, SectionConfig
 from distlock._scheduler import Scheduler
 from tests.redis_server import RedisServer
 
@@ -78,6 +80,19 @@ def test_an_asyncio_signal_is_made_on_first_read_too(
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_token_is_32_hex_digits_the_key_holds_whatever_its_leading_bits(
+    locks: distlock.Lock, r: redis.Redis
+) -> None:
+    # A held lock keeps its 128 random bits as a number and writes them out on each use.
+    with locks.hold("t") as handle:
+        token = handle.token
+        assert re.fullmatch("[0-9a-f]{32}", token)
+        assert r.get("ho:t") == token.encode()
+        assert handle.token == token
+    small = Section("k", 0xABC, SectionConfig(ttl_ms=1000))  # leading bits all zero
+    assert small.token == "0" * 29 + "abc"
 
 
 class _Item:

@@ -44,7 +44,7 @@ class ReentrantSection(Section):
     def __init__(
         self,
         key: str,
-        token: str | bytes,
+        token: str | int,
         config: SectionConfig,
         *,
         client: str = "c",

@@ -111,15 +111,16 @@ class Section(LeaseClock):
     def __init__(
         self,
         key: str,
-        token: str | bytes,
+        token: str | int,
         config: SectionConfig,
         *,
         client: str = "c",
         record: bool = False,
     ) -> None:
         self.key = key
-        #: Raw random bytes (a Lock's tokens: 16 bytes where their 32 hex digits take 32)
-        #: or a str as it goes on the wire (tests name theirs).
+        #: 128 random bits as an int (a Lock's tokens: 44 B, where their 32 hex digits
+        #: take 81 B and 16 raw bytes 49 B), or a str as it goes on the wire (tests name
+        #: theirs).
         self._token = token
         self.config = config
         self.client = client
@@ -153,12 +154,12 @@ class Section(LeaseClock):
 
     @property
     def token(self) -> str:
-        """The owner's token as it goes on the wire: the hex digits of raw bytes.
+        """The owner's token as it goes on the wire: 32 hex digits of the random bits.
 
         Made on each use (a command, a wake-up list's name) rather than kept: a held lock
-        keeps its 128 random bits in 16 bytes, not in 32 digits and a str's header."""
+        keeps its 128 random bits as an int, not as 32 digits and a str's header."""
         token = self._token
-        return token if isinstance(token, str) else token.hex()
+        return token if isinstance(token, str) else f"{token:032x}"
 
     def _set(self, bit: int, on: bool) -> None:
         self._flags = self._flags | bit if on else self._flags & ~bit

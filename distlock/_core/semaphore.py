@@ -36,7 +36,7 @@ class SemaphoreSection(Section):
     def __init__(
         self,
         key: str,
-        token: str | bytes,
+        token: str | int,
         config: SectionConfig,
         *,
         limit: int,
