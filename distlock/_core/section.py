@@ -91,10 +91,10 @@ class Section(LeaseClock):
     __slots__ = (
         "_flags",
         "_token",
+        "_write",
         "attempts",
         "client",
         "events",
-        "extend_write",
         "fence",
         "first_sent_at",
         "key",
@@ -102,7 +102,6 @@ class Section(LeaseClock):
         "outcome",
         "phase",
         "renew_failures",
-        "renew_write",
         "retry_at",
         "sent_at",
         "waiting",
@@ -144,8 +143,10 @@ class Section(LeaseClock):
         self.sent_at = 0.0
         self.first_sent_at = 0.0
         self.fence: int | None = None
-        self.renew_write: Write | None = None
-        self.extend_write: Write | None = None
+        #: The section's own lease write in flight: a renewal under run/hold, an extend
+        #: for a manual handle.  Never both (extend() is refused under run/hold, and a
+        #: manual handle is never renewed), so one slot holds either: see renew_write.
+        self._write: Write | None = None
         self.renew_failures = 0
         self._flags &= _RECORDING  # not finished, no cancel requested, no release answered
         #: The signal: set once, the moment the loss is known; never cleared.
@@ -163,6 +164,24 @@ class Section(LeaseClock):
 
     def _set(self, bit: int, on: bool) -> None:
         self._flags = self._flags | bit if on else self._flags & ~bit
+
+    @property
+    def renew_write(self) -> Write | None:
+        """The renewal in flight (only run/hold renews)."""
+        return self._write if self.config.watch else None
+
+    @renew_write.setter
+    def renew_write(self, write: Write | None) -> None:
+        self._write = write
+
+    @property
+    def extend_write(self) -> Write | None:
+        """The manual extend in flight (only a handle from acquire() extends)."""
+        return None if self.config.watch else self._write
+
+    @extend_write.setter
+    def extend_write(self, write: Write | None) -> None:
+        self._write = write
 
     @property
     def recording(self) -> bool:
