@@ -18,6 +18,7 @@ from setuptools import setup
 CORE = [
     "distlock/_core/actions.py",
     "distlock/_core/commands.py",
+    "distlock/_core/config.py",
     "distlock/_core/group.py",
     "distlock/_core/lease.py",
     "distlock/_core/reentrant.py",
