@@ -380,7 +380,8 @@ class Lock(LockBase):
             reply = self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
         if self._route.direct(client):
-            return decode(command, _direct(cast(redis.Redis, client), script, keys, args))
+            plain: Any = client  # a redis.Redis (an annotation, not a cast() call)
+            return decode(command, _direct(plain, script, keys, args))
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
         api: Any = client  # execute_command carries no annotations

@@ -380,7 +380,8 @@ class Lock(LockBase):
             reply = await self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
         if self._route.direct(client):
-            reply = await _direct(cast(aredis.Redis, client), script, keys, args)
+            plain: Any = client  # an aredis.Redis (an annotation, not a cast() call)
+            reply = await _direct(plain, script, keys, args)
             return decode(command, reply)
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
