@@ -148,7 +148,8 @@ def test_a_cluster_client_is_never_sent_to_directly(redis_cluster: Any) -> None:
     assert plain_client(client, redis.Redis) is False
     with Lock(client, prefix="{cl}", ttl_ms=TTL_MS) as locks:
         _cycle(locks)
-    assert _scripts(seen) == ["EVALSHA", "EVALSHA"]
+    # Both scripts went through it (each after an EVAL too if the node had not seen it).
+    assert _scripts(seen).count("EVALSHA") == 2
     client.close()
 
 
