@@ -32,7 +32,10 @@ which a direct send goes through; the one step of theirs in ``execute_command``,
 reconnect of a connection a notification marked (``should_reconnect``), the direct send
 takes as ``execute_command`` does: the sync one reconnects it before giving it back, the
 asyncio one lets the pool's ``release`` disconnect it.
-A Cluster client is never plain (it is not a ``redis.Redis``): it routes by slot.
+A Cluster client is never plain (it is not a ``redis.Redis``): it routes by slot.  A
+Sentinel's ``master_for`` client is: its connections find the primary, and turn a
+``READONLY`` reply from a demoted one into a disconnect and a retried ``ConnectionError``,
+themselves.
 """
 
 from __future__ import annotations
