@@ -10,7 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
@@ -26,6 +26,9 @@ from distlock.options import (
     check_id,
     check_limit,
 )
+
+if TYPE_CHECKING:
+    from distlock._direct import Route
 
 log = logging.getLogger("distlock")
 
@@ -120,21 +123,20 @@ def block_seconds(until_ms: float, socket_timeout: object) -> float:
     return round(seconds, 3)
 
 
-def rides_on_waiter_connection(client: object, plain: type, request: object) -> bool:
+def rides_on_waiter_connection(route: Route, client: object, request: object) -> bool:
     """Whether the attempt a wake-up leads to may go out on the connection its waiter
     blocked on, straight after the ``BLPOP`` reply, instead of through the pool and the
     client's command wrapper (the woken waiter's next round trip is the handoff's).
 
-    Only a plain acquire: a replica wait has its own sending.  Only through a client whose
-    ``execute_command`` is redis-py's own: a subclass that wraps it (to record the scripts
-    it sends, or to inject a fault) sees every attempt.
+    Only a plain acquire: a replica wait has its own sending.  Only where any command may
+    be sent directly (:mod:`distlock._direct`): a client that wraps ``execute_command`` (to
+    record the scripts it sends, or to inject a fault) sees every attempt.
     """
     return (
         isinstance(request, Command)
         and request.op is Op.ACQUIRE
         and not request.replicas
-        and getattr(type(client), "execute_command", None)
-        is getattr(plain, "execute_command", None)
+        and route.direct(client)
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any, Self, TypeVar, Unpack, cast
 import redis
 import redis.asyncio as aredis
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry
 
 from distlock import _flows as flows
@@ -50,8 +50,9 @@ from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
+from distlock._direct import Route
 from distlock._flows import Block, Flow, Request, Sleep
-from distlock._protocol import decode, encode, wake_key
+from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
 from distlock._scheduler import Scheduler
 from distlock._workers import Workers
@@ -232,6 +233,7 @@ class Lock(LockBase):
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
+        self._route = Route(redis.Redis)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -376,6 +378,9 @@ class Lock(LockBase):
         if command.best_effort and isinstance(client, redis.Redis):
             reply = self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
+        if self._route.direct(client):
+            plain: Any = client  # a redis.Redis (an annotation, not a cast() call)
+            return decode(command, _direct(plain, script, keys, args))
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
         api: Any = client  # execute_command carries no annotations
@@ -447,15 +452,12 @@ class Lock(LockBase):
             pool.release(conn)
             raise
         try:
-            if not rides_on_waiter_connection(client, redis.Redis, attempt):
+            if not rides_on_waiter_connection(self._route, client, attempt):
                 pool.release(conn)
                 return attempt
             assert isinstance(attempt, Command)
             try:
                 fence = self._attempt(conn, attempt)
-            except BaseException:
-                conn.disconnect()
-                raise
             finally:
                 pool.release(conn)
         except BaseException as exc:
@@ -472,21 +474,10 @@ class Lock(LockBase):
         return 0 if api.parse_response(conn, "BLPOP") is None else 1
 
     def _attempt(self, conn: Any, command: Command) -> int:
-        """A waiting attempt on the waiter's own connection, retried as the client's
-        connections retry (an attempt is idempotent for its token)."""
-        client: Any = self.client
+        """A waiting attempt on the waiter's own connection, sent as :meth:`_call` sends
+        directly (an attempt is idempotent for its token, so it is retried as any)."""
         script, keys, args = encode(command)
-
-        def send() -> object:
-            try:
-                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                return client.parse_response(conn, "EVALSHA")
-            except NoScriptError:
-                conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-                return client.parse_response(conn, "EVAL")
-
-        reply = conn.retry.call_with_retry(send, lambda _error: conn.disconnect())
-        return decode(command, reply)
+        return decode(command, _on_connection(self.client, conn, script, keys, args))
 
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its end; whatever interrupts a wait is thrown into the flow."""
@@ -604,6 +595,57 @@ class Lock(LockBase):
             self._workers.submit(lambda: LockBase._notify(self, handle, events))
         else:
             LockBase._notify(self, handle, events)
+
+
+def _direct(client: redis.Redis, script: Script, keys: list[str], args: list[str | int]) -> object:
+    """``script``'s reply, sent on a connection of the client's pool rather than through
+    ``execute_command`` (see :mod:`distlock._direct` for when, and what that leaves out)."""
+    # Typed Any: parts of redis-py's connection API carry no annotations.
+    pool: Any = client.connection_pool
+    conn: Any = pool.get_connection()
+    try:
+        return _on_connection(client, conn, script, keys, args)
+    finally:
+        try:
+            # As execute_command: a connection a maintenance notification marked is
+            # reconnected before it goes back.
+            if conn.should_reconnect():
+                conn.disconnect()
+                conn.connect()
+        finally:
+            pool.release(conn)
+
+
+def _on_connection(
+    client: object, conn: Any, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """``script``'s reply on ``conn``, retried as the connection's ``Retry`` says (the
+    errors and backoff of execute_command's retry, disconnecting after each failure).
+
+    A connection interrupted mid-command (``KeyboardInterrupt``, or any error but a
+    reply Redis sent whole) is disconnected here, so that it goes back to the pool with
+    nothing unread on it."""
+    try:
+        return conn.retry.call_with_retry(
+            partial(_script_reply, client, conn, script, keys, args), conn.disconnect
+        )
+    except ResponseError:
+        raise  # an error reply, read whole: the connection is clean
+    except BaseException:
+        conn.disconnect()
+        raise
+
+
+def _script_reply(
+    client: Any, conn: Any, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """One send of ``script``: by its hash, and by its source if Redis does not have it."""
+    try:
+        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return client.parse_response(conn, "EVALSHA")
+    except NoScriptError:
+        conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+        return client.parse_response(conn, "EVAL")
 
 
 def _check_body(fn: Callable[..., object]) -> None:

@@ -18,13 +18,14 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry
 
 from distlock import _flows as flows
@@ -51,9 +52,10 @@ from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
+from distlock._direct import Route
 from distlock._flows import Block, Flow, Request, Sleep
 from distlock._loop_timers import LoopTimers
-from distlock._protocol import decode, encode, wake_key
+from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_async
 from distlock._scheduler import Timer
 from distlock.errors import UsageError
@@ -243,6 +245,7 @@ class Lock(LockBase):
         self._resolving: asyncio.Lock | None = None
         #: Renewals, and releases finishing after a cancel: kept referenced, awaited by aclose().
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._route = Route(aredis.Redis)
         #: Every section's timer, on one event-loop timer.
         self._timers = LoopTimers()
         #: Renewals sent in the current loop iteration, flushed together at its end.
@@ -374,6 +377,10 @@ class Lock(LockBase):
         if command.best_effort and isinstance(client, aredis.Redis):
             reply = await self._call_once(client, script.sha, script.source, keys, args)
             return decode(command, reply)
+        if self._route.direct(client):
+            plain: Any = client  # an aredis.Redis (an annotation, not a cast() call)
+            reply = await _direct(plain, script, keys, args)
+            return decode(command, reply)
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
         try:
@@ -501,15 +508,12 @@ class Lock(LockBase):
             raise
         cancels = task.cancelling() if task is not None else 0
         try:
-            if not rides_on_waiter_connection(client, aredis.Redis, attempt):
+            if not rides_on_waiter_connection(self._route, client, attempt):
                 await pool.release(conn)
                 return attempt
             assert isinstance(attempt, Command)
             try:
                 fence = await self._attempt(client, conn, attempt)
-            except BaseException:
-                await conn.disconnect(nowait=True)
-                raise
             finally:
                 await pool.release(conn)
             _raise_swallowed(task, cancels)
@@ -529,24 +533,11 @@ class Lock(LockBase):
         return 0 if await api.parse_response(conn, "BLPOP") is None else 1
 
     @staticmethod
-    async def _attempt(api: Any, conn: Any, command: Command) -> int:
-        """A waiting attempt on the waiter's own connection, retried as the client's
-        connections retry (an attempt is idempotent for its token)."""
+    async def _attempt(client: object, conn: Any, command: Command) -> int:
+        """A waiting attempt on the waiter's own connection, sent as :meth:`_call` sends
+        directly (an attempt is idempotent for its token, so it is retried as any)."""
         script, keys, args = encode(command)
-
-        async def send() -> object:
-            try:
-                await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                return await api.parse_response(conn, "EVALSHA")
-            except NoScriptError:
-                await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-                return await api.parse_response(conn, "EVAL")
-
-        async def failed(_error: BaseException) -> None:
-            await conn.disconnect()
-
-        reply = await conn.retry.call_with_retry(send, failed)
-        return decode(command, reply)
+        return decode(command, await _on_connection(client, conn, script, keys, args))
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -1044,6 +1035,62 @@ __all__ = [
     "ReentrantLock",
     "Semaphore",
 ]
+
+
+async def _direct(
+    client: aredis.Redis, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """``script``'s reply, sent on a connection of the client's pool rather than through
+    ``execute_command`` (see :mod:`distlock._direct` for when, and what that leaves out).
+    The pool's ``release`` disconnects a connection a maintenance notification marked, as
+    it does after execute_command."""
+    # Typed Any: parts of redis-py's connection API carry no annotations.
+    pool: Any = client.connection_pool
+    conn: Any = await pool.get_connection()
+    try:
+        return await _on_connection(client, conn, script, keys, args)
+    finally:
+        await pool.release(conn)
+
+
+async def _on_connection(
+    client: object, conn: Any, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """``script``'s reply on ``conn``, retried as the connection's ``Retry`` says (the
+    errors and backoff of execute_command's retry, disconnecting after each failure).
+
+    A connection interrupted mid-command (a cancellation, or any error but a reply Redis
+    sent whole) is disconnected here, so that it goes back to the pool with nothing
+    unread on it and Redis forgets whatever it was still doing for it."""
+    try:
+        return await conn.retry.call_with_retry(
+            partial(_script_reply, client, conn, script, keys, args),
+            partial(_disconnect_failed, conn),
+            with_failure_count=True,
+        )
+    except ResponseError:
+        raise  # an error reply, read whole: the connection is clean
+    except BaseException:
+        await conn.disconnect(nowait=True)
+        raise
+
+
+async def _script_reply(
+    client: Any, conn: Any, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """One send of ``script``: by its hash, and by its source if Redis does not have it."""
+    try:
+        await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return await client.parse_response(conn, "EVALSHA")
+    except NoScriptError:
+        await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+        return await client.parse_response(conn, "EVAL")
+
+
+async def _disconnect_failed(conn: Any, error: BaseException, failures: int) -> None:
+    """Before a retry, as execute_command's: the error goes to redis-py's connection
+    metrics."""
+    await conn.disconnect(error=error, failure_count=failures)
 
 
 def _raise_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:

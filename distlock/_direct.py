@@ -1,0 +1,97 @@
+"""Whether a script may go straight onto a pooled connection of the client's, instead of
+through the client's ``execute_command``: the one decision both drivers take before each
+script they send, and before a woken waiter's attempt rides on its waiter's connection.
+
+redis-py's ``execute_command`` costs a lock cycle more client CPU than its round trips'
+own work: per command it makes a closure, reads the clock twice, records the command's
+duration and errors for OpenTelemetry, takes the single-connection lock, and asks the
+connection whether a maintenance notification wants it reconnected.  A direct send takes
+a connection from the pool, sends and parses with the same connection methods and the
+client's own ``parse_response`` (its response callbacks and ``decode_responses``), retries
+with the connection's ``Retry`` exactly as ``execute_command`` does (the same errors,
+disconnecting on each failure), and gives the connection back.  What it leaves out must
+therefore have nothing to do for the client, or the client sends through
+``execute_command`` as before:
+
+- a class (or instance) that overrides or wraps ``execute_command`` or
+  ``_execute_command`` would not see the command: recording clients, fault injectors and
+  users' instrumented clients see every one.  A pipeline overrides it too.
+- a single-connection client holds its one connection and a lock around it; the pool is
+  not where its commands go.
+- a pool with client-side caching hands out caching proxies whose bookkeeping is driven
+  from ``execute_command``'s options.
+- redis-py's observability (its OpenTelemetry metrics), once initialised, records each
+  command's duration and errors; and the debug log of ``redis.client`` logs each failure.
+  Both are process-wide and may be switched on at any time, so they are asked per
+  command (:func:`hooks_idle`), the rest once per client (:func:`plain_client`).
+
+Everything else ``execute_command`` does is done by the direct send too, or is no work
+for a script: ``_send_command_parse_response``'s only branch is for ``HIMPORT SET``.
+Maintenance notifications (on by default, ``"auto"``) act in the connection and the pool,
+which a direct send goes through; the one step of theirs in ``execute_command``, a
+reconnect of a connection a notification marked (``should_reconnect``), the direct send
+takes as ``execute_command`` does: the sync one reconnects it before giving it back, the
+asyncio one lets the pool's ``release`` disconnect it.
+A Cluster client is never plain (it is not a ``redis.Redis``): it routes by slot.  A
+Sentinel's ``master_for`` client is: its connections find the primary, and turn a
+``READONLY`` reply from a demoted one into a disconnect and a retried ``ConnectionError``,
+themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redis.observability.providers import get_observability_instance
+
+#: redis-py's client logger, whose debug level logs each failed command's connection.
+_CLIENT_LOG = logging.getLogger("redis.client")
+#: The methods a client that wants to see its commands overrides.
+_SEND_METHODS = ("execute_command", "_execute_command")
+
+
+def plain_client(client: object, plain: type) -> bool:
+    """Whether ``client`` (a driver's client) may have its scripts sent directly: an
+    instance of redis-py's ``plain`` client class whose sending is redis-py's own, over a
+    pool with nothing hooked into ``execute_command``.  Fixed for the client's life."""
+    if not isinstance(client, plain):
+        return False
+    cls, own = type(client), vars(client)
+    for name in _SEND_METHODS:
+        if getattr(cls, name, None) is not getattr(plain, name, None) or name in own:
+            return False
+    api: Any = client
+    if getattr(api, "connection", None) is not None or getattr(
+        api, "single_connection_client", getattr(api, "_single_connection_client", False)
+    ):
+        return False
+    pool = getattr(api, "connection_pool", None)
+    return pool is not None and getattr(pool, "cache", None) is None
+
+
+def hooks_idle() -> bool:
+    """Whether no process-wide hook of ``execute_command`` would act on a command now."""
+    return (
+        get_observability_instance().get_provider_manager() is None
+        and not _CLIENT_LOG.isEnabledFor(logging.DEBUG)
+    )
+
+
+class Route:
+    """One driver's memo of :func:`plain_client` for the client it last sent through (a
+    Lock made from a factory learns its client at first use)."""
+
+    __slots__ = ("_client", "_plain", "_verdict")
+
+    def __init__(self, plain: type) -> None:
+        self._plain = plain
+        self._client: object = None
+        self._verdict = False
+
+    def direct(self, client: object) -> bool:
+        """Whether the next command through ``client`` may be sent directly."""
+        if client is not self._client:
+            self._verdict = plain_client(client, self._plain)
+            self._client = client
+        return self._verdict and hooks_idle()
