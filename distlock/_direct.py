@@ -43,7 +43,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from redis.observability.providers import get_observability_instance
+import redis
+
+#: The direct send does what redis-py 8's ``_execute_command`` does, minus the hooks above;
+#: another major version may send differently (redis-py 7 and older have no
+#: ``redis.observability``, and their asyncio ``Retry`` takes no failure count), so its
+#: clients keep ``execute_command``.
+MIRRORED_MAJOR = 8
+_MIRRORED = redis.__version__.split(".", 1)[0] == str(MIRRORED_MAJOR)
+if _MIRRORED:
+    from redis.observability.providers import get_observability_instance
 
 #: redis-py's client logger, whose debug level logs each failed command's connection.
 _CLIENT_LOG = logging.getLogger("redis.client")
@@ -55,7 +64,7 @@ def plain_client(client: object, plain: type) -> bool:
     """Whether ``client`` (a driver's client) may have its scripts sent directly: an
     instance of redis-py's ``plain`` client class whose sending is redis-py's own, over a
     pool with nothing hooked into ``execute_command``.  Fixed for the client's life."""
-    if not isinstance(client, plain):
+    if not (_MIRRORED and isinstance(client, plain)):
         return False
     cls, own = type(client), vars(client)
     for name in _SEND_METHODS:
