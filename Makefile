@@ -17,7 +17,7 @@ test: setup lint
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-compiled
 
-# The core compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), built in a scratch copy of the
+# The core and the wire encoding compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), built in a scratch copy of the
 # checkout, under the tests that exercise it: the core's own, parity of the two drivers,
 # both drivers with every primitive, the property machines (a quarter of the examples) and
 # TLC's validation of the drivers' traces.  About 3 minutes on 2 cores, the build included.
@@ -30,9 +30,11 @@ COMPILED_TESTS ?= \
 	tests/test_semaphore_sync.py tests/test_semaphore_async.py tests/test_semaphore_wait.py \
 	tests/test_wait_sync.py tests/test_wait_async.py tests/test_wait_handoff.py \
 	tests/test_wait_recheck.py \
-	tests/properties \
+	tests/properties/test_core_stateful.py tests/properties/test_twins.py \
+	tests/properties/test_redis_stateful.py tests/properties/test_reentrant_stateful.py \
+	tests/properties/test_semaphore_stateful.py \
 	tests/test_trace.py::test_integration_traces_are_behaviours_of_the_spec \
-	tests/test_trace_reentrant.py
+	tests/test_trace_reentrant.py::test_reentrant_runs_are_behaviours_of_the_spec
 test-compiled: setup
 	PYTHON=$(PY) bash .ci/test-compiled $(COMPILED_TESTS)
 
