@@ -3,10 +3,11 @@
 ``DISTLOCK_MYPYC=1 pip install --no-build-isolation .`` (or, in a checkout,
 ``DISTLOCK_MYPYC=1 python setup.py build_ext --inplace``) compiles the pure core
 (``distlock/_core``) and the wire encoding (``distlock/_protocol``) with mypyc, which must
-be installed (it comes with mypy), and a C compiler with Python's headers.  Without the variable nothing is compiled: the pure-Python
-package is the default.  CI tests both: ``make test`` the pure package, then
-``make test-compiled`` (.ci/test-compiled) builds COMPILED in a scratch copy of the
-checkout and runs the tests of the core and both drivers against it.  The compiled core
+be installed (it comes with mypy), and a C compiler with Python's headers.  Without the
+variable nothing is compiled: the pure-Python package is the default.  CI tests both:
+``make test`` the pure package, then ``make test-compiled`` (.ci/test-compiled) builds
+COMPILED in a scratch copy of the checkout and runs the tests of the core and both drivers
+against it.  The compiled core
 decides exactly as the Python one does (it is the same source); it only spends less of the
 client's time on each transition.
 """
