@@ -20,7 +20,7 @@ test: setup lint
 # The core and the wire encoding compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), built in a scratch copy of the
 # checkout, under the tests that exercise it: the core's own, parity of the two drivers,
 # both drivers with every primitive, the property machines (a quarter of the examples) and
-# TLC's validation of the drivers' traces.  About 3 minutes on 2 cores, the build included.
+# TLC's validation of the drivers' traces.  About 2.5 minutes on 2 cores, the build included.
 COMPILED_TESTS ?= \
 	tests/test_core.py tests/test_reentrant_core.py tests/test_semaphore_core.py \
 	tests/test_wait_core.py tests/test_flows.py \
