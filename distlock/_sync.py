@@ -376,7 +376,7 @@ class Lock(LockBase):
             )
             return replicated(command, decode(command, reply), acked)
         if command.best_effort and isinstance(client, redis.Redis):
-            reply = self._call_once(client, script.sha, script.source, keys, args)
+            reply = self._call_once(client, script, keys, args)
             return decode(command, reply)
         if self._route.direct(client):
             plain: Any = client  # a redis.Redis (an annotation, not a cast() call)
@@ -392,24 +392,17 @@ class Lock(LockBase):
 
     @staticmethod
     def _call_once(
-        client: redis.Redis, sha: str, source: str, keys: list[str], args: list[str | int]
+        client: redis.Redis, script: Script, keys: list[str], args: list[str | int]
     ) -> object:
         """One attempt on a connection of its own, with no retry (of the command or of
         the connect): the pool's connections retry as the client was configured."""
         # Typed Any: parts of redis-py's connection API carry no annotations.
-        api: Any = client
         pool: Any = client.connection_pool
         conn: Any = pool.connection_class(**{**pool.connection_kwargs, "retry": _ONE_ATTEMPT})
         try:
-            try:
-                conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
-                reply = api.parse_response(conn, "EVALSHA")
-            except NoScriptError:
-                conn.send_command("EVAL", source, len(keys), *keys, *args)
-                reply = api.parse_response(conn, "EVAL")
+            return _script_reply(client, conn, script, keys, args)
         finally:
             conn.disconnect()
-        return reply
 
     def _wait(self, flow: Flow[T], request: Block) -> Request:
         """Run ``request`` (a block) and the attempt a wake-up leads to; returns the flow's

@@ -375,7 +375,7 @@ class Lock(LockBase):
             )
             return replicated(command, decode(command, reply), acked)
         if command.best_effort and isinstance(client, aredis.Redis):
-            reply = await self._call_once(client, script.sha, script.source, keys, args)
+            reply = await self._call_once(client, script, keys, args)
             return decode(command, reply)
         if self._route.direct(client):
             plain: Any = client  # an aredis.Redis (an annotation, not a cast() call)
@@ -393,24 +393,17 @@ class Lock(LockBase):
 
     @staticmethod
     async def _call_once(
-        client: aredis.Redis, sha: str, source: str, keys: list[str], args: list[str | int]
+        client: aredis.Redis, script: Script, keys: list[str], args: list[str | int]
     ) -> object:
         """One attempt on a connection of its own, with no retry (of the command or of
         the connect): the pool's connections retry as the client was configured."""
         # Typed Any: parts of redis-py's connection API carry no annotations.
-        api: Any = client
         pool: Any = client.connection_pool
         conn: Any = pool.connection_class(**{**pool.connection_kwargs, "retry": _ONE_ATTEMPT})
         try:
-            try:
-                await conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
-                reply = await api.parse_response(conn, "EVALSHA")
-            except NoScriptError:
-                await conn.send_command("EVAL", source, len(keys), *keys, *args)
-                reply = await api.parse_response(conn, "EVAL")
+            return await _script_reply(client, conn, script, keys, args)
         finally:
             await conn.disconnect()
-        return reply
 
     async def _run(self, flow: Flow[T], request: Request | None = None) -> T:
         """Run ``flow``; ``request`` resumes one whose pending request was interrupted.
