@@ -105,15 +105,23 @@ class _Item:
 
 def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() -> None:
     ran: list[str] = []
-    done = threading.Event()
+    done, blocked, go = threading.Event(), threading.Event(), threading.Event()
 
     def on_due(item: _Item) -> None:
         ran.append(item.name)
         if item.name == "last":
             done.set()
 
+    def block(_arg: object) -> None:
+        blocked.set()
+        go.wait(30)
+
     scheduler = Scheduler("test-timer", on_due)
     try:
+        # Every instant below is long past: the timer thread is held in a callback while
+        # they are armed, or it could run ``moved``'s first entry before the second arm.
+        scheduler.call_at(0.0, block)
+        assert blocked.wait(30)
         dropped, moved, kept, last = _Item("dropped"), _Item("moved"), _Item("kept"), _Item("last")
         scheduler.arm(0.0, dropped)
         scheduler.disarm(dropped)
@@ -121,10 +129,12 @@ def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() ->
         scheduler.arm(1.0, moved)  # a second arm: only this entry is live
         scheduler.arm(2.0, kept)
         scheduler.arm(3.0, last)  # all due at once: run in instant order
+        go.set()
         assert done.wait(30)
         assert ran == ["moved", "kept", "last"]
         assert kept._armed_at is None  # spent: a late disarm counts nothing
     finally:
+        go.set()
         scheduler.close()
 
 
