@@ -759,6 +759,56 @@ class Scenario:
             self.targets.append(victim)
         fault(victim)
 
+    def crowd(self, victim: Section) -> Callable[[], None]:
+        """Take every permit of the key on direct connections while ``victim``'s lapsed,
+        oblivious body still runs.  Call it with the fault still in place; it returns once
+        every crowder holds a permit (or the victim's body is over), and what it returns
+        waits for the crowders to leave.
+
+        For a key of several permits, a fault that lapses one holder lets in only as many
+        others as ask at the right moment: the intruder may be between two of its turns,
+        and once the fault is gone the other victims race it.  So "more bodies than
+        permits" would rest on scheduling.  Here ``capacity`` crowders poll (5 ms apart),
+        with only the intruder to race while the fault holds the victims back, and each
+        stays until the victim's body is over: with the victim, one body more than the
+        key allows, whatever the timing."""
+        stop = threading.Event()
+
+        def stay(_section: Section) -> None:
+            self.recorder.wait_until(lambda: victim.end is not None, TRIAL_TIMEOUT / 3)
+
+        crowders = [
+            threading.Thread(
+                target=self._intrude_once,
+                args=(
+                    self.sync_lock(self.sync_client(f"crowder{i}", via_proxy=False)),
+                    stop,
+                    f"crowder{i}",
+                    Body(0.0, at_start=stay),
+                ),
+                name=f"chaos-crowder{i}",
+                daemon=True,
+            )
+            for i in range(self.capacity)
+        ]
+        for t in crowders:
+            t.start()
+
+        def settled() -> bool:
+            inside = [
+                s for s in self.recorder.in_body() if s.client.startswith("crowder")
+            ]
+            return victim.end is not None or len(inside) >= len(crowders)
+
+        self.recorder.wait_until(settled, TRIAL_TIMEOUT / 3)
+        stop.set()
+
+        def leave() -> None:
+            for t in crowders:
+                t.join(TRIAL_TIMEOUT / 2)
+
+        return leave
+
     def wait_signal(self, victim: Section, timeout: float | None = None) -> bool:
         """Keep a fault in place until the victim's signal fires or its body ends."""
         return self.recorder.wait_until(
@@ -892,15 +942,22 @@ class Scenario:
             if stop.wait(self.ttl * 1.5):
                 return
 
-    def _intrude_once(self, lock: Lock, stop: threading.Event) -> Section | None:
-        """Poll for the key (5 ms apart) until taken or the trial's victims are done."""
+    def _intrude_once(
+        self,
+        lock: Lock,
+        stop: threading.Event,
+        role: str = "intruder",
+        body: Body | None = None,
+    ) -> Section | None:
+        """Poll for the key (5 ms apart) until taken or ``stop`` (the trial's victims are
+        done); then run ``body`` (by default a short cooperative one)."""
         for _ in range(int(TRIAL_TIMEOUT / 0.1)):
             if stop.is_set():
                 return None
             section = self.run_sync_section(
                 lock,
-                "intruder",
-                Body(self.ttl_ms * 0.75, cooperative=True),
+                role,
+                body or Body(self.ttl_ms * 0.75, cooperative=True),
                 retries=RETRIES,
                 retry_delay_ms=5,
             )

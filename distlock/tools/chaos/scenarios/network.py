@@ -110,10 +110,15 @@ def renewal_that_hangs_forever(
         # Dropping requests (never run) and dropping replies (run, never answered).
         stream: Stream = "downstream" if trial % 2 == 0 else "upstream"
 
-        def fault(victim: Section, stream: Stream = stream) -> None:
+        def fault(victim: Section, stream: Stream = stream, trial: int = trial) -> None:
             with proxy.toxic("timeout", stream=stream, timeout=0):
                 sc.recorder.fault(f"timeout=0 on {stream}")
                 sc.wait_signal(victim)
+                crowded = (
+                    sc.crowd(victim) if limit is not None and not sc.cooperative(trial) else None
+                )
+            if crowded is not None:
+                crowded()
 
         _trial(sc, mode)(trial, partial(sc.inject, fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)

@@ -7,7 +7,10 @@ still run.  The checks are every scenario's, with the overlap check for ``LIMIT`
 permits (``invariants.check``): never more than ``LIMIT`` successful bodies at once,
 and at every instant at most ``LIMIT`` running bodies that kept quiet about a loss (each
 one beyond that must have surfaced it).  Each scenario must also have seen more than
-``LIMIT`` bodies at once: the fault really let someone in.
+``LIMIT`` bodies at once: the fault really let someone in.  Where the fault holds the
+other victims back (the hung renewal), the lapsed victim's oblivious trial does not
+leave that to timing: ``LIMIT`` crowders take the permits on direct connections while
+its body still runs (``Scenario.crowd``).
 
 The TTL is 500 ms rather than the lock scenarios' 200 ms, and two trials each (the second
 with cooperative bodies) rather than three: the claims are about the faults, and a
