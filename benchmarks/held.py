@@ -2,7 +2,8 @@
 
 Memory: the resident set of a child process holding N locks (default 10,000) against the
 same child holding none, divided by N.  distlock holds them with ``hold`` (each renewed
-in the background, so with its timer and deadline watch armed); the floor keeps only the
+in the background, so with its timer and deadline watch armed), with the sync driver and
+with the asyncio one (``async with`` blocks entered by one task); the floor keeps only the
 token strings it needs to release them; the peers keep their lock objects.
 
 Renewal: a child holds N locks with a heartbeat of ``--heartbeat-ms`` and, once all are
@@ -17,6 +18,7 @@ pipeline, which is the least a client can do.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import subprocess
@@ -26,8 +28,10 @@ from contextlib import ExitStack
 from typing import Any
 
 import redis
+import redis.asyncio as aredis
 from harness import FLOOR, arguments, conditions, peer, redis_url, rss_bytes, table, write_json
 
+import distlock.asyncio
 from distlock import Lock
 
 TTL_MS = 60_000
@@ -38,7 +42,10 @@ end
 return 0
 """
 
-MEMORY_CONTENDERS = (FLOOR, "distlock", "redis-py Lock", "python-redis-lock", "pottery")
+ASYNC_DISTLOCK = "distlock (asyncio)"
+MEMORY_CONTENDERS = (
+    FLOOR, "distlock", ASYNC_DISTLOCK, "redis-py Lock", "python-redis-lock", "pottery"
+)
 
 
 def hold(stack: ExitStack, name: str, url: str, n: int, tag: str = "") -> list[Any]:
@@ -88,7 +95,30 @@ def _exit_all(holds: list[Any]) -> None:
         held.__exit__(None, None, None)
 
 
+async def _async_memory(url: str, n: int) -> dict[str, Any]:
+    """As :func:`memory_child`, for distlock's asyncio driver: the ``hold()`` blocks of one
+    task, entered and kept open (what ``async with`` keeps for each)."""
+    r = aredis.Redis.from_url(url)
+    async with distlock.asyncio.Lock(r, prefix="mem", ttl_ms=TTL_MS) as locks:
+        warm = [locks.hold(f"aw{i}") for i in range(10)]
+        for held in warm:
+            await held.__aenter__()
+        gc.collect()
+        before = rss_bytes()
+        holds = [locks.hold(f"a{i}") for i in range(n)]
+        for held in holds:
+            await held.__aenter__()
+        gc.collect()
+        after = rss_bytes()
+        for held in reversed(warm + holds):
+            await held.__aexit__(None, None, None)
+    await r.aclose()
+    return {"rss_before": before, "rss_after": after, "locks": n}
+
+
 def memory_child(name: str, url: str, n: int) -> dict[str, Any]:
+    if name == ASYNC_DISTLOCK:
+        return asyncio.run(_async_memory(url, n))
     with ExitStack() as stack:
         hold(stack, name, url, 10, "warm")  # warm: imports, connection, scripts, threads
         gc.collect()

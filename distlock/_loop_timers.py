@@ -1,59 +1,100 @@
-"""The timers of one asyncio ``Lock``: a heap of its own, driven by one event-loop timer.
+"""The timers of one asyncio ``Lock``: its handles, kept by instant, driven by one
+event-loop timer.
 
 A loop timer per section would cost a ``TimerHandle`` (with a copy of the context) per
-lock cycle and a push into the loop's heap, whose entries compare in Python; a lock cycle
-arms one timer and cancels it, so that was most of the cost of arming.  Here arming is a
-push of a tuple (compared in C) and cancelling is a flag (:class:`Timer` of the sync
-scheduler, whose entries are dropped lazily the same way).  The loop timer is moved only
-when the earliest entry moves earlier; when it fires, every entry due then runs in that
-one callback, so renewals due together are sent together.
+lock cycle and a push into the loop's heap, whose entries compare in Python.  Here, as in
+the sync driver's timer thread (:class:`distlock._scheduler.Scheduler`), a handle is armed
+by putting it in the bucket of its instant: a heap of the distinct instants, and for each
+the handles due then.  Renewals wake on a grid (see ``distlock._core.lease.RENEW_STEPS``),
+so the thousands of locks a service may hold share a few instants, and a held lock costs
+one reference in a bucket: no timer object, no bound method, no heap entry of its own.
+
+The handle keeps the instant it is armed for (``_armed_at``, the float its bucket's
+handles share); an entry is live while it does, so disarming is clearing that slot, and a
+dead entry is dropped when its instant comes up or when dead entries dominate.  The loop
+timer is moved only when the earliest instant moves earlier; when it fires, every handle
+due runs in that one callback, so renewals due together are sent together.
 
 Instants are the core's milliseconds (``time.monotonic()`` in ms), whatever clock the
-loop keeps, so the instant a section computed is the heap entry's own float.
+loop keeps, so the instant a section computed is the bucket's own float.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-import itertools
 import logging
 import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-from distlock._scheduler import Timer
+from distlock._scheduler import Armed
 
 log = logging.getLogger("distlock")
 
 
-class LoopTimers:
-    __slots__ = ("_cancelled", "_handle", "_handle_at", "_heap", "_loop", "_seq")
+class _Bucket(list[Armed]):
+    """The handles armed for one instant, and that instant: the one float they all keep."""
 
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Timer]] = []
-        self._seq = itertools.count()
-        #: Dead entries (a hint for compaction, kept by Timer.cancel()).
-        self._cancelled = 0
+    __slots__ = ("when",)
+
+    def __init__(self, when: float, items: tuple[Armed, ...]) -> None:
+        super().__init__(items)
+        self.when = when
+
+
+class LoopTimers:
+    __slots__ = ("_dead", "_due", "_entries", "_handle", "_handle_at", "_heap", "_loop", "_on_due")
+
+    def __init__(self, on_due: Callable[[Any], None]) -> None:
+        #: What an armed handle's instant runs (one callback for all of them).
+        self._on_due = on_due
+        #: The distinct instants that have a bucket, as a heap: exactly the keys of _due.
+        self._heap: list[float] = []
+        self._due: dict[float, _Bucket] = {}
+        #: Entries in buckets, live or not, and those known dead (a hint for compaction).
+        self._entries = 0
+        self._dead = 0
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def call_at(self, when: float, fn: Callable[[Any], None], arg: Any) -> Timer:
-        """Run ``fn(arg)`` on the running loop at ``when`` (``time.monotonic()`` ms)."""
-        timer = Timer(self, fn, arg)
-        heap = self._heap
-        dead = self._cancelled
-        if dead > 64 and dead * 2 > len(heap):
-            self._heap = heap = [e for e in heap if not e[2].cancelled]
-            heapq.heapify(heap)
-            self._cancelled = 0
-        heapq.heappush(heap, (when, next(self._seq), timer))
+    def arm(self, when: float, item: Armed) -> None:
+        """Run ``on_due(item)`` on the running loop at ``when`` (``time.monotonic()`` ms),
+        unless :meth:`disarm` or another ``arm`` of ``item`` comes first."""
+        if self._dead > 64 and self._dead * 2 > self._entries:
+            self._compact()
+        bucket = self._due.get(when)
+        if bucket is None:
+            self._due[when] = _Bucket(when, (item,))
+            heapq.heappush(self._heap, when)
+        else:
+            when = bucket.when
+            bucket.append(item)
+        item._armed_at = when
+        self._entries += 1
         loop = asyncio.get_running_loop()
         if when < self._handle_at or loop is not self._loop:
             self._wake(loop, when)
-        return timer
+
+    def disarm(self, item: Armed) -> None:
+        """Forget ``item``'s entry (it is dropped lazily)."""
+        if item._armed_at is not None:
+            item._armed_at = None
+            self._dead += 1
+
+    def _compact(self) -> None:
+        due: dict[float, _Bucket] = {}
+        for when, bucket in self._due.items():
+            live = [item for item in dict.fromkeys(bucket) if item._armed_at == when]
+            if live:
+                due[bucket.when] = _Bucket(bucket.when, tuple(live))
+        self._due = due
+        self._heap = list(due)
+        heapq.heapify(self._heap)
+        self._entries = sum(map(len, due.values()))
+        self._dead = 0
 
     def _wake(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._handle is not None:
@@ -65,39 +106,36 @@ class LoopTimers:
         )
 
     def _fire(self) -> None:
-        self._handle, self._handle_at = None, math.inf
-        heap = self._heap
+        # No loop timer is moved while the callbacks arm: once, after them, if need be.
+        self._handle, self._handle_at = None, -math.inf
         now = time.monotonic() * 1000.0
-        due: list[Timer] = []
-        while heap and heap[0][0] <= now:
-            timer = heapq.heappop(heap)[2]
-            if timer.cancelled:
-                self._cancelled = max(0, self._cancelled - 1)
-                continue
-            timer.cancelled = True  # fired: a late cancel() must not count it again
-            due.append(timer)
-        for timer in due:
-            fn = timer.fn
-            if fn is None:
-                continue
-            try:
-                fn(timer.arg)
-            except Exception:
-                log.exception("distlock timer callback failed")
-        # The callbacks may have armed earlier timers of their own (and moved the handle).
-        heap = self._heap
-        while heap and heap[0][2].cancelled:
-            heapq.heappop(heap)
-            self._cancelled = max(0, self._cancelled - 1)
-        if heap and heap[0][0] < self._handle_at and self._loop is not None:
-            self._wake(self._loop, heap[0][0])
+        while self._heap and self._heap[0] <= now:  # an arm may compact: a new list
+            when = heapq.heappop(self._heap)
+            bucket = self._due.pop(when)
+            self._entries -= len(bucket)
+            for item in bucket:
+                # Checked as each runs: an earlier callback may have disarmed or moved it
+                # (an item armed twice at one instant is in the bucket twice: it runs once).
+                if item._armed_at != when:
+                    self._dead = max(0, self._dead - 1)
+                    continue
+                item._armed_at = None  # spent: a late disarm must not count it
+                try:
+                    self._on_due(item)
+                except Exception:
+                    log.exception("distlock timer callback failed")
+        self._handle_at = math.inf
+        if self._heap and self._loop is not None:
+            self._wake(self._loop, self._heap[0])
 
     def close(self) -> None:
         """Drop every timer (the Lock is closing)."""
         if self._handle is not None:
             self._handle.cancel()
         self._handle, self._handle_at = None, math.inf
-        for _when, _seq, timer in self._heap:
-            timer.cancel()
+        for bucket in self._due.values():
+            for item in bucket:
+                item._armed_at = None
         self._heap.clear()
-        self._cancelled = 0
+        self._due.clear()
+        self._entries = self._dead = 0

@@ -57,7 +57,6 @@ from distlock._flows import Block, Flow, Request, Sleep
 from distlock._loop_timers import LoopTimers
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_async
-from distlock._scheduler import Timer
 from distlock.errors import UsageError
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -87,7 +86,9 @@ ClientFactory = Callable[[], "Client | Awaitable[Client]"]
 class LockHandle(HandleBase):
     """An acquired lock (asyncio): ``key``, ``token``, ``fence`` and ``signal``."""
 
-    __slots__ = ("_holding", "_lock", "_timer")
+    # No timer of its own: the Lock's LoopTimers keeps the handle in the bucket of the
+    # instant ``_armed_at`` names, and that slot alone tells a live entry from a stale one.
+    __slots__ = ("_holding", "_lock")
 
     def __init__(
         self,
@@ -97,7 +98,6 @@ class LockHandle(HandleBase):
     ) -> None:
         super().__init__(section, machine)
         self._lock = lock
-        self._timer: Timer | None = None
         #: The hold() whose body this handle's loss cancels (None for acquire()).
         self._holding: _Holding | None = None
 
@@ -155,34 +155,28 @@ class LockGroup(GroupBase[LockHandle]):
 
 
 class _Holding(HoldingBase):
-    """Holds a group of locks for an ``async with`` block: :meth:`Lock.hold` (one, gives
-    its handle) and :meth:`Lock.hold_many` (several, gives the group) alike."""
+    """What :meth:`Lock.hold` (one lock, gives its handle) and :meth:`Lock.hold_many`
+    (several, gives the group) share: the task whose body a loss cancels."""
 
-    __slots__ = ("_cancelling", "_group", "_lock", "_machine", "task")
+    __slots__ = ("_cancelling", "task")
 
-    def __init__(self, lock: Lock, ids: Sequence[str], options: AsyncHoldOptions) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._lock = lock
-        self._machine, self._group = lock._new_group(ids, options, watch=True)
-        for handle in self._group.handles:
-            handle._holding = self
         self._cancelling = 0
         #: The task running the body: what a loss cancels.
         self.task: asyncio.Task[Any] | None = None
 
-    async def _enter(self) -> LockGroup:
-        lock, group = self._lock, self._group
-        self._start(lock, group.handles)
-        await lock._run(flows.acquire_all(lock, group.handles))
+    async def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
+        self._start(lock, handles)
+        await lock._run(flows.acquire_all(lock, handles))
         task = asyncio.current_task()
         self._cancelling = task.cancelling() if task is not None else 0
         self.task = task
-        return group
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    async def _exit(
+        self, lock: Lock, handles: Sequence[LockHandle], machine: Group, ev: BaseException | None
     ) -> None:
-        machine, task = self._machine, self.task
+        task = self.task
         # The first loss cancelled the body once: consume that cancel only; one from
         # outside on top of it stays and wins.
         outside_cancel = (
@@ -191,24 +185,55 @@ class _Holding(HoldingBase):
             and task.uncancel() > self._cancelling
             and isinstance(ev, asyncio.CancelledError)
         )
-        await self._lock._run(flows.finish_all(self._lock, self._group.handles))
+        await lock._run(flows.finish_all(lock, handles))
         if outside_cancel:
             return
         self._conclude(machine, ev)
 
 
 class _Hold(_Holding):
-    __slots__ = ()
+    """Holds one lock for an ``async with`` block, and gives its handle.  Only the handle
+    is kept (the Lock and the core's group are the handle's), as a sync ``hold()``."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, lock: Lock, id: str, options: AsyncHoldOptions) -> None:
+        super().__init__()
+        handle = self._handle = lock._new_handle(id, options, watch=True)
+        handle._holding = self
 
     async def __aenter__(self) -> LockHandle:
-        return (await self._enter()).handles[0]
+        handle = self._handle
+        await self._enter(handle._lock, (handle,))
+        return handle
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        handle = self._handle
+        await self._exit(handle._lock, (handle,), handle._machine, ev)
 
 
 class _HoldMany(_Holding):
-    __slots__ = ()
+    """Holds several locks for an ``async with`` block, and gives the group."""
+
+    __slots__ = ("_group", "_lock", "_machine")
+
+    def __init__(self, lock: Lock, ids: Sequence[str], options: AsyncHoldOptions) -> None:
+        super().__init__()
+        self._lock = lock
+        self._machine, self._group = lock._new_group(ids, options, watch=True)
+        for handle in self._group.handles:
+            handle._holding = self
 
     async def __aenter__(self) -> LockGroup:
-        return await self._enter()
+        await self._enter(self._lock, self._group.handles)
+        return self._group
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._exit(self._lock, self._group.handles, self._machine, ev)
 
 
 class Lock(LockBase):
@@ -247,7 +272,7 @@ class Lock(LockBase):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._route = Route(aredis.Redis)
         #: Every section's timer, on one event-loop timer.
-        self._timers = LoopTimers()
+        self._timers = LoopTimers(self._tick)
         #: Renewals sent in the current loop iteration, flushed together at its end.
         self._renewing: list[renewals.Renewal] = []
 
@@ -303,8 +328,7 @@ class Lock(LockBase):
         ``await handle.extend()`` if the work can outlive the TTL, and
         ``await handle.release()`` when done.
         """
-        _machine, group = self._new_group([id], options, watch=False, keys=ACQUIRE_KEYS)
-        handle = group.handles[0]
+        handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
         await self._run(flows.acquire(self, handle))
         return handle if handle._section.phase is Phase.HELD else None
 
@@ -317,7 +341,7 @@ class Lock(LockBase):
         even when the block succeeded.
         Options are validated here, before any Redis command.
         """
-        return _Hold(self, [id], options)
+        return _Hold(self, id, options)
 
     async def run(
         self,
@@ -363,6 +387,21 @@ class Lock(LockBase):
         make = self._handle_type
         handles = tuple([make(self, s, machine) for s in sections])
         return machine, LockGroup(self.prefix, handles)
+
+    def _new_handle(
+        self,
+        id: str,
+        options: AcquireOptions | AsyncHoldOptions,
+        *,
+        watch: bool,
+        keys: frozenset[str] = ASYNC_HOLD_KEYS,
+    ) -> LockHandle:
+        """One lock's handle, with no driver group around it (``acquire`` and ``hold``)."""
+        opts = self.defaults.override(keys, options)
+        machine, sections = self._sections_for(
+            [id], opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
+        )
+        return self._handle_type(self, sections[0], machine)
 
     # -- IO: the flows of distlock._flows, run with awaits -----------------------------------
 
@@ -620,13 +659,11 @@ class Lock(LockBase):
             raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
-        if handle._timer is not None:
-            handle._timer.cancel()
-            handle._timer = None
-        wake_at = handle._armed_at = handle._section.wake_at
-        if wake_at is None or self._closed:
-            return
-        handle._timer = self._timers.call_at(wake_at, self._tick, handle)
+        timers = self._timers
+        timers.disarm(handle)  # _armed_at is None until the arm below sets it
+        wake_at = handle._section.wake_at
+        if wake_at is not None and not self._closed:
+            timers.arm(wake_at, handle)  # with the float its bucket's handles share
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
@@ -717,15 +754,15 @@ class _OuterHold(_Hold):
 
     __slots__ = ("_consumed",)
 
-    def __init__(self, lock: Lock, ids: Sequence[str], options: AsyncHoldOptions) -> None:
-        super().__init__(lock, ids, options)
+    def __init__(self, lock: Lock, id: str, options: AsyncHoldOptions) -> None:
+        super().__init__(lock, id, options)
         self._consumed = False
 
     def _take_loss_cancel(self, ev: BaseException | None) -> bool | None:
         """None: no loss cancel to consume (or consumed already).  Otherwise consume it:
         True if a cancel from outside came on top of it (that one propagates), else False."""
         task = self.task
-        if not self._machine.body_cancelled or self._consumed or task is None:
+        if not self._handle._machine.body_cancelled or self._consumed or task is None:
             return None
         self._consumed = True
         return task.uncancel() > self._cancelling and isinstance(ev, asyncio.CancelledError)
@@ -734,10 +771,11 @@ class _OuterHold(_Hold):
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         outside_cancel = self._take_loss_cancel(ev) is True
-        await self._lock._run(flows.finish_all(self._lock, self._group.handles))
+        handle = self._handle
+        await handle._lock._run(flows.finish_all(handle._lock, (handle,)))
         if outside_cancel:
             return
-        self._conclude(self._machine, ev)
+        self._conclude(handle._machine, ev)
 
 
 class _ReentrantHold:
@@ -749,7 +787,7 @@ class _ReentrantHold:
     def __init__(self, lock: ReentrantLock, id: str, options: AsyncHoldOptions) -> None:
         self._lock = lock
         #: Options are validated now, before any command; used if this is the outermost level.
-        self._hold = _OuterHold(lock, [id], options)
+        self._hold = _OuterHold(lock, id, options)
         self._inner: ReentrantHandle | None = None
         self._entered = False
 
@@ -760,7 +798,7 @@ class _ReentrantHold:
             )
         self._entered = True
         lock = self._lock
-        key = self._hold._group.handles[0].key
+        key = self._hold._handle.key
         lock._check_open(key)
         holder = _current_task(key)
         outer = lock._holders.get(holder, key)
@@ -776,7 +814,7 @@ class _ReentrantHold:
     ) -> None:
         inner = self._inner
         if inner is None:
-            handle = cast(ReentrantHandle, self._hold._group.handles[0])
+            handle = cast(ReentrantHandle, self._hold._handle)
             try:
                 await self._hold.__aexit__(et, ev, tb)
             finally:
@@ -955,7 +993,7 @@ class _PermitHold(_Hold):
     __slots__ = ()
 
     async def __aenter__(self) -> PermitHandle:
-        return cast(PermitHandle, (await self._enter()).handles[0])
+        return cast(PermitHandle, await super().__aenter__())
 
 
 class Semaphore(SemaphoreBase, Lock):
@@ -993,7 +1031,7 @@ class Semaphore(SemaphoreBase, Lock):
         retries).  On loss the block is cancelled (unless ``cancel_on_loss=False``) and
         :class:`LockLeaseLostError` is raised on exit, even when the block succeeded.
         """
-        return _PermitHold(self, [id], options)
+        return _PermitHold(self, id, options)
 
     async def run(
         self,

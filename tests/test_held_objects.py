@@ -198,3 +198,83 @@ def test_compaction_keeps_each_live_item_once_in_order_and_drops_empty_instants(
         assert scheduler._entries == 52 + 1 + 1
     finally:
         scheduler.close()
+
+
+def test_loop_timers_run_each_live_item_once_in_instant_order() -> None:
+    from distlock._loop_timers import LoopTimers
+
+    async def main() -> list[str]:
+        ran: list[str] = []
+        done = asyncio.Event()
+
+        def on_due(item: _Item) -> None:
+            ran.append(item.name)
+            if item.name == "last":
+                done.set()
+
+        timers = LoopTimers(on_due)
+        dropped, moved, twice, kept, last = (
+            _Item(n) for n in ("dropped", "moved", "twice", "kept", "last")
+        )
+        # All long past, armed with no await between them: they come up in one callback.
+        timers.arm(0.0, dropped)
+        timers.disarm(dropped)
+        timers.arm(0.0, moved)
+        timers.arm(1.0, moved)  # a second arm: only this entry is live
+        timers.arm(1.0, twice)
+        timers.disarm(twice)
+        timers.arm(1.0, twice)  # in the bucket twice now: it must still run once
+        timers.arm(2.0, kept)
+        timers.arm(3.0, last)
+        assert timers._due[1.0] == [moved, twice, twice]
+        assert twice._armed_at is timers._due[1.0].when  # one float per instant
+        await asyncio.wait_for(done.wait(), 30)
+        assert kept._armed_at is None  # spent: a late disarm counts nothing
+        assert timers._due == {} and timers._heap == []
+        timers.close()
+        return ran
+
+    assert asyncio.run(main()) == ["moved", "twice", "kept", "last"]
+
+
+def test_loop_timers_compact_to_the_live_items_and_close_disarms_them() -> None:
+    from distlock._loop_timers import LoopTimers
+
+    async def main() -> None:
+        timers = LoopTimers(lambda item: None)
+        later = 1e12  # never comes up during the test
+        items = [_Item(str(i)) for i in range(200)]
+        for item in items:
+            timers.arm(later, item)
+        timers.arm(later + 1, items[2])  # moved: its entry at ``later`` is dead
+        for item in items[3:150]:
+            timers.disarm(item)  # past the threshold: the next arm compacts
+        # Compacts before it arms: items[0] was live until this very arm.
+        timers.arm(later + 2, items[0])
+        assert timers._due == {
+            later: [items[0], items[1], *items[150:]],
+            later + 1: [items[2]],
+            later + 2: [items[0]],
+        }
+        assert sorted(timers._heap) == [later, later + 1, later + 2]
+        assert timers._entries == 52 + 1 + 1
+        timers.close()
+        assert all(item._armed_at is None for item in items)
+
+    asyncio.run(main())
+
+
+def test_an_asyncio_hold_keeps_only_its_handle(redis_server: RedisServer) -> None:
+    # What a held lock costs: the hold() and its handle, no driver group (see held.py).
+    async def main() -> None:
+        client = aredis.Redis.from_url(redis_server.url)
+        async with distlock.asyncio.Lock(client, prefix="ho", ttl_ms=60_000) as locks:
+            held = locks.hold("one")
+            async with held as handle:
+                assert held._handle is handle and handle._holding is held
+                assert not hasattr(held, "_group")
+                assert handle._armed_at is not None  # renewal armed, in a shared bucket
+            assert handle._armed_at is None
+        await client.aclose()
+
+    asyncio.run(main())
