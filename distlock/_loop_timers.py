@@ -108,7 +108,14 @@ class LoopTimers:
     def _fire(self) -> None:
         # No loop timer is moved while the callbacks arm: once, after them, if need be.
         self._handle, self._handle_at = None, -math.inf
-        now = time.monotonic() * 1000.0
+        try:
+            self._run_due(time.monotonic() * 1000.0)
+        finally:
+            self._handle_at = math.inf
+            if self._heap and self._loop is not None:
+                self._wake(self._loop, self._heap[0])
+
+    def _run_due(self, now: float) -> None:
         while self._heap and self._heap[0] <= now:  # an arm may compact: a new list
             when = heapq.heappop(self._heap)
             bucket = self._due.pop(when)
@@ -124,9 +131,6 @@ class LoopTimers:
                     self._on_due(item)
                 except Exception:
                     log.exception("distlock timer callback failed")
-        self._handle_at = math.inf
-        if self._heap and self._loop is not None:
-            self._wake(self._loop, self._heap[0])
 
     def close(self) -> None:
         """Drop every timer (the Lock is closing)."""
