@@ -123,6 +123,20 @@ def block_seconds(until_ms: float, socket_timeout: object) -> float:
     return round(seconds, 3)
 
 
+def wake_value(reply: object) -> int:
+    """What a ``BLPOP`` on a wake list answered, as a block's result: the fence of a key a
+    release handed us (``=fence``: we hold it), -1 for a wake-up (look again), 0 when the
+    block's time ran out (nil)."""
+    if reply is None:
+        return 0
+    element: Any = reply[1]  # type: ignore[index]  # [list, element]
+    if isinstance(element, str):
+        element = element.encode()
+    if element[:1] == b"=":
+        return int(element[1:])
+    return -1
+
+
 def rides_on_waiter_connection(route: Route, client: object, request: object) -> bool:
     """Whether the attempt a wake-up leads to may go out on the connection its waiter
     blocked on, straight after the ``BLPOP`` reply, instead of through the pool and the

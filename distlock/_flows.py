@@ -8,8 +8,9 @@ generator that yields IO requests and is sent their results:
 - :class:`Sleep`: wait until an instant on the client clock (a retry's backoff); an
   exception raised while waiting (a cancellation, ``KeyboardInterrupt``) is thrown into
   the flow there too;
-- :class:`Block`: wait for a release's wake-up on a waiter's wake list (``BLPOP``), until
-  an instant on the client clock at the latest; the flow receives 1 if woken, else 0.  A
+- :class:`Block`: wait for a release on a waiter's wake list (``BLPOP``), until an
+  instant on the client clock at the latest; the flow receives the fence of a key the
+  release handed it (> 0), -1 for a wake-up (look again), 0 when the time ran out.  A
   driver interrupted while blocked discards the connection (a connection still blocked in
   Redis must never go back to the pool), then throws the exception into the flow.
 
@@ -141,17 +142,21 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
             yield from release(fx, handle)
             raise step.loss
         if section.phase is Phase.WAITING:
-            yield from _block(fx, handle)
+            if (yield from _block(fx, handle)):
+                return
         elif section.phase is Phase.BACKOFF:
             yield Sleep(section.retry_at)
         else:
             return
 
 
-def _block(fx: Effects[H], handle: H) -> Flow[None]:
-    """A refused waiter blocks until woken or until the refusal may have run out; an
-    exception while blocked (a cancellation, ``KeyboardInterrupt``, a lost connection)
-    withdraws its place before it leaves."""
+def _block(fx: Effects[H], handle: H) -> Flow[bool]:
+    """A refused waiter blocks until a release hands it the key (it then holds it) or
+    wakes it, or until the refusal may have run out; an exception while blocked (a
+    cancellation, ``KeyboardInterrupt``, a lost connection) withdraws its place, and gives
+    back a key handed to it, before it leaves.  True when it holds the key; a key handed
+    over after its lease ran out on our clock is given back and raised as lost, as a late
+    grant is."""
     section = handle._section
     act(fx, handle, Section.block)
     until = section.block_until
@@ -165,7 +170,11 @@ def _block(fx: Effects[H], handle: H) -> Flow[None]:
         except BaseException as exc:
             yield from _withdraw_noting(fx, handle, exc)
             raise
-    act(fx, handle, Section.wake, woken == 1)
+    step = act(fx, handle, Section.wake, woken != 0, max(woken, 0))
+    if step.loss is not None:
+        yield from release(fx, handle)
+        raise step.loss
+    return section.phase is Phase.HELD
 
 
 def _withdraw_noting(fx: Effects[H], handle: H, exc: BaseException) -> Flow[None]:

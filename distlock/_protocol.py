@@ -67,6 +67,11 @@ _QUEUE: Final = """local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+local function leave(queue, places, wake, token)
+  redis.call('LREM', queue, 1, token)
+  redis.call('HDEL', places, token, '>' .. token)
+  redis.call('DEL', wake .. token)
+end
 local function live_head(queue, places, wake, now)
   while true do
     local head = redis.call('LINDEX', queue, 0)
@@ -74,24 +79,27 @@ local function live_head(queue, places, wake, now)
     local until_ms = tonumber(redis.call('HGET', places, head) or '0')
     if until_ms > now then return head, until_ms end
     redis.call('LPOP', queue)
-    redis.call('HDEL', places, head)
+    redis.call('HDEL', places, head, '>' .. head)
     redis.call('DEL', wake .. head)
   end
 end
-local function wake_head(queue, places, wake)
+local function hand_head(queue, places, wake, grant)
   if redis.call('EXISTS', queue) == 0 then return end
   local now = now_ms()
   local head, until_ms = live_head(queue, places, wake, now)
-  if head and redis.call('LLEN', wake .. head) == 0 then
-    redis.call('RPUSH', wake .. head, '1')
-    redis.call('PEXPIRE', wake .. head, until_ms - now)
+  if not head then return end
+  local ttl = grant and redis.call('HGET', places, '>' .. head)
+  local element = '1'
+  if ttl then
+    element = '=' .. grant(head, ttl)
+    leave(queue, places, wake, head)
+  elseif redis.call('LLEN', wake .. head) > 0 then
+    return
   end
+  redis.call('RPUSH', wake .. head, element)
+  redis.call('PEXPIRE', wake .. head, until_ms - now)
 end
-local function leave(queue, places, wake, token)
-  redis.call('LREM', queue, 1, token)
-  redis.call('HDEL', places, token)
-  redis.call('DEL', wake .. token)
-end
+local function wake_head(queue, places, wake) hand_head(queue, places, wake, nil) end
 """
 
 #: A waiting acquire, around the primitive's ``busy()`` and ``claim()``.  KEYS[3] the
@@ -108,6 +116,9 @@ end
 #: the key is free but another waiter is first, the rest of that waiter's place, cut to
 #: one lease (it may take the key and let it lapse).  A place's end never moves earlier.
 #: ``{0, 0}``: the last attempt was refused, and we are out of the queue.
+#: With ``HANDOFF`` (a lock's or a reentrant lock's waiter that asked for it, ARGV[6] = 1),
+#: a refused waiter's place also keeps its TTL (field ``>token``), so that a release can
+#: hand it the key (``hand_head``).
 _WAIT: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
 local now = now_ms()
 local head, head_until = live_head(queue, places, wake, now)
@@ -140,6 +151,8 @@ local had = redis.call('HGET', places, token)
 if not had then redis.call('RPUSH', queue, token) end
 -- A place never ends earlier than it was promised: whoever is behind it counts on that.
 redis.call('HSET', places, token, math.max(tonumber(had or '0'), now + life))
+-- The lease a release hands us takes our TTL.
+if HANDOFF then redis.call('HSET', places, '>' .. token, ARGV[2]) end
 if redis.call('PTTL', queue) < life then
   redis.call('PEXPIRE', queue, life)
   redis.call('PEXPIRE', places, life)
@@ -153,37 +166,50 @@ return {0, recheck}
 _NO_ROOM: Final = "local function room() return false end\n"
 
 
-def _waiting(claim: str, busy: str, room: str = _NO_ROOM, prelude: str = "") -> Script:
-    """A primitive's waiting acquire: its plain acquire as ``claim()``, its ``busy()`` and
-    its ``room()``; ``prelude`` defines what those share."""
-    return Script(
-        _READ
-        + _QUEUE
-        + prelude
-        + "local function claim()\n"
-        + claim
-        + "end\n"
-        + busy
-        + room
-        + _WAIT
-    )
-
-
-#: A primitive's withdrawal, around its ``busy()``: KEYS and ARGV as ``_WAIT``'s.  A waiter
-#: that stops waiting: its place and wake list go, and if it was first in line and the
-#: key is free, the wake-up it may have been sent goes to the next waiter (a wake-up is
-#: never dropped with its waiter).  Always 1.
-_WITHDRAW: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
-local head = live_head(queue, places, wake, now_ms())
-leave(queue, places, wake, token)
-if head == token and busy() == 0 then wake_head(queue, places, wake) end
-return 1
+#: Where the key can be handed to a waiter (a lock's, a reentrant lock's): ``claim_as`` (the
+#: primitive's plain acquire for any token and TTL) gives the fence of a handed key, and a
+#: waiter takes a handed key only if its attempts asked for it (ARGV[6] = 1; a waiter whose
+#: grants must reach replicas before its body starts is woken instead, and sends its own).
+_HANDS_OFF: Final = """local function handed(token, ttl)
+  local fence = claim_as(token, ttl)
+  if type(fence) == 'table' then fence = fence[2] end
+  return fence
+end
+local function claim() return claim_as(ARGV[1], ARGV[2]) end
+local HANDOFF = ARGV[6] == '1'
 """
 
 
-def _withdrawing(busy: str) -> Script:
-    """A primitive's withdrawal (``_WITHDRAW``) around its ``busy()``."""
-    return Script(_READ + _QUEUE + busy + _WITHDRAW)
+def _waiting(claim: str, busy: str, room: str = _NO_ROOM, prelude: str = "") -> Script:
+    """A primitive's waiting acquire: its ``claim()`` (its plain acquire) in ``claim`` or
+    ``prelude``, its ``busy()`` and its ``room()``; ``prelude`` defines what those share,
+    and ``HANDOFF``."""
+    return Script(_READ + _QUEUE + prelude + claim + busy + room + _WAIT)
+
+
+#: A primitive's withdrawal, around its ``busy()``, ``drop()`` and ``GRANT``: KEYS and ARGV
+#: as ``_WAIT``'s.  A waiter that stops waiting: its place and wake list go; a key handed
+#: to it (or granted by an attempt whose reply it never read) is given back (``drop()``:
+#: it stops waiting, so it holds nothing); and if it was first in line or gave a key back,
+#: and the key is free, the key (``GRANT``, where keys are handed) or a wake-up goes to
+#: the next waiter: neither is ever dropped with its waiter.  Always 1.
+_WITHDRAW: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
+local head = live_head(queue, places, wake, now_ms())
+leave(queue, places, wake, token)
+local _, mine = busy()
+if mine then mine = drop() end
+if (head == token or mine) and busy() == 0 then hand_head(queue, places, wake, GRANT) end
+return 1
+"""
+
+#: The withdrawal's ``drop()`` where nothing is handed (a semaphore's permit granted late
+#: is given back by the client's own release).
+_NO_DROP: Final = "local function drop() return false end\nlocal GRANT = nil\n"
+
+
+def _withdrawing(busy: str, drop: str = _NO_DROP, prelude: str = "") -> Script:
+    """A primitive's withdrawal (``_WITHDRAW``) around its ``busy()`` and ``drop()``."""
+    return Script(_READ + _QUEUE + prelude + busy + drop + _WITHDRAW)
 
 
 #: KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
@@ -192,17 +218,21 @@ def _withdrawing(busy: str) -> Script:
 #: instead of being told the lock is taken by someone else (itself).  The counter may have
 #: moved on since (other keys of the slot share it): its current value is still above every
 #: earlier owner's fence and below every later owner's, which is all a fence promises.
-_CLAIM: Final = """local cur, foreign = read('GET', KEYS[1])
-if foreign then return 0 end
-if cur == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return tonumber(redis.call('GET', KEYS[2]) or '1')
+_CLAIM: Final = """local function claim_as(token, ttl)
+  local cur, foreign = read('GET', KEYS[1])
+  if foreign then return 0 end
+  if cur == token then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    return tonumber(redis.call('GET', FENCES) or '1')
+  end
+  if cur then return 0 end
+  redis.call('SET', KEYS[1], token, 'PX', ttl)
+  return redis.call('INCR', FENCES)
 end
-if cur then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return redis.call('INCR', KEYS[2])
 """
-ACQUIRE: Final = Script(_READ + _CLAIM)
+ACQUIRE: Final = Script(
+    _READ + "local FENCES = KEYS[2]\n" + _CLAIM + "return claim_as(ARGV[1], ARGV[2])\n"
+)
 
 #: The lock's waiting acquire (see ``_WAIT``): the key is busy for its remaining TTL
 #: unless it is free or ours (a resend of our own granted attempt).
@@ -215,9 +245,13 @@ _BUSY: Final = """local function busy()
   return tonumber(ARGV[4]), false
 end
 """
-W_ACQUIRE: Final = _waiting(_CLAIM, _BUSY)
-#: The lock's withdrawal (see ``_WITHDRAW``).
-WITHDRAW: Final = _withdrawing(_BUSY)
+W_ACQUIRE: Final = _waiting("", _BUSY, prelude="local FENCES = KEYS[2]\n" + _CLAIM + _HANDS_OFF)
+#: The lock's withdrawal (see ``_WITHDRAW``): a key handed to the waiter is deleted, and
+#: handed on.
+_DROP: Final = """local function drop() redis.call('DEL', KEYS[1]) return true end
+local GRANT = handed
+"""
+WITHDRAW: Final = _withdrawing(_BUSY, _DROP, "local FENCES = KEYS[2]\n" + _CLAIM + _HANDS_OFF)
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 if extended, 0 if not ours.
 EXTEND: Final = Script(
@@ -235,19 +269,25 @@ return 0
 RELEASE_MEMORY_MS: Final = 30_000
 
 #: KEYS[1] lock key, KEYS[2] its release record, KEYS[3] its queue, KEYS[4] the queue's
-#: places; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the wake lists' prefix.
+#: places, KEYS[5] the fence counter; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the wake
+#: lists' prefix.
 #: 1 if deleted now, or if this token's release already deleted it (a resend); 0 if the
 #: key is not ours and we did not release it.  The record is a short-lived key of its own,
 #: so the lock key is gone the moment it is released.  Deleting the key and waking the
-#: first waiter are one atomic step: a wake-up sent before the key is gone would find it
-#: still held, and the woken waiter would block again with nobody left to wake it.
+#: first waiter are one atomic step: the key goes straight to the first live waiter, with
+#: the TTL its place keeps and a new fence, which its wake list carries (``=fence``), so
+#: the waiter holds the key the moment its ``BLPOP`` answers, with no attempt of its own;
+#: a key handed before it was deleted would be held twice.
 RELEASE: Final = Script(
     _READ
     + _QUEUE
+    + "local FENCES = KEYS[5]\n"
+    + _CLAIM
+    + _HANDS_OFF
     + """if read('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-  wake_head(KEYS[3], KEYS[4], ARGV[3])
+  hand_head(KEYS[3], KEYS[4], ARGV[3], handed)
   return 1
 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
@@ -262,19 +302,21 @@ return 0
 #: own hash again (the client library resent our outermost acquire: the TTL is re-set, the
 #: depth is left alone and the stored fence comes back).  {0, 0} when the key is held by
 #: another token, or is another type (a ``Lock``'s string): refused, never an error.
-_R_CLAIM: Final = """local cur, foreign = read('HGET', KEYS[1], ARGV[1])
-if foreign then return {0, 0} end
-if cur then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+_R_CLAIM: Final = """local function claim_as(token, ttl)
+  local cur, foreign = read('HGET', KEYS[1], token)
+  if foreign then return {0, 0} end
+  if cur then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+  end
+  if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], token, 1, 'fence', fence)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {1, fence}
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', fence)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, fence}
 """
-R_ACQUIRE: Final = Script(_READ + _R_CLAIM)
+R_ACQUIRE: Final = Script(_READ + _R_CLAIM + "return claim_as(ARGV[1], ARGV[2])\n")
 
 #: The reentrant lock's waiting acquire (see ``_WAIT``): the hash is busy for its
 #: remaining TTL unless it is gone or holds our token.
@@ -287,9 +329,9 @@ _R_BUSY: Final = """local function busy()
   return tonumber(ARGV[4]), false
 end
 """
-RW_ACQUIRE: Final = _waiting(_R_CLAIM, _R_BUSY)
+RW_ACQUIRE: Final = _waiting("", _R_BUSY, prelude=_R_CLAIM + _HANDS_OFF)
 #: The reentrant lock's withdrawal (see ``_WITHDRAW``).
-R_WITHDRAW: Final = _withdrawing(_R_BUSY)
+R_WITHDRAW: Final = _withdrawing(_R_BUSY, _DROP, _R_CLAIM + _HANDS_OFF)
 
 #: KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the new depth.
 #: A re-entry: 1 if the hash holds our token (its depth is set, its TTL refreshed), else 0.
@@ -334,14 +376,17 @@ return 0
 #: key's queue, KEYS[5] the queue's places; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the
 #: wake lists' prefix.  The outermost exit: 1 if deleted now, or if this token's release
 #: already deleted it (a resend); else 0.  The record is the one ``RELEASE`` writes; the
-#: first waiter is woken in the same step, as ``RELEASE`` wakes it.
+#: key is handed to the first waiter in the same step, as ``RELEASE`` hands it (a new hash
+#: at depth 1 with a new fence).
 R_RELEASE: Final = Script(
     _READ
     + _QUEUE
+    + _R_CLAIM
+    + _HANDS_OFF
     + """if read('HGET', KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
-  wake_head(KEYS[4], KEYS[5], ARGV[3])
+  hand_head(KEYS[4], KEYS[5], ARGV[3], handed)
   return 1
 end
 if redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
@@ -409,10 +454,15 @@ _S_ROOM: Final = """local function room()
 end
 """
 _S_WAIT_PRELUDE: Final = _S_HELPERS + "local LIMIT = tonumber(ARGV[6])\n"
-SW_ACQUIRE: Final = _waiting(_S_CLAIM, _S_BUSY, _S_ROOM, _S_WAIT_PRELUDE)
+SW_ACQUIRE: Final = _waiting(
+    "local function claim()\n" + _S_CLAIM + "end\n",
+    _S_BUSY,
+    _S_ROOM,
+    _S_WAIT_PRELUDE + "local HANDOFF = false\n",
+)
 #: The semaphore's withdrawal (see ``_WITHDRAW``): a permit free when the first waiter
 #: gives up passes the wake-up on.
-S_WITHDRAW: Final = Script(_READ + _QUEUE + _S_WAIT_PRELUDE + _S_BUSY + _WITHDRAW)
+S_WITHDRAW: Final = _withdrawing(_S_BUSY, prelude=_S_WAIT_PRELUDE)
 
 #: KEYS[1] semaphore key; ARGV[1] token, ARGV[2] ttl ms.  1 if our permit was live and now
 #: ends ttl ms from now, else 0.  The membership check is what keeps an evicted (or
@@ -548,7 +598,7 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
         queue, places, wake = queue_keys(key)
         return (
             RELEASE,
-            [key, released_key(key), queue, places],
+            [key, released_key(key), queue, places, fence_key(key)],
             [command.token, RELEASE_MEMORY_MS, wake],
         )
     return EXTEND, [key], [command.token, command.ttl_ms]
@@ -568,6 +618,10 @@ def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str]
     if command.kind is Kind.SEMAPHORE:
         # The semaphore's claim counts against the caller's limit; it has no fence.
         argv.append(command.limit)
+    else:
+        # A key handed over is granted by the releaser's script, whose writes this waiter
+        # cannot wait for replicas to acknowledge: where it must, it is woken instead.
+        argv.append(0 if command.replicas else 1)
     return script, [key, fence_key(key), queue, places], argv
 
 

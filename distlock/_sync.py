@@ -45,6 +45,7 @@ from distlock._base import (
     semaphore_options,
     socket_timeout_of,
     split_client,
+    wake_value,
 )
 from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
@@ -422,7 +423,7 @@ class Lock(LockBase):
             try:
                 key = wake_key(request.key, request.token)
                 timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-                woken = 0 if client.blpop([key], timeout=timeout) is None else 1
+                woken = wake_value(client.blpop([key], timeout=timeout))
             except BaseException as exc:
                 return flow.throw(exc)
             return flow.send(woken)
@@ -461,10 +462,10 @@ class Lock(LockBase):
 
     @staticmethod
     def _blpop(api: Any, conn: Any, request: Block) -> int:
-        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0."""
+        """BLPOP the waiter's wake list until ``request.until_ms`` (see :func:`wake_value`)."""
         key = wake_key(request.key, request.token)
         conn.send_command("BLPOP", key, block_seconds(request.until_ms, socket_timeout_of(api)))
-        return 0 if api.parse_response(conn, "BLPOP") is None else 1
+        return wake_value(api.parse_response(conn, "BLPOP"))
 
     def _attempt(self, conn: Any, command: Command) -> int:
         """A waiting attempt on the waiter's own connection, sent as :meth:`_call` sends

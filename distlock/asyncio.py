@@ -47,6 +47,7 @@ from distlock._base import (
     semaphore_options,
     socket_timeout_of,
     split_client,
+    wake_value,
 )
 from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
@@ -516,7 +517,7 @@ class Lock(LockBase):
             if not isinstance(client, aredis.Redis):
                 key = wake_key(request.key, request.token)
                 timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-                woken = 0 if await client.blpop([key], timeout=timeout) is None else 1
+                woken = wake_value(await client.blpop([key], timeout=timeout))
                 _raise_swallowed(task, cancels)
             else:
                 # Typed Any: parts of redis-py's connection API carry no annotations.
@@ -557,12 +558,12 @@ class Lock(LockBase):
 
     @staticmethod
     async def _blpop(client: aredis.Redis, conn: Any, request: Block) -> int:
-        """BLPOP the waiter's wake list until ``request.until_ms``: 1 if woken, else 0."""
+        """BLPOP the waiter's wake list until ``request.until_ms`` (see :func:`wake_value`)."""
         api: Any = client
         key = wake_key(request.key, request.token)
         timeout = block_seconds(request.until_ms, socket_timeout_of(client))
         await conn.send_command("BLPOP", key, timeout)
-        return 0 if await api.parse_response(conn, "BLPOP") is None else 1
+        return wake_value(await api.parse_response(conn, "BLPOP"))
 
     @staticmethod
     async def _attempt(client: object, conn: Any, command: Command) -> int:

@@ -117,7 +117,7 @@ def test_acquire_returns_none_after_wait_ms(redis_server: RedisServer, r: redis.
 # -- wake-up -----------------------------------------------------------------------------
 
 
-def test_a_release_wakes_the_waiter(redis_server: RedisServer, r: redis.Redis) -> None:
+def test_a_release_hands_the_key_to_the_waiter(redis_server: RedisServer, r: redis.Redis) -> None:
     trace: list[dict[str, Any]] = []
 
     async def main() -> None:
@@ -132,8 +132,10 @@ def test_a_release_wakes_the_waiter(redis_server: RedisServer, r: redis.Redis) -
             assert await holder.release() is True
             got = await task
             assert isinstance(got, LockHandle) and got.held
-            assert [t["woken"] for t in trace if t["action"] == "Wake"] == [True]
-            assert calls(r)["evalsha"] == 2  # the release and the waiter's second attempt
+            wakes = [(t["woken"], t["fence"]) for t in trace if t["action"] == "Wake"]
+            assert wakes == [(True, got.fence)] and got.fence > holder.fence
+            assert r.get("w:k") == got.token.encode()
+            assert calls(r)["evalsha"] == 1  # the release, which handed the key over
             assert await got.release() is True
         await admin.aclose()
 
@@ -398,10 +400,10 @@ def _actions(trace: list[dict[str, Any]]) -> list[str]:
 def test_sync_and_asyncio_wait_with_the_same_transitions(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
-    """One scenario per driver: woken by a release, then timed out (and, for asyncio,
-    cancelled while blocked)."""
-    woken = ["Acquire", "AcquireReply", "Block", "Wake", "Acquire", "AcquireReply"]
-    timed_out = woken  # the last attempt is refused instead of granted
+    """One scenario per driver: handed the key by a release, then timed out (and, for
+    asyncio, cancelled while blocked)."""
+    woken = ["Acquire", "AcquireReply", "Block", "Wake"]
+    timed_out = ["Acquire", "AcquireReply", "Block", "Wake", "Acquire", "AcquireReply"]
     withdrawn = ["Acquire", "AcquireReply", "Block", "Withdraw", "WithdrawReply"]
 
     sync_trace: list[dict[str, Any]] = []

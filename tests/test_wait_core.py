@@ -152,6 +152,34 @@ def test_a_refusal_blocks_until_the_holder_could_be_gone() -> None:
     assert phase(s) is Phase.HELD and s.fence == 7 and not s.queued
 
 
+def test_a_key_handed_over_is_held_with_the_lease_counted_from_the_last_attempt() -> None:
+    s = section(wait_ms=60_000)
+    sent(s.acquire(100.0))
+    s.acquire_reply(110.0, -3_000)
+    s.block(110.0)
+    assert s.wake(2_000.0, True, 9).loss is None
+    assert phase(s) is Phase.HELD and s.fence == 9 and not s.queued
+    # Redis set the TTL at the release, after the attempt went out at 100: the lease on
+    # our clock counts from there, as for a grant whose reply came late.
+    assert s.confirmed_at == 100.0 and s.deadline <= 100.0 + 10_000
+
+
+def test_a_block_lasts_half_a_ttl_at_most_so_a_key_handed_over_has_half_its_lease() -> None:
+    s = section(wait_ms=60_000)  # a TTL of 10 s
+    sent(s.acquire(100.0))
+    s.acquire_reply(110.0, -60_000)  # the holder's TTL: a minute
+    assert s.block_until == 110.0 + 5_000
+
+
+def test_a_key_handed_over_after_its_lease_ran_out_is_lost_and_no_body_starts() -> None:
+    s = section(wait_ms=60_000)
+    sent(s.acquire(100.0))
+    s.acquire_reply(110.0, -3_000)
+    s.block(110.0)
+    step = s.wake(100.0 + 10_000, True, 9)  # the BLPOP reply took the whole lease
+    assert step.loss is not None and not step.cancel_body
+
+
 def test_a_block_never_outlasts_the_deadline_and_the_last_attempt_leaves() -> None:
     s = section(wait_ms=500)
     s.acquire(0.0)
@@ -234,11 +262,12 @@ def test_a_block_is_never_zero_and_fits_the_socket_timeout(
 
 @dataclass
 class FakeQueue:
-    """The waiting scripts' semantics for one key: who holds it, who waits, who was woken."""
+    """The waiting scripts' semantics for one key: who holds it, who waits, who was
+    handed the key (with its fence) and not yet told."""
 
     holder: str | None = None
     queue: list[str] = field(default_factory=list)
-    woken: set[str] = field(default_factory=set)
+    woken: dict[str, int] = field(default_factory=dict)
     fence: int = 0
     hold_ms: int = 1_000
 
@@ -264,22 +293,32 @@ class FakeQueue:
         if command.op is Op.WITHDRAW:
             head = self.queue[0] if self.queue else None
             self._leave(token)
-            if head == token and self.holder is None and self.queue:
-                self.woken.add(self.queue[0])
+            mine = self.holder == token
+            if mine:
+                self.holder = None  # handed to us: given back
+            if (head == token or mine) and self.holder is None:
+                self._hand()
             return 1
         if command.op is Op.RELEASE:
             if self.holder != token:
                 return 0
             self.holder = None
-            if self.queue:
-                self.woken.add(self.queue[0])
+            self._hand()
             return 1
         return 1 if self.holder == token else 0
+
+    def _hand(self) -> None:
+        if self.queue:
+            head = self.queue[0]
+            self.fence += 1
+            self.holder = head
+            self._leave(head)
+            self.woken[head] = self.fence
 
     def _leave(self, token: str) -> None:
         if token in self.queue:
             self.queue.remove(token)
-        self.woken.discard(token)
+        self.woken.pop(token, None)
 
 
 class FakeEffects:
@@ -338,11 +377,10 @@ def drive(
             if isinstance(request, Block):
                 if release_at_block and db.holder == "holder":
                     db.run(Command(Op.RELEASE, "k", "holder", 1))
-                woken = request.token in db.woken
-                db.woken.discard(request.token)
-                if not woken:
+                fence = db.woken.pop(request.token, 0)
+                if not fence:
                     fx.clock = max(fx.clock, request.until_ms)
-                request = flow.send(1 if woken else 0)
+                request = flow.send(fence)
             elif isinstance(request, Sleep):
                 raise AssertionError("a waiting acquisition never backs off")
             else:
@@ -354,14 +392,16 @@ def drive(
     raise AssertionError("unreachable")
 
 
-def test_the_flow_blocks_and_is_woken_by_the_release() -> None:
+def test_the_flow_blocks_and_is_handed_the_key_by_the_release() -> None:
     fx, db = FakeEffects(), FakeQueue(holder="holder")
     (h,) = waiting_handles(["k"])
     requests, error = drive(fx, db, flows.acquire(fx, h), release_at_block=True)
     assert error is None and h._section.phase is Phase.HELD
     kinds = [type(r).__name__ if not isinstance(r, Command) else r.op.name for r in requests]
-    assert kinds == ["ACQUIRE", "Block", "ACQUIRE"]  # three round trips when contended
-    assert db.queue == [] and db.woken == set()
+    # two round trips when contended: the release hands the key to the blocked waiter
+    assert kinds == ["ACQUIRE", "Block"]
+    assert db.queue == [] and db.woken == {} and db.holder == h._section.token
+    assert h._section.fence == db.fence
 
 
 def test_the_flow_gives_up_at_the_deadline_with_one_last_attempt() -> None:
@@ -411,11 +451,12 @@ def test_an_exception_anywhere_leaves_no_place_and_no_key(make: Any, at: int) ->
         assert any(isinstance(r, Command) and r.op is Op.WITHDRAW for r in requests)
 
 
-def test_a_withdrawing_head_passes_the_wake_up_on() -> None:
-    db = FakeQueue(queue=["head", "next"])
-    db.woken.add("head")  # the release woke the head, which then stops waiting
-    db.run(Command(Op.WITHDRAW, "k", "head", 1))
-    assert db.queue == ["next"] and db.woken == {"next"}
+def test_a_withdrawing_waiter_hands_a_key_handed_to_it_on() -> None:
+    db = FakeQueue(holder="holder", queue=["head", "next"])
+    db.run(Command(Op.RELEASE, "k", "holder", 1))  # handed to the head, not yet told
+    assert db.holder == "head" and db.woken == {"head": 1}
+    db.run(Command(Op.WITHDRAW, "k", "head", 1))  # which then stops waiting
+    assert db.holder == "next" and db.queue == [] and db.woken == {"next": 2}
 
 
 def test_a_group_timeout_releases_what_it_took_and_names_the_missing_key() -> None:
@@ -427,8 +468,8 @@ def test_a_group_timeout_releases_what_it_took_and_names_the_missing_key() -> No
             return dbs[command.key].run(command)
 
         @property
-        def woken(self) -> set[str]:
-            return set()
+        def woken(self) -> dict[str, int]:
+            return {}
 
         holder = None
 

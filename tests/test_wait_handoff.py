@@ -1,8 +1,10 @@
 """The woken waiter's attempt goes out on the connection it blocked on, against a real
 redis-server, sync and asyncio.
 
-Between a release and the woken waiter's attempt the key sits idle, so that attempt leaves
-the moment ``BLPOP`` answers, on the same connection, with no pool round trip.  What must
+A lock's release hands its key straight to the first waiter (``test_wait_sync``), but a
+semaphore's release only wakes it: between that release and the woken waiter's attempt the
+permit sits idle, so that attempt leaves the moment ``BLPOP`` answers, on the same
+connection, with no pool round trip.  What must
 not change: an error or a cancellation there is thrown into the flow at the attempt, which
 cleans up as for any attempt whose reply never came (no place left in the queue, no key
 left held), and the connection goes back to the pool, disconnected if it failed.
@@ -21,16 +23,16 @@ import redis.asyncio as aredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from distlock import Lock
-from distlock._protocol import W_ACQUIRE
-from distlock.asyncio import Lock as AsyncLock
+from distlock import Semaphore
+from distlock._protocol import SW_ACQUIRE
+from distlock.asyncio import Semaphore as AsyncSemaphore
 from tests.redis_server import RedisServer
 from tests.test_wait_async import arun, start_waiting
 from tests.test_wait_sync import blocked_clients, until, waiting_keys
 
 HOLD_MS = 60_000
 WAIT_MS = 30_000
-ATTEMPT = W_ACQUIRE.sha.encode()
+ATTEMPT = SW_ACQUIRE.sha.encode()
 
 
 def _words(args: tuple[Any, ...]) -> tuple[bytes, ...]:
@@ -110,7 +112,7 @@ def test_the_woken_attempt_goes_out_on_the_blocked_connection(
     client = redis.Redis(
         connection_pool=NotingPool(port=redis_server.port, connection_class=connection)
     )
-    with Lock(client, prefix="h", ttl_ms=HOLD_MS) as locks:
+    with Semaphore(client, prefix="h", limit=1, ttl_ms=HOLD_MS) as locks:
         holder = locks.acquire("k")
         assert holder is not None
         got: list[object] = []
@@ -125,7 +127,7 @@ def test_the_woken_attempt_goes_out_on_the_blocked_connection(
         # The connection is back in the pool, idle: nothing is in use.
         pool: Any = client.connection_pool
         assert not pool._in_use_connections
-        assert r.get("h:k") == handle.token.encode()  # type: ignore[attr-defined]
+        assert r.zscore("h:k", handle.token) is not None  # type: ignore[attr-defined]
         assert handle.release() is True  # type: ignore[attr-defined]
     assert waiting_keys(r) == []
 
@@ -140,7 +142,7 @@ def test_the_woken_attempt_goes_out_on_the_blocked_connection_asyncio(
             connection_pool=AsyncNotingPool(port=redis_server.port, connection_class=connection)
         )
         admin = aredis.Redis(port=redis_server.port)
-        async with AsyncLock(client, prefix="ha", ttl_ms=HOLD_MS) as locks:
+        async with AsyncSemaphore(client, prefix="ha", limit=1, ttl_ms=HOLD_MS) as locks:
             holder = await locks.acquire("k")
             assert holder is not None
             task = await start_waiting(admin, "ha:k", locks.acquire("k", wait_ms=WAIT_MS))
@@ -190,7 +192,7 @@ def test_a_failed_woken_attempt_is_retried_as_the_client_retries_or_cleaned_up(
         port=redis_server.port, connection_class=connection, retry=Retry(NoBackoff(), retries)
     )
     client = redis.Redis(connection_pool=pool)
-    with Lock(client, prefix="hf", ttl_ms=HOLD_MS) as locks:
+    with Semaphore(client, prefix="hf", limit=1, ttl_ms=HOLD_MS) as locks:
         holder = locks.acquire("k")
         assert holder is not None
         got: list[object] = []
@@ -210,7 +212,7 @@ def test_a_failed_woken_attempt_is_retried_as_the_client_retries_or_cleaned_up(
         assert not pool._in_use_connections
         if retries:
             handle: Any = got[0]
-            assert r.get("hf:k") == handle.token.encode()
+            assert r.zscore("hf:k", handle.token) is not None
             assert handle.release() is True
         else:
             assert isinstance(got[0], redis.ConnectionError)
@@ -263,7 +265,7 @@ def test_cancelled_while_the_woken_attempt_s_reply_is_out_leaves_nothing_behind(
             )
         )
         admin = aredis.Redis(port=redis_server.port)
-        async with AsyncLock(client, prefix="hc", ttl_ms=HOLD_MS) as locks:
+        async with AsyncSemaphore(client, prefix="hc", limit=1, ttl_ms=HOLD_MS) as locks:
             holder = await locks.acquire("k")
             assert holder is not None
             task = await start_waiting(admin, "hc:k", locks.acquire("k", wait_ms=WAIT_MS))
@@ -298,7 +300,7 @@ def test_a_wrapped_execute_command_sees_every_attempt(
                 seen.append(words[1])
             return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
-    with Lock(Wrapped(port=redis_server.port), prefix="hw", ttl_ms=HOLD_MS) as locks:
+    with Semaphore(Wrapped(port=redis_server.port), prefix="hw", limit=1, ttl_ms=HOLD_MS) as locks:
         holder = locks.acquire("k")
         assert holder is not None
         got: list[Any] = []

@@ -18,9 +18,14 @@ KEY = "rc:k"
 LONG_MS = 60_000
 
 
-def attempt(r: redis.Redis, token: str, queue_ms: int, ttl_ms: int = LONG_MS) -> list[int]:
-    """One waiting attempt: ``[fence, recheck_ms]``."""
-    script, keys, args = encode(Command(Op.ACQUIRE, KEY, token, ttl_ms, queue_ms=queue_ms))
+def attempt(
+    r: redis.Redis, token: str, queue_ms: int, ttl_ms: int = LONG_MS, handoff: bool = True
+) -> list[int]:
+    """One waiting attempt: ``[fence, recheck_ms]``.  Without ``handoff`` the waiter asks
+    to be woken rather than handed the key (as one whose grants replicas must confirm)."""
+    command = Command(Op.ACQUIRE, KEY, token, ttl_ms, queue_ms=queue_ms)
+    command.replicas = 0 if handoff else 1
+    script, keys, args = encode(command)
     return [int(x) for x in r.eval(script.source, len(keys), *keys, *args)]
 
 
@@ -47,7 +52,8 @@ def test_behind_another_waiter_the_block_ends_with_its_place(r: redis.Redis) -> 
 
 def test_a_free_key_behind_another_waiter_is_looked_at_within_a_lease(r: redis.Redis) -> None:
     assert attempt(r, "holder", 0)[0] > 0
-    assert attempt(r, "first", LONG_MS)[0] == 0  # a place of about a minute
+    # A place of about a minute, for a waiter that is woken rather than handed the key.
+    assert attempt(r, "first", LONG_MS, handoff=False)[0] == 0
     assert release(r, "holder") == 1  # free now; "first" is woken but has not come
     fence, recheck = attempt(r, "second", LONG_MS, ttl_ms=1_000)
     assert fence == 0
@@ -61,3 +67,39 @@ def test_a_place_never_ends_earlier_than_it_was_promised(r: redis.Redis) -> None
     promised = place_ends(r, "w")
     assert attempt(r, "w", 1)[0] == 0  # a later attempt with little wait left
     assert place_ends(r, "w") >= promised
+
+
+def test_a_key_handed_over_takes_the_waiter_s_ttl_and_the_next_blocks_by_it(
+    r: redis.Redis,
+) -> None:
+    assert attempt(r, "holder", 0)[0] > 0
+    assert attempt(r, "first", LONG_MS, ttl_ms=5_000)[0] == 0
+    assert release(r, "holder") == 1  # handed to "first", with the 5 s it asked for
+    assert r.get(KEY) == b"first" and 4_000 < r.pttl(KEY) <= 5_000
+    assert r.lrange(queue_keys(KEY)[2] + "first", 0, -1) == [b"=2"]  # its new fence
+    assert r.hkeys(queue_keys(KEY)[1]) == []  # "first" is out of the queue
+    fence, recheck = attempt(r, "second", LONG_MS)
+    assert fence == 0 and recheck <= 5_000
+    # "first" never read the element (its block ended): its next attempt finds the key
+    # its own and keeps the fence it was handed.
+    assert attempt(r, "first", LONG_MS, ttl_ms=5_000) == [2, 0]
+
+
+def withdraw(r: redis.Redis, token: str) -> int:
+    script, keys, args = encode(Command(Op.WITHDRAW, KEY, token, LONG_MS, queue_ms=0))
+    return int(r.eval(script.source, len(keys), *keys, *args))
+
+
+def test_a_waiter_that_stops_waiting_hands_a_key_handed_to_it_on(r: redis.Redis) -> None:
+    assert attempt(r, "holder", 0)[0] > 0
+    assert attempt(r, "first", LONG_MS)[0] == 0
+    assert attempt(r, "second", LONG_MS, ttl_ms=7_000)[0] == 0
+    assert release(r, "holder") == 1
+    assert r.get(KEY) == b"first"
+    # "first" is cancelled before it reads the element: it holds nothing, so the key it
+    # was handed goes on to "second", and nothing of "first" is left.
+    assert withdraw(r, "first") == 1
+    assert r.get(KEY) == b"second" and r.pttl(KEY) <= 7_000
+    assert r.lrange(queue_keys(KEY)[2] + "second", 0, -1) == [b"=3"]
+    assert not r.exists(queue_keys(KEY)[2] + "first")
+    assert r.llen(queue_keys(KEY)[0]) == 0

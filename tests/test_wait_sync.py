@@ -142,21 +142,28 @@ def test_the_lock_s_default_wait_applies_and_a_call_overrides_it(r: redis.Redis)
 # -- wake-up on release, and on expiry ---------------------------------------------------
 
 
-def test_a_release_wakes_the_waiter(r: redis.Redis) -> None:
+def test_a_release_hands_the_key_to_the_waiter(r: redis.Redis) -> None:
     trace: list[dict[str, Any]] = []
     with Lock(r, prefix="w", ttl_ms=FOREVER_MS, trace=trace.append) as locks:
         holder = locks.acquire("k")
         assert holder is not None
-        waiter = start_waiting(r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS))
+        waiter = start_waiting(
+            r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS, ttl_ms=45_000)
+        )
         r.config_resetstat()
         assert holder.release() is True
         got = waiter.outcome()
         assert isinstance(got, LockHandle) and got.held
-        # Woken by the release (the holder's TTL was a minute away), not by a re-check.
+        # Handed the key by the release (the holder's TTL was a minute away), not by a
+        # re-check, with a new fence and the TTL the waiter asked for, not the holder's.
         wakes = [t for t in trace if t["action"] == "Wake"]
-        assert [w["woken"] for w in wakes] == [True]
-        # The release's wake-up cost the releaser nothing: one script each, no more.
-        assert calls(r)["evalsha"] == 2
+        assert [(w["woken"], w["fence"]) for w in wakes] == [(True, got.fence)]
+        assert got.fence > holder.fence
+        assert r.get("w:k") == got.token.encode()
+        assert 40_000 < r.pttl("w:k") <= 45_000
+        # The handover cost the releaser nothing and the waiter no attempt: the release's
+        # script is the only one.
+        assert calls(r)["evalsha"] == 1
         assert got.release() is True
     assert waiting_keys(r) == []
 
@@ -174,7 +181,7 @@ def test_a_holder_that_died_is_waited_out_at_its_expiry(locks: Lock, r: redis.Re
     assert waiting_keys(r) == []
 
 
-def test_contended_acquisition_is_three_round_trips(locks: Lock, r: redis.Redis) -> None:
+def test_contended_acquisition_is_two_round_trips(locks: Lock, r: redis.Redis) -> None:
     holder = locks.acquire("k")
     assert holder is not None
     r.config_resetstat()
@@ -183,8 +190,8 @@ def test_contended_acquisition_is_three_round_trips(locks: Lock, r: redis.Redis)
     got = waiter.outcome()
     assert isinstance(got, LockHandle)
     stats = calls(r)
-    # The waiter: attempt, BLPOP, attempt; the holder: its release.
-    assert stats["evalsha"] == 3 and stats["blpop"] == 1
+    # The waiter: attempt, BLPOP (which answers with the key); the holder: its release.
+    assert stats["evalsha"] == 2 and stats["blpop"] == 1
 
 
 def test_waiting_costs_nothing_when_the_lock_is_free(locks: Lock, r: redis.Redis) -> None:
@@ -355,7 +362,9 @@ def test_a_group_waits_for_its_missing_key(locks: Lock, r: redis.Redis) -> None:
 # -- the reentrant lock --------------------------------------------------------------------
 
 
-def test_a_reentrant_waiter_is_woken_and_a_reentry_never_waits(r: redis.Redis) -> None:
+def test_a_reentrant_waiter_is_handed_the_key_and_a_reentry_never_waits(
+    r: redis.Redis,
+) -> None:
     with ReentrantLock(r, prefix="rw", ttl_ms=FOREVER_MS) as locks:
         outer = locks.acquire("k")
         assert outer is not None
@@ -366,12 +375,22 @@ def test_a_reentrant_waiter_is_woken_and_a_reentry_never_waits(r: redis.Redis) -
 
         def other_thread() -> object:
             with locks.hold("k", wait_ms=FOREVER_MS) as h:
+                # Handed over by the outermost exit: a new hash at depth 1, a new fence.
+                assert r.hgetall("rw:k") == {h.token.encode(): b"1", b"fence": b"%d" % h.fence}
+                assert h.fence > outer.fence
+                entered = locks.acquire("k")
+                assert entered is not None and entered.depth == 2
+                entered.release()
                 return h.depth
 
         waiter = start_waiting(r, "rw:k", other_thread)
         assert inner.release() is True
+        r.config_resetstat()
         assert outer.release() is True
         assert waiter.outcome() == 1
+        # The outermost exit handed the key over: the waiter sent no attempt of its own
+        # (its re-entry and exit and its release are the other three).
+        assert calls(r)["evalsha"] == 4
         assert locks.acquire("k", wait_ms=100) is not None
     assert waiting_keys(r) == []
 

@@ -99,12 +99,10 @@ class ReentrantSection(Section):
 
     # -- the outermost level -----------------------------------------------------------------
 
-    def acquire_reply(self, now: float, fence: int) -> Step:
-        """AcquireReply (the lock's): a grant opens the outermost level."""
-        step = super().acquire_reply(now, fence)
-        if self.phase is Phase.HELD:
-            self.depth = 1
-        return step
+    def _granted(self, now: float, fence: int) -> Step:
+        """A grant (an attempt's, or a key handed over) opens the outermost level."""
+        self.depth = 1
+        return super()._granted(now, fence)
 
     def check_outermost_exit(self) -> None:
         """Not an action: the outermost level may exit only once no inner level is open."""

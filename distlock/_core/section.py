@@ -151,7 +151,7 @@ class Section(LeaseClock):
         self._flags &= _RECORDING  # not finished, no cancel requested, no release answered
         #: The signal: set once, the moment the loss is known; never cleared.
         self.lost: LockLeaseLostError | None = None
-        self.waiting = Waiting(config.wait_ms) if config.wait_ms else None
+        self.waiting = Waiting(config.wait_ms, config.ttl_ms) if config.wait_ms else None
 
     @property
     def token(self) -> str:
@@ -394,18 +394,7 @@ class Section(LeaseClock):
         step = NOTHING
         waiting = self.waiting
         if fence > 0:
-            if waiting is not None:
-                waiting.queued = False  # the granting script took us out of the queue
-            self.phase = Phase.HELD
-            self.fence = fence
-            self.lease_grant(self.sent_at, self.config.ttl_ms)
-            self.schedule_renewal(self.sent_at)
-            self._emit(
-                Acquired(self.key, self.client, now, fence, self.attempts, now - self.first_sent_at)
-            )
-            if self.lease_expired(now):
-                # The reply outlived the lease it grants: no body may start on it.
-                step = self._lose(now, LossReason.GRANTED_TOO_LATE, body_running=False)
+            step = self._granted(now, fence)
         elif waiting is not None:
             if waiting.refused(now, -fence):
                 self.phase = Phase.WAITING
@@ -424,6 +413,25 @@ class Section(LeaseClock):
             extra = {} if waiting is None or fence > 0 else {"recheck_ms": -fence}
             self._record("AcquireReply", now, granted=fence > 0, **extra)
         return step
+
+    def _granted(self, now: float, fence: int) -> Step:
+        """The key is ours with ``fence``, by the last attempt's reply or handed over by a
+        release: either way Redis set its TTL after that attempt was sent, so the lease
+        counts from then."""
+        waiting = self.waiting
+        if waiting is not None:
+            waiting.queued = False  # the granting script took us out of the queue
+        self.phase = Phase.HELD
+        self.fence = fence
+        self.lease_grant(self.sent_at, self.config.ttl_ms)
+        self.schedule_renewal(self.sent_at)
+        self._emit(
+            Acquired(self.key, self.client, now, fence, self.attempts, now - self.first_sent_at)
+        )
+        if self.lease_expired(now):
+            # The grant outlived the lease it gives: no body may start on it.
+            return self._lose(now, LossReason.GRANTED_TOO_LATE, body_running=False)
+        return NOTHING
 
     def acquire_fail(self, now: float) -> Step:
         """AcquireFail: the reply never came; the SET may have run, so clean up with our token."""
@@ -457,13 +465,18 @@ class Section(LeaseClock):
             self._record("Block", now, until=self.block_until)
         return NOTHING
 
-    def wake(self, now: float, woken: bool) -> Step:
-        """Wake: the block ended, by a release's wake-up (``woken``) or at its end; the
-        next attempt follows (the last one if the deadline has passed)."""
+    def wake(self, now: float, woken: bool, fence: int = 0) -> Step:
+        """Wake: the block ended, by a release (``woken``) or at its end.  A release that
+        handed us the key sent its ``fence`` (> 0): we hold it, as if our last attempt
+        had been granted late.  Otherwise the next attempt follows (the last one if the
+        deadline has passed)."""
         self._guard("Wake", self.phase is Phase.WAITING)
+        step = NOTHING
+        if fence > 0:
+            step = self._granted(now, fence)
         if self.recording:
-            self._record("Wake", now, woken=woken)
-        return NOTHING
+            self._record("Wake", now, woken=woken, **({"fence": fence} if fence > 0 else {}))
+        return step
 
     def withdraw(self, now: float) -> Step:
         """Withdraw: a waiter that stops waiting gives up its place in the queue (and

@@ -8,6 +8,13 @@ time has passed, whichever is first, and never past its own deadline.  The attem
 at or after the deadline is the last one: if refused, Redis removes the waiter from the
 queue in the same script, so giving up costs no extra round trip.
 
+A release may hand the key straight to the first waiter.  That waiter's lease counts from
+its last attempt's send time (Redis set the TTL later, at the release), so a block also
+ends half a TTL after it began at the latest: a key handed over during it still has half
+its lease to run on the client's clock, where a block as long as the holder's TTL could
+hand over a lease already spent.  A waiter that waits longer pays one more attempt per
+half TTL.
+
 The instants are on the client's monotonic clock, like every other instant of the core.
 """
 
@@ -25,10 +32,12 @@ QUEUE_GRACE_MS: Final = 2_000
 class Waiting:
     """The waiting part of one section: its deadline and its place in the queue."""
 
-    __slots__ = ("block_until", "queued", "sent_ms", "until", "wait_ms")
+    __slots__ = ("block_until", "longest_block_ms", "queued", "sent_ms", "until", "wait_ms")
 
-    def __init__(self, wait_ms: int) -> None:
+    def __init__(self, wait_ms: int, ttl_ms: int) -> None:
         self.wait_ms = wait_ms
+        #: The longest block: half the lease a release may hand over during it.
+        self.longest_block_ms = max(1, ttl_ms // 2)
         #: The deadline; set when the section (or its group) starts acquiring.
         self.until: float | None = None
         #: The end of the current block.
@@ -59,5 +68,6 @@ class Waiting:
             self.queued = False
             return False
         self.queued = True
-        self.block_until = min(self.until, now + max(1, recheck_ms))
+        block_ms = min(max(1, recheck_ms), self.longest_block_ms)
+        self.block_until = min(self.until, now + block_ms)
         return True
