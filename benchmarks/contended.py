@@ -8,7 +8,8 @@ The contenders, run in the same rounds on the same redis-server:
   the waiters ``BLPOP`` (at most one pending element, so a release nobody waited for
   cannot pile wake-ups up).  A refused worker blocks on the list no longer than the key's
   TTL, so a holder that died still frees it.
-- ``distlock wait``: ``Lock.acquire(key, wait_ms=...)``, woken by the holder's release.
+- ``distlock wait``: ``Lock.acquire(key, wait_ms=...)``, handed the key by the holder's
+  release.
 - ``distlock retries``: ``Lock.acquire(key, retries=..., retry_delay_ms=...)``, the bounded
   spin that was the only way to wait before ``wait_ms``.
 - ``redis-py Lock``: ``redis.lock.Lock`` at its defaults, which polls every 100 ms.

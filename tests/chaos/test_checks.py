@@ -432,6 +432,41 @@ def test_a_waiting_grant_used_by_a_body_or_given_back_passes() -> None:
     assert check(rec, slack_ms=50).violations == []
 
 
+def _handed(rec: Recorder, end: float, outcome: str) -> Section:
+    """A waiter refused at 0 s, then handed the key by a release (its BLPOP read it), its
+    body on it from 50 ms to ``end``."""
+    from distlock.tools.chaos.recorder import _record_handover
+
+    o = rec.origin
+    s = rec.new_section("waiter0", "k", TTL_MS)
+    s.token, s.fence = "handed", 9
+    _waiting_attempt(rec, "handed", 0.0, granted=False)
+    _record_handover(rec, [b"distlock:wake:{x}:k:handed", b"=9"])
+    s.start, s.end, s.finished = o + 0.05, o + end, o + end
+    s.outcome = outcome  # type: ignore[assignment]
+    return s
+
+
+def test_a_key_handed_over_counts_as_a_grant_sent_with_the_last_attempt() -> None:
+    rec = Recorder("synthetic")
+    _handed(rec, 0.15, "ok")  # within the 200 ms TTL of the refused attempt at 0 s
+    assert check(rec, slack_ms=0).violations == []
+    rec = Recorder("synthetic")
+    _handed(rec, 0.3, "ok")  # past it: the lease did not start at the BLPOP reply
+    assert any("outlived its lease" in v for v in check(rec, slack_ms=0).violations)
+
+
+def test_a_key_handed_over_that_nobody_used_or_gave_back_is_caught() -> None:
+    from distlock.tools.chaos.recorder import _record_handover
+
+    rec = Recorder("synthetic")
+    _waiting_attempt(rec, "orphan", 0.0, granted=False)
+    _record_handover(rec, [b"distlock:wake:{x}:k:orphan", b"=4"])
+    _record_handover(rec, [b"distlock:wake:{x}:k:woken", b"1"])  # a wake-up grants nothing
+    violations = [v for v in check(rec, slack_ms=50).violations if "no release" in v]
+    assert len(violations) == 1 and "token orphan" in violations[0]
+
+
 @pytest.mark.parametrize(
     "kind", [{"limit": 2}, {"reentrant": True}], ids=["semaphore", "reentrant"]
 )

@@ -5,10 +5,12 @@ started and ended (``time.monotonic()``, one clock for every thread and every pr
 the machine), when its signal fired, and how ``run`` ended.  A *command* is one lock script
 (EVAL/EVALSHA) a client sent, with its send and reply instants and whether Redis said yes;
 commands are matched to sections by the token they carry, so a section's last successful
-renewal is known from the wire, not from the lock's own bookkeeping.
+renewal is known from the wire, not from the lock's own bookkeeping.  A key a release
+handed to a waiter is known from the waiter's ``BLPOP`` reply, and counts as a grant sent
+with the waiter's last attempt.
 
-The redis clients below are the real redis-py clients with one override that notes each
-command's timing on its way through: the IO is untouched.
+The redis clients below are the real redis-py clients with overrides that note each
+command's timing and each ``BLPOP`` reply on their way through: the IO is untouched.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ WAITING_ACQUIRE_SCRIPTS = frozenset(
     {W_ACQUIRE.sha, W_ACQUIRE.source, RW_ACQUIRE.sha, RW_ACQUIRE.source}
 )
 RELEASE_SCRIPTS = frozenset({RELEASE.sha, RELEASE.source, R_RELEASE.sha, R_RELEASE.source})
+#: A key a release handed to a waiter, as the waiter's ``BLPOP`` read it (``=fence``): noted
+#: as a granted lease write sent when the waiter's last attempt was, since Redis set the
+#: key's TTL after that attempt, at the release (``args``: this marker, no KEYS, the
+#: token, the fence).
+HANDOVER = "<handover>"
 
 
 def now() -> float:
@@ -91,7 +98,11 @@ class Command:
     @property
     def waiting_grant(self) -> bool:
         """A waiting attempt that Redis answered with a grant."""
-        return self.ok and bool(self.args) and self.args[0] in WAITING_ACQUIRE_SCRIPTS
+        return (
+            self.ok
+            and bool(self.args)
+            and (self.args[0] in WAITING_ACQUIRE_SCRIPTS or self.args[0] == HANDOVER)
+        )
 
     @property
     def release(self) -> bool:
@@ -297,6 +308,21 @@ class Recorder:
             self.commands.append(command)
             self._cond.notify_all()
 
+    def handover(self, token: str, fence: int) -> None:
+        """A waiter's ``BLPOP`` read a key handed to it (see ``HANDOVER``)."""
+        replied = now()
+        with self._cond:
+            attempts = [
+                c.sent
+                for c in self.commands
+                if c.args and c.args[0] in WAITING_ACQUIRE_SCRIPTS and c.carries(token)
+            ]
+            sent = max(attempts) if attempts else replied
+            self.commands.append(
+                Command("BLPOP", (HANDOVER, "0", token, str(fence)), sent, replied, True)
+            )
+            self._cond.notify_all()
+
     def fault(self, what: str) -> None:
         with self._cond:
             self.faults += 1
@@ -375,6 +401,16 @@ def _record(
     recorder.command(Command(name, text, sent, now(), ok, error))
 
 
+def _record_handover(recorder: Recorder, reply: Any) -> None:
+    """Note a ``BLPOP`` reply that hands a key over (``[wake list, "=fence"]``)."""
+    if not isinstance(reply, list | tuple) or len(reply) != 2:
+        return
+    key, element = (x.decode() if isinstance(x, bytes) else str(x) for x in reply)
+    if element.startswith("="):
+        # A wake list is named after its waiter's token, last after the key's name.
+        recorder.handover(key.rsplit(":", 1)[1], int(element[1:]))
+
+
 def _record_pipeline(
     recorder: Recorder, stack: list[Any], sent: float, replies: list[Any] | BaseException
 ) -> None:
@@ -431,6 +467,13 @@ class RecordingRedis(redis.Redis):
         pipe.recorder = self.recorder
         return pipe
 
+    def parse_response(self, connection: Any, command_name: Any, **options: Any) -> Any:
+        parse: Callable[..., Any] = super().parse_response
+        reply = parse(connection, command_name, **options)
+        if command_name == "BLPOP":
+            _record_handover(self.recorder, reply)
+        return reply
+
     def execute_command(self, *args: Any, **options: Any) -> Any:
         sent = now()
         send: Callable[..., Any] = super().execute_command
@@ -459,6 +502,13 @@ class RecordingAsyncRedis(redis.asyncio.Redis):
         )
         pipe.recorder = self.recorder
         return pipe
+
+    async def parse_response(self, connection: Any, command_name: Any, **options: Any) -> Any:
+        parse: Callable[..., Awaitable[Any]] = super().parse_response
+        reply = await parse(connection, command_name, **options)
+        if command_name == "BLPOP":
+            _record_handover(self.recorder, reply)
+        return reply
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         sent = now()
