@@ -272,7 +272,8 @@ class Lock(LockBase):
         once ``wait_ms`` has passed without it).
 
         With ``wait_ms`` the caller waits in the lock's queue, in arrival order, and is
-        woken by the release (or looks again when the holder's TTL could have run out);
+        handed the key by the release (or looks again when the holder's TTL could have
+        run out);
         a ``KeyboardInterrupt`` while waiting withdraws its place before it propagates.
         The handle is not renewed in the background: call :meth:`LockHandle.extend` if the
         work can outlive the TTL, and :meth:`LockHandle.release` when done.

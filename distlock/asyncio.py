@@ -323,9 +323,9 @@ class Lock(LockBase):
         """Take the lock, or return None if another owner holds it (after any retries, or
         once ``wait_ms`` has passed without it).
 
-        With ``wait_ms`` the task waits in the lock's queue, in arrival order, woken by the
-        release; cancelling it while it waits withdraws its place and discards its blocked
-        connection before the cancellation propagates.  Not renewed in the background:
+        With ``wait_ms`` the task waits in the lock's queue, in arrival order, handed the
+        key by the release; cancelling it while it waits withdraws its place and discards
+        its blocked connection before the cancellation propagates.  Not renewed in the background:
         ``await handle.extend()`` if the work can outlive the TTL, and
         ``await handle.release()`` when done.
         """

@@ -222,7 +222,7 @@ class AcquireOptions(TypedDict, total=False):
     retries: int
     #: Delay between attempts, in ms.
     retry_delay_ms: float
-    #: How long to wait for a held lock, in ms, woken by its release; 0 fails fast.
+    #: How long to wait for a held lock, in ms, handed it by its release; 0 fails fast.
     wait_ms: int
 
 

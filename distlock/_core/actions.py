@@ -50,8 +50,8 @@ REENTRANT_ACTIONS: Final[dict[str, str]] = {
 #: ``Acquire``/``AcquireReply`` with a place in the key's queue; these come in between.
 WAIT_ACTIONS: Final[dict[str, str]] = {
     "Block": "a waiting attempt was refused (the waiter is in the key's queue): block on the waiter's wake list until woken or until the refusal may have run out (the holder's TTL, the head's place), never past the wait deadline",
-    "Wake": "the block ended: woken by a release, or at its end; the next attempt follows, the last one once the deadline has passed (refused, it leaves the queue in the same script)",
-    "Withdraw": "a waiter that stops waiting (an error, a cancellation) removes its place and wake list; if it was the head and the key is free, the next waiter is woken",
+    "Wake": "the block ended: a release handed the key over (with its fence: held, the lease counted from the last attempt) or woke the waiter, or the block's time ran out; unless held, the next attempt follows, the last one once the deadline has passed (refused, it leaves the queue in the same script)",
+    "Withdraw": "a waiter that stops waiting (an error, a cancellation) removes its place and wake list and gives back a key handed to it; if it was the head, or gave a key back, and the key is free, the key goes to the next waiter (or the next is woken)",
     "WithdrawReply": "the withdrawal was answered",
     "WithdrawFail": "the withdrawal got no answer: the place expires by itself",
 }

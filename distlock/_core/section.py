@@ -480,7 +480,7 @@ class Section(LeaseClock):
 
     def withdraw(self, now: float) -> Step:
         """Withdraw: a waiter that stops waiting gives up its place in the queue (and
-        hands a wake-up meant for it on to the next waiter).  Best effort: a place that
+        hands a key, or a wake-up, meant for it on to the next waiter).  Best effort: a place that
         is never withdrawn expires on its own."""
         waiting = self.waiting
         if waiting is None or not waiting.queued:

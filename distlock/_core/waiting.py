@@ -3,10 +3,10 @@
 A waiting acquisition is a run of attempts with blocks in between.  A refused attempt
 leaves the waiter in the key's queue and says how long the refusal can last at most (the
 holder's remaining TTL, or the remaining life of the queue's head when the key is free but
-another waiter is first); the waiter then blocks until it is woken by a release or that
-time has passed, whichever is first, and never past its own deadline.  The attempt sent
-at or after the deadline is the last one: if refused, Redis removes the waiter from the
-queue in the same script, so giving up costs no extra round trip.
+another waiter is first); the waiter then blocks until a release hands it the key (or
+wakes it) or that time has passed, whichever is first, and never past its own deadline.
+The attempt sent at or after the deadline is the last one: if refused, Redis removes the
+waiter from the queue in the same script, so giving up costs no extra round trip.
 
 A release may hand the key straight to the first waiter.  That waiter's lease counts from
 its last attempt's send time (Redis set the TTL later, at the release), so a block also
