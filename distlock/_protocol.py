@@ -153,6 +153,9 @@ if not had then redis.call('RPUSH', queue, token) end
 redis.call('HSET', places, token, math.max(tonumber(had or '0'), now + life))
 -- The lease a release hands us takes our TTL.
 if HANDOFF then redis.call('HSET', places, '>' .. token, ARGV[2]) end
+-- Whatever a release left in our wake list came before this refusal: a key handed to us
+-- that has since expired (and been taken by another), or a wake-up this attempt answers.
+redis.call('DEL', wake .. token)
 if redis.call('PTTL', queue) < life then
   redis.call('PEXPIRE', queue, life)
   redis.call('PEXPIRE', places, life)

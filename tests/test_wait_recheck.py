@@ -103,3 +103,21 @@ def test_a_waiter_that_stops_waiting_hands_a_key_handed_to_it_on(r: redis.Redis)
     assert r.lrange(queue_keys(KEY)[2] + "second", 0, -1) == [b"=3"]
     assert not r.exists(queue_keys(KEY)[2] + "first")
     assert r.llen(queue_keys(KEY)[0]) == 0
+
+
+def test_a_refusal_empties_the_wake_list_of_a_key_handed_over_that_lapsed(
+    r: redis.Redis,
+) -> None:
+    """A key handed to "first" expired before it read the grant, and another took the
+    key: the grant left in its wake list must not reach its next block, where it would
+    read as the key's."""
+    assert attempt(r, "holder", 0)[0] > 0
+    assert attempt(r, "first", LONG_MS, ttl_ms=5_000)[0] == 0
+    assert release(r, "holder") == 1
+    wake = queue_keys(KEY)[2] + "first"
+    assert r.llen(wake) == 1  # the grant, unread
+    r.delete(KEY)  # its lease ran out
+    assert attempt(r, "other", 0)[0] > 0  # a fail-fast caller takes the free key
+    fence, recheck = attempt(r, "first", LONG_MS, ttl_ms=5_000)
+    assert fence == 0 and recheck > 0  # refused, queued again...
+    assert r.llen(wake) == 0  # ...with nothing left to read as a grant
