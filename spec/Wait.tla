@@ -1,40 +1,47 @@
 -------------------------------- MODULE Wait --------------------------------
 (***************************************************************************)
-(* Waiting for a held lock: the wake-up protocol of one key K.            *)
+(* Waiting for a held lock: the handoff protocol of one key K.            *)
 (*                                                                         *)
 (* Redis keeps, beside K, a FIFO queue of waiter tokens (the list          *)
 (* distlock:queue:{tag}:K), each waiter's place in it, which expires (the  *)
 (* hash token -> expiry instant; here `ticket`, its remaining life), and   *)
 (* one wake list per waiter (distlock:wake:{tag}:K:<token>; here a flag:   *)
-(* non-empty).  The scripts are the cases of the Redis* actions, each      *)
-(* atomic:                                                                 *)
+(* non-empty).  An element in a wake list is a grant: K was handed to its  *)
+(* waiter.  The scripts are the cases of the Redis* actions, each atomic:  *)
 (*                                                                         *)
-(*   attempt  drop expired places at the head; grant if K is free and     *)
-(*            (the queue is empty, or we are its head, or we do not wait); *)
-(*            else keep our place (or join at the tail), make it last the  *)
-(*            wait we have left (never less than it had), and refuse with  *)
-(*            the time we may block before re-checking; an attempt with    *)
-(*            no wait left is the last: refused, it leaves the queue;      *)
+(*   attempt  drop expired places at the head; grant if K holds our token  *)
+(*            (it was handed to us: its TTL is refreshed), or if K is free *)
+(*            and (the queue is empty, or we are its head, or we do not    *)
+(*            wait); else keep our place (or join at the tail), make it    *)
+(*            last the wait we have left (never less than it had), empty   *)
+(*            our wake list, and refuse with the time we may block before  *)
+(*            re-checking; an attempt with no wait left is the last:       *)
+(*            refused, it leaves the queue;                                *)
 (*   BLPOP    pop our wake list, or block until it is pushed or the        *)
 (*            block's time runs out;                                       *)
-(*   release  delete K if it holds our token and, in the same script,      *)
-(*            push to the head waiter's wake list;                         *)
-(*   leave    (the withdrawal) drop our place and wake list, delete K if   *)
-(*            a late grant gave it to us, and pass the wake-up on if we    *)
-(*            were the head and K is free.                                 *)
+(*   release  if K holds our token: hand it, in the same script, to the    *)
+(*            first live waiter (K holds that waiter's token with a fresh  *)
+(*            TTL, the waiter leaves the queue, and its wake list gets the *)
+(*            grant), or delete it if nobody waits;                        *)
+(*   leave    (the withdrawal) drop our place and wake list, take back K   *)
+(*            if it holds our token (a late grant, or a handoff we never   *)
+(*            read), and hand K on to the new first live waiter if we      *)
+(*            took it back, or were the head and K is free.                *)
 (*                                                                         *)
 (* Clients run one section each, with the core's actions (Section): the   *)
 (* ones in Waiting wait up to MaxWait ticks, the others fail fast (one     *)
 (* attempt; they may take a free key even while others wait).  A client    *)
 (* starts at any moment, holds the key for any time (its lease may expire  *)
 (* under it), releases it, or dies anywhere (a holder that dies leaves K   *)
-(* to expire; a waiter that dies leaves its place to expire); a waiter may *)
-(* be cancelled (it withdraws).  Requests and replies take any time; a     *)
-(* fault drops one (the client sees an error).                            *)
+(* to expire; a waiter that dies leaves its place, or a K handed to it, to *)
+(* expire); a waiter may be cancelled (it withdraws).  Requests and        *)
+(* replies take any time; a fault drops one (the client sees an error).   *)
 (*                                                                         *)
 (* Time: countdowns, no absolute clock.  key_ttl, ticket and recheck_in    *)
 (* count Redis time; wait_left and block_left count the client's (no       *)
-(* drift here: DistLock.tla checks the lease arithmetic under drift).      *)
+(* drift here: DistLock.tla checks the lease arithmetic under drift; a     *)
+(* handed waiter's lease is anchored at the send of its last attempt,      *)
+(* before the handoff: the late grant of DistLock.tla).                    *)
 (*                                                                         *)
 (* Mutant names a deliberately broken variant ("none": the protocol).     *)
 (***************************************************************************)
@@ -49,13 +56,24 @@ CONSTANTS
     Mutant      \* "none" or the name of a broken variant
 
 Mutants == {"none",
-            \* the two the design names
+            \* the two the design names: a waiter that subscribes after its attempt;
+            \* the grant pushed by one command and K deleted by the next (the head
+            \* enters its body on a K that is not its own)
             "subscribe_after_attempt", "notify_before_delete",
             \* one per other property
             "block_past_deadline", "grant_ignoring_queue", "release_plain_del",
             "leave_deletes_any_key", "enqueue_twice",
-            \* the re-check time as first drafted: K's PTTL alone, which a head
-            \* waiter whose place ends while it holds the wake-up outlives
+            \* the release hands K on but pushes nothing: the waiter never learns
+            "hand_without_wakeup",
+            \* the attempt does not take a K holding its own token as a grant: a last
+            \* attempt is refused while K waits for its caller
+            "attempt_ignores_handoff",
+            \* a refused attempt keeps the wake list: a grant whose K lapsed is read
+            \* after the waiter queued again, and K handed to it again later
+            "refusal_keeps_wake_list",
+            \* the re-check time as first drafted: K's PTTL alone.  Refuted while a
+            \* release pushed a plain wake-up (a head whose place ended holding it);
+            \* with the handoff no longer (no cfg: see spec/README.md)
             "recheck_ignores_head_ticket",
             \* a free K's re-check by the head's place alone: the head takes K and
             \* its lease ends before that place would have
@@ -63,7 +81,8 @@ Mutants == {"none",
             \* a place set to end at now + the life the attempt carries, even if
             \* earlier than before (no cfg: see spec/README.md)
             "ticket_may_shrink",
-            \* the leave drops a wake-up meant for the head that leaves
+            \* the leave does not hand on a K it takes back, nor a free K whose head
+            \* leaves
             "leave_drops_wakeup"}
 
 (* A cfg may narrow the faults, or the clients that may die, by overriding *)
@@ -110,11 +129,12 @@ VARIABLES
     recheck_in,   \* (Redis time) until the re-check instant the last refusal returned
     inbody,       \* clients in their bodies
     overlap,      \* clients that were in their bodies at the same time as this one
-    foreign       \* some script deleted a K holding another client's token
+    foreign,      \* some script deleted a K holding another client's token
+    lapsed        \* K expired while it held this client's token
 
 client_vars == <<phase, outcome, wait_left, block_left>>
 redis_vars  == <<key_holder, key_ttl, queue, ticket, wake>>
-ghost_vars  == <<recheck_in, inbody, overlap, foreign>>
+ghost_vars  == <<recheck_in, inbody, overlap, foreign, lapsed>>
 vars        == <<client_vars, redis_vars, net, faults, ghost_vars>>
 
 (* n: the ticket life an attempt carries, the re-check time a refusal     *)
@@ -143,8 +163,25 @@ InQueue(q, c) == \E i \in 1..Len(q) : q[i] = c
 (* The live waiter at the head of K's queue. *)
 IsHead(c) == LET q == Evict(queue) IN q # <<>> /\ Head(q) = c
 
-(* Push the wake-up to the head of q (if any). *)
-WakeHead(q) == IF q = <<>> THEN wake ELSE [wake EXCEPT ![Head(q)] = TRUE]
+(* A K let go (released, or taken back by a leave) goes to the first live  *)
+(* waiter of q, the queue after eviction, if there is one: K holds its     *)
+(* token with a fresh TTL (the one it registered with its place: every     *)
+(* client of K uses the same), it leaves the queue, and its wake list gets *)
+(* the grant (unless push is FALSE: a broken variant).  Else K is deleted. *)
+(* wake0 and ticket0 are the lists and places before the hand (the caller's *)
+(* own may already be gone).                                              *)
+LetGo(q, wake0, ticket0, push) ==
+    IF q = <<>>
+    THEN /\ key_holder' = None
+         /\ key_ttl' = 0
+         /\ queue' = q
+         /\ ticket' = ticket0
+         /\ wake' = wake0
+    ELSE /\ key_holder' = Head(q)
+         /\ key_ttl' = TTL
+         /\ queue' = Tail(q)
+         /\ ticket' = [ticket0 EXCEPT ![Head(q)] = 0]
+         /\ wake' = IF push THEN [wake0 EXCEPT ![Head(q)] = TRUE] ELSE wake0
 
 Init ==
     /\ phase = [c \in Clients |-> "idle"]
@@ -162,6 +199,7 @@ Init ==
     /\ inbody = {}
     /\ overlap = [c \in Clients |-> {}]
     /\ foreign = FALSE
+    /\ lapsed = [c \in Clients |-> FALSE]
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -222,7 +260,7 @@ AcquireReply(c) ==
                 /\ block_left' = [block_left EXCEPT ![c] = BlockFor(c, m.n)]
                 /\ net' = net \ {m}
                 /\ UNCHANGED <<outcome, inbody, overlap>>
-    /\ UNCHANGED <<wait_left, redis_vars, faults, recheck_in, foreign>>
+    /\ UNCHANGED <<wait_left, redis_vars, faults, recheck_in, foreign, lapsed>>
 
 (* Broken variant only: the separate subscription was answered. *)
 EnqueueReply(c) ==
@@ -238,22 +276,31 @@ Block(c) ==
     /\ net' = net \cup {Msg("blpop", c, 0)}
     /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
 
-(* Wake: the block ended: BLPOP returned an element (woken), or its time   *)
-(* ran out (BLPOP answered nil, or the client stopped reading a reply that *)
-(* did not come: a late element is lost with the connection).  The next    *)
-(* attempt follows at once.                                                *)
+(* Wake: the block ended.  BLPOP returned an element: K was handed to us  *)
+(* (the release or leave that let it go gave it our token), and the body   *)
+(* runs, as after a grant; our lease is anchored at the send of our last   *)
+(* attempt, which came before the handoff.  Or its time ran out (BLPOP     *)
+(* answered nil, or the client stopped reading a reply that did not come:  *)
+(* a late element is lost with the connection; the next attempt, which     *)
+(* follows at once, then finds K holding our token and is granted).       *)
 Wake(c) ==
     /\ phase[c] = "blocked"
-    /\ \/ \E m \in net : m.c = c /\ m.kind = "element" /\ net' = net \ {m}
+    /\ \/ \E m \in net :
+            /\ m.c = c /\ m.kind = "element"
+            /\ net' = net \ {m}
+            /\ phase' = [phase EXCEPT ![c] = "held"]
+            /\ EnterBody(c)
        \/ /\ block_left[c] = 0
           /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
-    /\ phase' = [phase EXCEPT ![c] = "woken"]
-    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, ghost_vars>>
+          /\ phase' = [phase EXCEPT ![c] = "woken"]
+          /\ UNCHANGED <<inbody, overlap>>
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, faults, recheck_in, foreign,
+                   lapsed>>
 
 (* Withdraw: a waiter stops waiting before its last attempt (cancelled, or *)
 (* its attempt or its BLPOP failed): a blocked connection is discarded,    *)
-(* and the leave script takes its place, its wake list and a late grant's  *)
-(* key.                                                                    *)
+(* and the leave script takes its place, its wake list, and K if a late    *)
+(* grant or a handoff gave it to us (handing it on).                       *)
 Withdrawing(c, out, msgs) ==
     /\ phase' = [phase EXCEPT ![c] = "withdrawing"]
     /\ outcome' = [outcome EXCEPT ![c] = out]
@@ -303,7 +350,7 @@ BodyDone(c) ==
     /\ phase' = [phase EXCEPT ![c] = "body_done"]
     /\ inbody' = inbody \ {c}
     /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, net, faults, recheck_in,
-                   overlap, foreign>>
+                   overlap, foreign, lapsed>>
 
 Release(c) ==
     /\ phase[c] = "body_done"
@@ -333,20 +380,23 @@ ReleaseFail(c) ==
 (* Redis: each script runs atomically                                     *)
 (***************************************************************************)
 
-(* The waiting acquire, one script. *)
+(* The waiting acquire, one script.  A K holding our token was handed to   *)
+(* us (we timed out before reading the grant, or the attempt crossed it):  *)
+(* granted, whatever else holds, the last attempt too.                    *)
 RedisAttempt ==
     \E m \in net :
       /\ m.kind = "attempt"
       /\ LET c    == m.c
              q    == Evict(queue)
              free == key_holder = None
+             ours == key_holder = c /\ Mutant # "attempt_ignores_handoff"
              last == Waits(c) /\ m.n = 0
              mayTake == ~Waits(c) \/ q = <<>> \/ Head(q) = c
                         \/ Mutant = "grant_ignoring_queue"
              q2   == IF InQueue(q, c) /\ Mutant # "enqueue_twice" THEN q ELSE Append(q, c)
-             \* another waiter is first: the re-check never outlives its place
-             \* (it may end while that waiter holds the wake-up), nor the lease
-             \* that waiter may take
+             \* another waiter is first: the re-check never outlives the lease
+             \* that waiter may take, nor its place (which a plain wake-up needed:
+             \* with the handoff the model holds without it, see spec/README.md)
              other_head == q2 # <<>> /\ Head(q2) # c
              recheck ==
                 IF ~free
@@ -356,7 +406,7 @@ RedisAttempt ==
                 ELSE IF Mutant = "recheck_ignores_ttl" THEN ticket[Head(q2)]
                 ELSE Min(ticket[Head(q2)], TTL)
          IN
-         IF free /\ mayTake
+         IF ours \/ (free /\ mayTake)
          THEN /\ key_holder' = c
               /\ key_ttl' = TTL
               /\ queue' = Remove(q, c)
@@ -386,10 +436,15 @@ RedisAttempt ==
               /\ ticket' = [ticket EXCEPT ![c] =
                                IF Mutant = "ticket_may_shrink" THEN m.n
                                ELSE IF m.n > @ THEN m.n ELSE @]
+              \* a grant still in our wake list is one whose K lapsed (K does
+              \* not hold our token): read after this attempt, it would start a
+              \* body on a lease anchored after the handoff
+              /\ wake' = IF Mutant = "refusal_keeps_wake_list" THEN wake
+                         ELSE [wake EXCEPT ![c] = FALSE]
               /\ net' = (net \ {m}) \cup Reply("refused", c, recheck)
               /\ recheck_in' = [recheck_in EXCEPT ![c] = recheck]
-              /\ UNCHANGED <<key_holder, key_ttl, wake>>
-    /\ UNCHANGED <<client_vars, faults, inbody, overlap, foreign>>
+              /\ UNCHANGED <<key_holder, key_ttl>>
+    /\ UNCHANGED <<client_vars, faults, inbody, overlap, foreign, lapsed>>
 
 (* Broken variant only: the separate subscription enqueues, no re-check. *)
 RedisEnqueue ==
@@ -409,8 +464,11 @@ RedisPop ==
       /\ net' = (net \ {m}) \cup Reply("element", m.c, 0)
     /\ UNCHANGED <<client_vars, key_holder, key_ttl, queue, ticket, faults, ghost_vars>>
 
-(* The release.  Broken variants: a plain DEL (any token); the wake-up     *)
-(* pushed by one command and K deleted by the next.                       *)
+(* The release: if K holds our token, let it go in the same script: hand  *)
+(* it to the first live waiter, or delete it.  Broken variants: a plain    *)
+(* DEL (any token); the grant pushed (and the head taken out of the queue) *)
+(* by one command, K deleted by the next, not handed; K handed with        *)
+(* nothing pushed.                                                         *)
 RedisRelease ==
     \E m \in net :
       /\ m.kind = "release"
@@ -420,17 +478,21 @@ RedisRelease ==
              dels == IF Mutant = "release_plain_del" THEN key_holder # None ELSE mine
          IN
          IF Mutant = "notify_before_delete"
-         THEN /\ wake' = IF mine THEN WakeHead(q) ELSE wake
-              /\ queue' = q
+         THEN /\ IF mine /\ q # <<>>
+                 THEN /\ wake' = [wake EXCEPT ![Head(q)] = TRUE]
+                      /\ ticket' = [ticket EXCEPT ![Head(q)] = 0]
+                      /\ queue' = Tail(q)
+                 ELSE /\ queue' = q
+                      /\ UNCHANGED <<wake, ticket>>
               /\ net' = (net \ {m}) \cup {Msg("release_del", c, 0)}
               /\ UNCHANGED <<key_holder, key_ttl, foreign>>
-         ELSE /\ key_holder' = IF dels THEN None ELSE key_holder
-              /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
-              /\ wake' = IF dels THEN WakeHead(q) ELSE wake
-              /\ queue' = q
+         ELSE /\ IF dels
+                 THEN LetGo(q, wake, ticket, Mutant # "hand_without_wakeup")
+                 ELSE /\ queue' = q
+                      /\ UNCHANGED <<key_holder, key_ttl, ticket, wake>>
               /\ foreign' = (foreign \/ (dels /\ ~mine))
               /\ net' = (net \ {m}) \cup Reply("released", c, IF dels THEN 1 ELSE 0)
-    /\ UNCHANGED <<client_vars, ticket, faults, recheck_in, inbody, overlap>>
+    /\ UNCHANGED <<client_vars, faults, recheck_in, inbody, overlap, lapsed>>
 
 (* Broken variant only: the release's second command. *)
 RedisReleaseDel ==
@@ -442,31 +504,35 @@ RedisReleaseDel ==
          /\ net' = (net \ {m}) \cup Reply("released", m.c, IF mine THEN 1 ELSE 0)
     /\ UNCHANGED <<client_vars, queue, ticket, wake, faults, ghost_vars>>
 
-(* Leave the queue: drop our place and wake list; free K if a late grant   *)
-(* gave it to us; if we were the head (the one a release wakes) and K is   *)
-(* free, or we just freed it, pass the wake-up on to the new head.  While  *)
-(* K is held, its release will wake the new head.                         *)
+(* Leave the queue: drop our place and wake list; take back K if it holds  *)
+(* our token (a grant that came after we stopped waiting, or a handoff we  *)
+(* never read) and hand it on, as a release does; if we were the head (the *)
+(* one a release hands K to) and K is free, hand it to the new head.      *)
+(* While K is another's, its release hands it on.  Broken variant: K taken *)
+(* back is deleted, and a free K stays free.                              *)
 RedisLeave ==
     \E m \in net :
       /\ m.kind = "leave"
       /\ LET c    == m.c
              q    == Evict(queue)
-             q2   == Remove(q, c)
+             q2   == Evict(Remove(q, c))
              was_head == q # <<>> /\ Head(q) = c
              dels == IF Mutant = "leave_deletes_any_key" THEN key_holder # None
                      ELSE key_holder = c
+             t2   == [ticket EXCEPT ![c] = 0]
              w2   == [wake EXCEPT ![c] = FALSE]
          IN
-         /\ queue' = q2
-         /\ ticket' = [ticket EXCEPT ![c] = 0]
-         /\ wake' = IF ((was_head /\ key_holder = None) \/ dels) /\ q2 # <<>>
-                       /\ Mutant # "leave_drops_wakeup"
-                    THEN [w2 EXCEPT ![Head(q2)] = TRUE] ELSE w2
-         /\ key_holder' = IF dels THEN None ELSE key_holder
-         /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
+         /\ IF ((was_head /\ key_holder = None) \/ dels) /\ q2 # <<>>
+               /\ Mutant # "leave_drops_wakeup"
+            THEN LetGo(q2, w2, t2, TRUE)
+            ELSE /\ queue' = q2
+                 /\ ticket' = t2
+                 /\ wake' = w2
+                 /\ key_holder' = IF dels THEN None ELSE key_holder
+                 /\ key_ttl' = IF dels THEN 0 ELSE key_ttl
          /\ foreign' = (foreign \/ (dels /\ key_holder # c))
          /\ net' = (net \ {m}) \cup Reply("left", c, 0)
-    /\ UNCHANGED <<client_vars, faults, recheck_in, inbody, overlap>>
+    /\ UNCHANGED <<client_vars, faults, recheck_in, inbody, overlap, lapsed>>
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -474,7 +540,7 @@ RedisLeave ==
 (***************************************************************************)
 
 (* What is due happens before time moves on: a block's end, the step that  *)
-(* follows a refusal or a wake-up, the release after the body.            *)
+(* follows a refusal or a block's end, the release after the body.        *)
 Due(c) == phase[c] \in {"refused", "woken", "body_done"}
           \/ (phase[c] = "blocked" /\ block_left[c] = 0)
 
@@ -488,6 +554,8 @@ Tick ==
     /\ block_left' = [c \in Clients |->
                         IF phase[c] = "blocked" THEN Dec(block_left[c]) ELSE block_left[c]]
     /\ recheck_in' = [c \in Clients |-> Dec(recheck_in[c])]
+    /\ lapsed' = IF key_holder # None /\ key_ttl <= 1
+                 THEN [lapsed EXCEPT ![key_holder] = TRUE] ELSE lapsed
     /\ UNCHANGED <<phase, outcome, queue, wake, net, faults, inbody, overlap, foreign>>
 
 (* A fault: the connection fails; the request is lost, or it ran and its   *)
@@ -521,7 +589,8 @@ Crash ==
         /\ inbody' = inbody \ {c}
         /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop"} \cup Replies)}
     /\ faults' = faults + 1
-    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, recheck_in, overlap, foreign>>
+    /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, recheck_in, overlap, foreign,
+                   lapsed>>
 
 ClientStep ==
     \E c \in Clients :
@@ -575,6 +644,7 @@ TypeOK ==
     /\ \A m \in net : m.kind \in Kinds /\ m.c \in Clients
     /\ faults \in 0..MaxFaults
     /\ recheck_in \in [Clients -> 0..MaxTime]
+    /\ lapsed \in [Clients -> BOOLEAN]
 
 (* Mutual exclusion of successful sections: two sections that both       *)
 (* finished ok were never in their bodies at the same time.               *)
@@ -585,20 +655,49 @@ NoOverlappingSuccess ==
 (* No script deletes a K holding another client's token. *)
 NoForeignWrite == ~foreign
 
-(* No lost wake-up: while K is free and the waiter at the head of its     *)
-(* queue is blocked, a wake-up is on its way to it (in its wake list, in   *)
-(* BLPOP's reply, or an error: the waiter withdraws, passing it on), or    *)
-(* the re-check instant its last refusal gave it has come (it re-checks    *)
-(* within one round trip).  That instant is K's expiry as the refusal saw  *)
-(* it, or the end of the place of the waiter ahead of it: a holder that    *)
-(* died, or a head waiter whose place ended while it held the wake-up, is  *)
-(* waited out; a release is never missed.                                  *)
+(* No lost wake-up.  While K is free and the waiter at the head of its     *)
+(* queue is blocked, a wake-up is on its way to it (an error: the waiter   *)
+(* withdraws, handing K on), or the re-check instant its last refusal gave *)
+(* it has come (it re-checks within one round trip).  That instant is K's  *)
+(* expiry as the refusal saw it, or the end of the place of the waiter     *)
+(* ahead of it: a holder that died is waited out; a release is never       *)
+(* missed, since it hands K on.  And a blocked waiter that K was handed to *)
+(* learns it: the grant is in its wake list or BLPOP's reply (or an error  *)
+(* is: it withdraws, handing K on), or its re-check has come (its next     *)
+(* attempt finds K holding its token).                                    *)
 WakePending(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind \in {"element", "error"}
 
 NoLostWakeup ==
     \A c \in Waiting :
-        (phase[c] = "blocked" /\ key_holder = None /\ IsHead(c))
-            => (WakePending(c) \/ recheck_in[c] = 0)
+        /\ (phase[c] = "blocked" /\ key_holder = None /\ IsHead(c))
+              => (WakePending(c) \/ recheck_in[c] = 0)
+        /\ (phase[c] = "blocked" /\ key_holder = c)
+              => (WakePending(c) \/ recheck_in[c] = 0)
+
+(* A body runs on the client's own K: K holds its token, or held it and   *)
+(* expired (the lease the client keeps ends it: DistLock.tla).  Refutes a *)
+(* grant pushed before K is handed over.                                  *)
+HeldInBody == \A c \in inbody : key_holder = c \/ lapsed[c]
+
+(* A caller told it did not get K does not hold it: the refusal that ends *)
+(* a section (life 0: a fail-fast caller's, or a waiter's last attempt,    *)
+(* out of the queue in the same script) never goes to a caller K holds,    *)
+(* and nothing hands K to it after (it has no place).  So K handed to a    *)
+(* waiter is never left for its TTL while the waiter gives up.  (A         *)
+(* cancelled waiter is not told "not acquired", and may hold K: its        *)
+(* attempt, still in flight, can run after its leave.)                     *)
+NoOrphanGrant ==
+    \A m \in net : (m.kind = "refused" /\ m.n = 0) => key_holder # m.c
+
+(* A grant on its way to a waiter (in its wake list, or BLPOP's reply)    *)
+(* came after the waiter's last attempt: the waiter is out of the queue.  *)
+(* Every attempt that leaves it in the queue empties its wake list, so a   *)
+(* grant it reads was pushed after that attempt was sent, and the lease    *)
+(* the client anchors at that send ends before K's.  Refutes a grant whose *)
+(* K lapsed, kept across the waiter's next attempt.                       *)
+HasGrant(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind = "element"
+
+NoStaleGrant == \A c \in Waiting : HasGrant(c) => ~InQueue(queue, c)
 
 (* A waiter returns by its deadline: time never moves past the deadline   *)
 (* of a blocked waiter (a block never outlasts the wait).  What follows    *)
@@ -607,22 +706,22 @@ NoLostWakeup ==
 ReturnsByDeadline ==
     [][\A c \in Waiting : (Tick /\ phase[c] = "blocked") => wait_left[c] > 0]_vars
 
-(* FIFO: Redis grants a waiting caller K only when no live ticket of       *)
-(* another waiter is ahead of it in the queue (all of them were granted,   *)
-(* left or expired).  A fail-fast caller is not bound by it.              *)
+(* FIFO: Redis grants a waiting caller K (by its attempt, or by a handoff) *)
+(* only when no live place of another waiter is ahead of it in the queue   *)
+(* (all of them were granted, left or expired; one that leaves in the same *)
+(* script is not ahead).  A fail-fast caller is not bound by it.          *)
 Ahead(c) ==
     LET idx == {i \in 1..Len(queue) : queue[i] = c}
         lim == IF idx = {} THEN Len(queue) + 1 ELSE CHOOSE i \in idx : TRUE
-    IN {queue[i] : i \in {j \in 1..Len(queue) : j < lim /\ ticket[queue[j]] > 0}}
+    IN {queue[i] : i \in {j \in 1..Len(queue) : j < lim /\ ticket'[queue[j]] > 0}}
 
 GrantsInArrivalOrder ==
     [][\A c \in Waiting : (key_holder' = c /\ key_holder # c) => Ahead(c) = {}]_vars
 
 (* Reachability probes: TLC must violate them. *)
-ProbeWokenOnFreeKey ==     \* a blocked head waiter has a wake-up on a free key
-    ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = None /\ IsHead(c)
-                        /\ WakePending(c)
-ProbeWaitedOut ==          \* ... or none: its re-check instant has come (a holder died)
+ProbeHanded ==             \* a blocked waiter that K was handed to, the grant on its way
+    ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = c /\ WakePending(c)
+ProbeWaitedOut ==          \* a blocked head on a free key, nothing coming: its re-check
     ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = None /\ IsHead(c)
                         /\ ~WakePending(c)
 
@@ -644,7 +743,7 @@ Canon ==
                             THEN block_left[c] ELSE 0],
          redis_vars, net, faults,
          [c \in Clients |-> IF live(c) /\ Waits(c) THEN recheck_in[c] ELSE 0],
-         inbody, overlap, foreign>>
+         inbody, overlap, foreign, lapsed>>
 
 (* Models that narrow the faults (FaultKinds <- ...). *)
 CrashOnly == {"crash"}

@@ -7,6 +7,10 @@ action by action, replayed on a ``Section``, which must accept each action where
 spec takes it, refuse the waiting ones where the spec cannot take them, and end in the
 phase the spec ends in.  The queue's scripts themselves are checked against Redis by the
 waiting tests; here only the client's side is compared.
+
+In the spec a release hands K to the first waiter and pushes it the grant: ``Wake`` on
+an element goes from ``blocked`` to ``held``.  The core's ``wake(now, woken, fence)``
+says so with ``fence`` > 0 (K handed, the body runs); 0 is a plain end of the block.
 """
 
 from __future__ import annotations
@@ -113,19 +117,60 @@ def _sent(step: Step) -> tuple[Op, int | None]:
     return step.send.op, step.send.queue_ms
 
 
-def test_woken_waiter_takes_the_key() -> None:
-    """Acquire, AcquireReply (refused: block next), Block, Wake (woken), Acquire,
-    AcquireReply (granted): the spec's path from `idle` to `held` through a wake-up."""
+def test_spec_wake_on_an_element_enters_the_body() -> None:
+    """Wait.tla's Wake has two ends: an element (K handed: `held`, the body entered) and
+    the block's time up (`woken`: the next attempt follows)."""
+    text = _text()
+    start = text.index("Wake(c) ==")
+    body = text[start:text.index("==", start + len("Wake(c) =="))]
+    assert re.search(r'"element"(?:.|\n)*"held"(?:.|\n)*EnterBody\(c\)', body), body
+    assert '"woken"' in body
+
+
+def test_handed_waiter_holds_the_key() -> None:
+    """Acquire, AcquireReply (refused: block next), Block, Wake (an element: K was handed
+    to us, fence 7): the spec's path from `idle` to `held` through a handoff, with no
+    attempt after the wake-up.  The lease is anchored at the send of the last attempt,
+    which came before the handoff."""
     s = _section()
     assert _sent(s.acquire(0.0)) == (Op.ACQUIRE, WAIT)  # the wait left, the place's life
     s.acquire_reply(0.0, -5_000)  # refused: may block up to 5 s (K's PTTL)
     assert _phase(s) is Phase.WAITING
     assert s.block_until == WAIT  # never past the deadline (BlockFor)
     s.block(0.0)
-    s.wake(300.0, True)
+    step = s.wake(300.0, True, 7)
+    assert step.send is None  # no further attempt
+    assert _phase(s) is Phase.HELD and s.fence == 7
+    assert not s.queued  # the release took us out of the queue
+    assert s.deadline == s.lease_ms(TTL)  # from the attempt sent at 0, not the wake at 300
+
+
+def test_a_waiter_whose_block_ended_before_the_grant_gets_it_by_its_next_attempt() -> None:
+    """Wake (time up: the grant is still in the wake list, or lost with the connection),
+    Acquire, AcquireReply (granted): the attempt finds K holding our token."""
+    s = _section()
+    s.acquire(0.0)
+    s.acquire_reply(0.0, -300)
+    s.block(0.0)
+    s.wake(300.0, False, 0)
+    assert _phase(s) is Phase.WAITING
     op, queue_ms = _sent(s.acquire(300.0))
     assert (op, queue_ms) == (Op.ACQUIRE, WAIT - 300)  # the next attempt: the wait left
-    s.acquire_reply(300.0, 7)
+    s.acquire_reply(310.0, 7)
+    assert _phase(s) is Phase.HELD and s.fence == 7
+    assert s.deadline == 300.0 + s.lease_ms(TTL)  # anchored at this attempt's send
+
+
+def test_the_last_attempt_is_granted_a_key_handed_to_us() -> None:
+    """Past the deadline the last attempt (life 0) is granted if K holds our token: the
+    spec grants it before every other case."""
+    s = _section()
+    s.acquire(0.0)
+    s.acquire_reply(0.0, -5_000)
+    s.block(0.0)
+    s.wake(float(WAIT), False, 0)
+    assert _sent(s.acquire(float(WAIT))) == (Op.ACQUIRE, 0)
+    s.acquire_reply(float(WAIT), 7)
     assert _phase(s) is Phase.HELD and s.fence == 7
 
 
@@ -136,7 +181,7 @@ def test_the_attempt_after_the_deadline_is_the_last() -> None:
     s.acquire(0.0)
     s.acquire_reply(0.0, -5_000)
     s.block(0.0)
-    s.wake(float(WAIT), False)
+    s.wake(float(WAIT), False, 0)
     assert _sent(s.acquire(float(WAIT))) == (Op.ACQUIRE, 0)
     s.acquire_reply(float(WAIT), 0)
     assert _phase(s) is Phase.DONE and s.outcome is Outcome.NOT_ACQUIRED
@@ -189,7 +234,7 @@ def test_block_and_wake_only_after_a_refusal(action: str) -> None:
     """Wait.tla takes Block only in `refused` and Wake only in `blocked`, both the
     core's WAITING; the core refuses them elsewhere (idle, acquiring, held)."""
     s = _section()
-    calls = {"block": lambda: s.block(0.0), "wake": lambda: s.wake(0.0, True)}
+    calls = {"block": lambda: s.block(0.0), "wake": lambda: s.wake(0.0, True, 7)}
     with pytest.raises(ProtocolError):
         calls[action]()
     s.acquire(0.0)

@@ -102,8 +102,8 @@ def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
 
 
 #: What the models of waiting check (spec/Wait.tla).
-WAIT = "TypeOK NoOverlappingSuccess NoForeignWrite NoLostWakeup; ReturnsByDeadline " \
-       "GrantsInArrivalOrder"
+WAIT = "TypeOK NoOverlappingSuccess NoForeignWrite NoLostWakeup HeldInBody NoOrphanGrant " \
+       "NoStaleGrant; ReturnsByDeadline GrantsInArrivalOrder"
 
 
 def _wait_refutes(name: str, config: str, prop: str) -> Run:
@@ -220,7 +220,7 @@ RUNS: tuple[Run, ...] = (
                        "ProbeLostAtDepth2"),
     _reentrant_refutes("reentrant-probe-reentry-refreshed",
                        "ReentrantProbeReentryRefreshed.cfg", "ProbeReentryRefreshed"),
-    # -- waiting (spec/Wait.tla): the wake-up protocol of one key's queue ---------------
+    # -- waiting (spec/Wait.tla): one key's queue, K handed to the first waiter ----------
     Run("wait-three-clients", "WaitFailFast.cfg", WAIT, "holds", min_states=20_000,
         module="Wait"),
     Run("wait-faults", "Wait.cfg", WAIT, "holds", min_states=1_000, module="Wait",
@@ -228,9 +228,13 @@ RUNS: tuple[Run, ...] = (
     _wait_refutes("wait-mutant-subscribe-after-attempt", "WaitMutantSubscribeAfterAttempt.cfg",
                   "NoLostWakeup"),
     _wait_refutes("wait-mutant-notify-before-delete", "WaitMutantNotifyBeforeDelete.cfg",
+                  "HeldInBody"),
+    _wait_refutes("wait-mutant-hand-without-wakeup", "WaitMutantHandWithoutWakeup.cfg",
                   "NoLostWakeup"),
-    _wait_refutes("wait-mutant-recheck-ignores-head-ticket",
-                  "WaitMutantRecheckIgnoresHeadTicket.cfg", "NoLostWakeup"),
+    _wait_refutes("wait-mutant-attempt-ignores-handoff", "WaitMutantAttemptIgnoresHandoff.cfg",
+                  "NoOrphanGrant"),
+    _wait_refutes("wait-mutant-refusal-keeps-wake-list", "WaitMutantRefusalKeepsWakeList.cfg",
+                  "NoOverlappingSuccess"),
     _wait_refutes("wait-mutant-recheck-ignores-ttl", "WaitMutantRecheckIgnoresTTL.cfg",
                   "NoLostWakeup"),
     _wait_refutes("wait-mutant-leave-drops-wakeup", "WaitMutantLeaveDropsWakeup.cfg",
@@ -244,8 +248,7 @@ RUNS: tuple[Run, ...] = (
     _wait_refutes("wait-mutant-leave-deletes-any-key", "WaitMutantLeaveDeletesAnyKey.cfg",
                   "NoForeignWrite"),
     _wait_refutes("wait-mutant-enqueue-twice", "WaitMutantEnqueueTwice.cfg", "TypeOK"),
-    _wait_refutes("wait-probe-woken-on-free-key", "WaitProbeWokenOnFreeKey.cfg",
-                  "ProbeWokenOnFreeKey"),
+    _wait_refutes("wait-probe-handed", "WaitProbeHanded.cfg", "ProbeHanded"),
     _wait_refutes("wait-probe-waited-out", "WaitProbeWaitedOut.cfg", "ProbeWaitedOut"),
     # -- the semaphore (spec/Semaphore.tla): Limit permits, each expiring on its own -----
     # no fault there: LiveWithinLimit implies NoOverlapAboveLimit (see the cfg)
