@@ -72,8 +72,8 @@ Mutants == {"none",
             \* after the waiter queued again, and K handed to it again later
             "refusal_keeps_wake_list",
             \* the re-check time as first drafted: K's PTTL alone.  Refuted while a
-            \* release pushed a plain wake-up (a head whose place ended holding it);
-            \* with the handoff no longer (no cfg: see spec/README.md)
+            \* release pushes a plain wake-up (WakeUps: a head whose place ended
+            \* holding it); with the handoff no longer (see spec/README.md)
             "recheck_ignores_head_ticket",
             \* a free K's re-check by the head's place alone: the head takes K and
             \* its lease ends before that place would have
@@ -89,6 +89,15 @@ Mutants == {"none",
 (* these definitions.                                                      *)
 FaultKinds == {"drop", "crash", "cancel"}
 Mortal == Clients
+
+(* Handoff: a K let go is handed to the first live waiter (the lock's and  *)
+(* the reentrant lock's protocol).  A cfg that overrides it with WakeUps   *)
+(* checks the protocol of waiters that are woken instead and send their    *)
+(* own attempt (a semaphore's, here with one permit, and a lock's waiter   *)
+(* whose grants replicas must confirm): a K let go is deleted, and the     *)
+(* first live waiter's wake list gets a plain wake-up.                     *)
+Handoff == TRUE
+WakeUps == FALSE
 
 ASSUME
     /\ Mutant \in Mutants
@@ -171,12 +180,12 @@ IsHead(c) == LET q == Evict(queue) IN q # <<>> /\ Head(q) = c
 (* wake0 and ticket0 are the lists and places before the hand (the caller's *)
 (* own may already be gone).                                              *)
 LetGo(q, wake0, ticket0, push) ==
-    IF q = <<>>
+    IF q = <<>> \/ ~Handoff
     THEN /\ key_holder' = None
          /\ key_ttl' = 0
          /\ queue' = q
          /\ ticket' = ticket0
-         /\ wake' = wake0
+         /\ wake' = IF q # <<>> /\ push THEN [wake0 EXCEPT ![Head(q)] = TRUE] ELSE wake0
     ELSE /\ key_holder' = Head(q)
          /\ key_ttl' = TTL
          /\ queue' = Tail(q)
@@ -283,13 +292,17 @@ Block(c) ==
 (* answered nil, or the client stopped reading a reply that did not come:  *)
 (* a late element is lost with the connection; the next attempt, which     *)
 (* follows at once, then finds K holding our token and is granted).       *)
+(* With WakeUps an element is a plain wake-up: the next attempt follows.   *)
 Wake(c) ==
     /\ phase[c] = "blocked"
     /\ \/ \E m \in net :
             /\ m.c = c /\ m.kind = "element"
             /\ net' = net \ {m}
-            /\ phase' = [phase EXCEPT ![c] = "held"]
-            /\ EnterBody(c)
+            /\ IF Handoff
+               THEN /\ phase' = [phase EXCEPT ![c] = "held"]
+                    /\ EnterBody(c)
+               ELSE /\ phase' = [phase EXCEPT ![c] = "woken"]
+                    /\ UNCHANGED <<inbody, overlap>>
        \/ /\ block_left[c] = 0
           /\ net' = {m \in net : ~(m.c = c /\ m.kind \in {"blpop", "element"})}
           /\ phase' = [phase EXCEPT ![c] = "woken"]
@@ -480,8 +493,8 @@ RedisRelease ==
          IF Mutant = "notify_before_delete"
          THEN /\ IF mine /\ q # <<>>
                  THEN /\ wake' = [wake EXCEPT ![Head(q)] = TRUE]
-                      /\ ticket' = [ticket EXCEPT ![Head(q)] = 0]
-                      /\ queue' = Tail(q)
+                      /\ ticket' = [ticket EXCEPT ![Head(q)] = IF Handoff THEN 0 ELSE @]
+                      /\ queue' = IF Handoff THEN Tail(q) ELSE q
                  ELSE /\ queue' = q
                       /\ UNCHANGED <<wake, ticket>>
               /\ net' = (net \ {m}) \cup {Msg("release_del", c, 0)}
@@ -697,7 +710,7 @@ NoOrphanGrant ==
 (* K lapsed, kept across the waiter's next attempt.                       *)
 HasGrant(c) == wake[c] \/ \E m \in net : m.c = c /\ m.kind = "element"
 
-NoStaleGrant == \A c \in Waiting : HasGrant(c) => ~InQueue(queue, c)
+NoStaleGrant == Handoff => \A c \in Waiting : HasGrant(c) => ~InQueue(queue, c)
 
 (* A waiter returns by its deadline: time never moves past the deadline   *)
 (* of a blocked waiter (a block never outlasts the wait).  What follows    *)
@@ -719,6 +732,9 @@ GrantsInArrivalOrder ==
     [][\A c \in Waiting : (key_holder' = c /\ key_holder # c) => Ahead(c) = {}]_vars
 
 (* Reachability probes: TLC must violate them. *)
+ProbeWokenOnFreeKey ==     \* WakeUps: a blocked head holds a wake-up on a free K
+    ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = None /\ IsHead(c)
+                        /\ wake[c]
 ProbeHanded ==             \* a blocked waiter that K was handed to, the grant on its way
     ~\E c \in Waiting : phase[c] = "blocked" /\ key_holder = c /\ WakePending(c)
 ProbeWaitedOut ==          \* a blocked head on a free key, nothing coming: its re-check

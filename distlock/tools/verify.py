@@ -250,6 +250,18 @@ RUNS: tuple[Run, ...] = (
     _wait_refutes("wait-mutant-enqueue-twice", "WaitMutantEnqueueTwice.cfg", "TypeOK"),
     _wait_refutes("wait-probe-handed", "WaitProbeHanded.cfg", "ProbeHanded"),
     _wait_refutes("wait-probe-waited-out", "WaitProbeWaitedOut.cfg", "ProbeWaitedOut"),
+    # the same protocol where a release wakes the first waiter instead (a semaphore's
+    # waiters, a lock's waiter whose grants replicas must confirm): Handoff <- WakeUps
+    Run("wait-wakeups-three-clients", "WaitWakeUpsFailFast.cfg", WAIT, "holds",
+        min_states=20_000, module="Wait"),
+    Run("wait-wakeups-faults", "WaitWakeUps.cfg", WAIT, "holds", min_states=1_000,
+        module="Wait", short=True),
+    _wait_refutes("wait-wakeups-mutant-notify-before-delete",
+                  "WaitWakeUpsMutantNotifyBeforeDelete.cfg", "NoLostWakeup"),
+    _wait_refutes("wait-wakeups-mutant-recheck-ignores-head-ticket",
+                  "WaitWakeUpsMutantRecheckIgnoresHeadTicket.cfg", "NoLostWakeup"),
+    _wait_refutes("wait-wakeups-probe-woken-on-free-key",
+                  "WaitWakeUpsProbeWokenOnFreeKey.cfg", "ProbeWokenOnFreeKey"),
     # -- the semaphore (spec/Semaphore.tla): Limit permits, each expiring on its own -----
     # no fault there: LiveWithinLimit implies NoOverlapAboveLimit (see the cfg)
     _semaphore_holds("semaphore-limit-two", "Semaphore.cfg", 5_000,
