@@ -1,0 +1,249 @@
+"""The waiting scripts of one lock key, run on a real Redis in any order, checked step by
+step against a model of the queue, the key and the wake lists (``spec/Wait.tla``'s Redis).
+
+Tokens: four waiters, two of which ask to be handed the key (as a lock's waiter does) and
+two to be woken (as one whose grants replicas must confirm), and a fail-fast caller.
+Rules: a waiting attempt (with wait left, or the last one), a fail-fast attempt, a
+release, a withdrawal, a waiter reading its wake list (what its ``BLPOP`` would answer),
+and the key's lease running out (the key deleted, as its expiry would).  Places in the
+queue outlive every example, so no outcome depends on the machine's speed.
+
+Checked after every step: the key, the queue and every wake list are what the model says,
+and a grant in a wake list belongs to a waiter out of the queue (``NoStaleGrant``: one
+read after the waiter queued again would start a body on a key that is not its own).
+When a waiter reads a grant, the key holds its token, or held it until its lease ran out
+(``HeldInBody``); the key goes to waiters in the order they queued.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import redis
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from distlock._core.commands import Command, Op
+from distlock._protocol import encode, fence_key, queue_keys, released_key
+from tests.properties import profiles
+from tests.redis_server import RedisServer
+
+KEY: Final = "wp:k"
+LONG: Final = 600_000
+HANDED: Final = ("h1", "h2")
+WOKEN: Final = ("w1", "w2")
+WAITERS: Final = HANDED + WOKEN
+SEEN: Final[dict[str, int]] = {}
+
+
+def _count(what: str) -> None:
+    SEEN[what] = SEEN.get(what, 0) + 1
+
+
+class WaitProtocol(RuleBasedStateMachine):
+    server: RedisServer
+
+    @initialize()
+    def start(self) -> None:
+        self.r: Any = redis.Redis(port=self.server.port)
+        queue, places, wake = queue_keys(KEY)
+        self.r.delete(KEY, queue, places, released_key(KEY), *(wake + t for t in WAITERS))
+        # The fence counter serves every key of the slot: fences count from where it is.
+        self.base = int(self.r.get(fence_key(KEY)) or 0)
+        self.holder: str | None = None
+        #: The holder knows it holds the key (granted, or it read the grant): it would
+        #: never withdraw.
+        self.knows = False
+        self.queue: list[str] = []
+        #: What each waiter's wake list holds: "=fence" (handed the key) or "1" (woken).
+        self.wake: dict[str, str] = {}
+        self.fence = 0
+        #: Tokens whose key's lease ran out while they held it.
+        self.lapsed: set[str] = set()
+        self.released_by: str | None = None
+
+    def teardown(self) -> None:
+        self.r.close()
+
+    def _run(self, command: Command) -> Any:
+        script, keys, args = encode(command)
+        return self.r.eval(script.source, len(keys), *keys, *args)
+
+    def _hand_on(self) -> None:
+        """The key was let go: to the first waiter, handed or woken."""
+        if not self.queue:
+            return
+        head = self.queue[0]
+        if head in HANDED:
+            self.fence += 1
+            self.holder = head
+            self.knows = False
+            self.queue.pop(0)
+            self.wake[head] = f"={self.base + self.fence}"
+            _count("handed")
+        else:
+            self.wake.setdefault(head, "1")
+            _count("woken")
+
+    # Mostly attempts with wait left: a waiter's last attempt comes once.
+    @rule(token=st.sampled_from(WAITERS), last=st.sampled_from((False, False, False, True)))
+    def attempt(self, token: str, last: bool) -> None:
+        if self.holder == token and self.knows:
+            return  # a section that holds the key does not ask for it
+        command = Command(Op.ACQUIRE, KEY, token, LONG, queue_ms=0 if last else LONG)
+        command.replicas = 0 if token in HANDED else 1
+        fence, recheck = (int(x) for x in self._run(command))
+        free_for_us = self.holder is None and (not self.queue or self.queue[0] == token)
+        if self.holder == token or free_for_us:
+            if self.holder != token:
+                self.fence += 1
+                self.holder = token
+            self.knows = True
+            assert fence == self.base + self.fence, "granted with the key's latest fence"
+            self.lapsed.discard(token)
+            if token in self.queue:
+                self.queue.remove(token)
+            self.wake.pop(token, None)
+            _count("granted")
+            return
+        assert fence == 0
+        self.wake.pop(token, None)  # a refusal empties the wake list
+        if last:
+            assert recheck == 0
+            if token in self.queue:
+                self.queue.remove(token)
+            _count("refused, gave up")
+        else:
+            assert recheck > 0
+            if token not in self.queue:
+                self.queue.append(token)
+            _count("refused, queued")
+
+    @rule()
+    def fail_fast(self) -> None:
+        fence = int(self._run(Command(Op.ACQUIRE, KEY, "f", LONG)))
+        if self.holder is None:
+            self.fence += 1
+            self.holder = "f"
+            self.knows = True
+            assert fence == self.base + self.fence
+            _count("fail-fast granted")
+        elif self.holder == "f":
+            assert fence == self.base + self.fence
+        else:
+            assert fence == 0
+
+    @rule(token=st.sampled_from((*WAITERS, "f")))
+    def release(self, token: str) -> None:
+        if self.holder == token and not self.knows:
+            return  # handed the key and not told yet: it has nothing to release
+        released = int(self._run(Command(Op.RELEASE, KEY, token, LONG)))
+        if self.holder == token:
+            assert released == 1
+            self.holder = None
+            self.released_by = token
+            self._hand_on()
+            _count("released")
+        else:
+            assert released == (1 if self.released_by == token else 0)
+
+    @precondition(lambda self: getattr(self, "holder", None) is not None and self.knows)
+    @rule()
+    def holder_releases(self) -> None:
+        """The holder, once it knows it holds the key, lets it go (the common release)."""
+        assert self.holder is not None
+        self.release(self.holder)
+
+    @precondition(lambda self: bool(getattr(self, "wake", None)))
+    @rule(data=st.data())
+    def a_woken_or_handed_waiter_reads(self, data: st.DataObject) -> None:
+        """One of the waiters whose wake list holds something reads it."""
+        self.read_wake_list(data.draw(st.sampled_from(sorted(self.wake))))
+
+    @precondition(lambda self: bool(self._may_withdraw()))
+    @rule(data=st.data())
+    def a_waiter_stops_waiting(self, data: st.DataObject) -> None:
+        """A queued waiter, or one handed the key unawares, is cancelled."""
+        self.withdraw(data.draw(st.sampled_from(self._may_withdraw())))
+
+    def _may_withdraw(self) -> list[str]:
+        if not hasattr(self, "queue"):
+            return []
+        unaware = [self.holder] if self.holder in WAITERS and not self.knows else []
+        return sorted({*self.queue, *unaware})
+
+    @rule(token=st.sampled_from(WAITERS))
+    def withdraw(self, token: str) -> None:
+        if self.holder == token and self.knows:
+            return  # a section that holds the key does not withdraw
+        was_head = bool(self.queue) and self.queue[0] == token
+        self._run(Command(Op.WITHDRAW, KEY, token, LONG, queue_ms=0))
+        if token in self.queue:
+            self.queue.remove(token)
+        self.wake.pop(token, None)
+        gave_back = self.holder == token
+        if gave_back:
+            self.holder = None
+            _count("withdrawn, key given back")
+        if (was_head or gave_back) and self.holder is None:
+            self._hand_on()
+
+    @rule(token=st.sampled_from(WAITERS))
+    def read_wake_list(self, token: str) -> None:
+        element = self.r.lpop(queue_keys(KEY)[2] + token)
+        expected = self.wake.pop(token, None)
+        assert (element.decode() if element else None) == expected
+        if element is not None and element.startswith(b"="):
+            # HeldInBody: the body this grant starts runs on the waiter's own key.
+            assert self.holder == token or token in self.lapsed
+            assert int(element[1:]) == self.base + self.fence or token in self.lapsed
+            if self.holder == token:
+                self.knows = True
+            _count("read a grant")
+
+    @precondition(lambda self: getattr(self, "holder", None) is not None)
+    @rule(now=st.sampled_from((False, True)))
+    def lease_runs_out(self, now: bool) -> None:
+        if now and self.holder is not None:
+            self.lapsed.add(self.holder)
+            self.holder = None
+            self.r.delete(KEY)
+            _count("lapsed")
+
+    @invariant()
+    def redis_is_the_model(self) -> None:
+        if not hasattr(self, "r"):
+            return
+        queue, _places, wake = queue_keys(KEY)
+        held = self.r.get(KEY)
+        assert (held.decode() if held else None) == self.holder
+        assert [t.decode() for t in self.r.lrange(queue, 0, -1)] == self.queue
+        for token in WAITERS:
+            assert [e.decode() for e in self.r.lrange(wake + token, 0, -1)] == (
+                [self.wake[token]] if token in self.wake else []
+            )
+        counter = self.r.get(fence_key(KEY))
+        assert int(counter or 0) == self.base + self.fence
+        assert self.r.get(released_key(KEY)) == (
+            self.released_by.encode() if self.released_by else None
+        )
+
+    @invariant()
+    def no_stale_grant(self) -> None:
+        for token, element in self.wake.items():
+            if element.startswith("="):
+                assert token not in self.queue
+
+
+def test_the_waiting_scripts_mirror_the_model(redis_server: RedisServer) -> None:
+    WaitProtocol.server = redis_server
+    run_state_machine_as_test(WaitProtocol, settings=profiles.scaled(10, floor=20, steps=40))
+    print(f"waiting protocol stateful: {dict(sorted(SEEN.items()))}")
+    assert SEEN.get("read a grant") and SEEN.get("withdrawn, key given back")
