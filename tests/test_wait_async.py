@@ -54,7 +54,14 @@ async def queue(admin: aredis.Redis, key: str) -> list[Any]:
 
 
 async def blocked(admin: aredis.Redis) -> int:
-    return sum(1 for c in await admin.client_list() if c.get("cmd") == "blpop")
+    """Connections blocked in BLPOP now (flag ``b``): ``cmd`` alone is a connection's last
+    command, which an idle pooled connection whose BLPOP was answered with the key still
+    shows."""
+    return sum(
+        1
+        for c in await admin.client_list()
+        if c.get("cmd") == "blpop" and "b" in c.get("flags", "")
+    )
 
 
 def waiting_keys(r: redis.Redis) -> list[Any]:
@@ -416,7 +423,7 @@ def test_sync_and_asyncio_wait_with_the_same_transitions(
         thread = threading.Thread(target=lambda: got.append(locks.acquire("k", wait_ms=FOREVER_MS)))
         thread.start()
         while not r.exists(queue_keys("tw:k")[0]) or not [
-            c for c in r.client_list() if c.get("cmd") == "blpop"
+            c for c in r.client_list() if c.get("cmd") == "blpop" and "b" in c.get("flags", "")
         ]:
             thread.join(0.005)
         holder.release()
