@@ -202,6 +202,12 @@ def test_nested_holders_mirror_the_model(
 ) -> None:
     ReentrantMachine.server = redis_server
     ReentrantMachine.loop = loop_thread
-    run_state_machine_as_test(ReentrantMachine, settings=profiles.scaled(20, floor=10, steps=30))
+    # Examples are cheap (about 50 ms): the compiled build's run, which scales the count
+    # down, still gets 50.
+    run_state_machine_as_test(ReentrantMachine, settings=profiles.scaled(20, floor=50, steps=30))
     print(f"reentrant stateful: {dict(sorted(SEEN.items()))}")
-    assert SEEN.get("refused") and SEEN.get("re-entry after loss refused")
+    # What each run meets varies (Hypothesis leaves rules out of some examples, and a run
+    # of a dozen examples met no key loss): a re-entry after a loss is told for certain by
+    # test_reentrant_sync.test_reenter_rejected_is_the_loss and
+    # test_reentrant_async.test_reentry_after_known_loss_raises_at_once.
+    assert SEEN.get("refused")
