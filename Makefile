@@ -2,7 +2,7 @@
 PY ?= python3
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: setup verify test test-compiled test-oldest-redis lint unit chaos test-deep bench bench-plot
+.PHONY: setup verify test test-compiled test-oldest-redis lint unit chaos test-deep bench bench-instructions bench-plot
 
 setup:
 	@bash .ci/setup
@@ -72,6 +72,11 @@ bench:
 	$(PY) benchmarks/cycles.py --json $(BENCH_DIR)/cycles.json $(BENCH_ARGS)
 	$(PY) benchmarks/roundtrips.py --json $(BENCH_DIR)/roundtrips.json $(BENCH_ARGS)
 	$(PY) benchmarks/held.py --json $(BENCH_DIR)/held.json $(BENCH_ARGS)
+
+# Instructions per cycle under valgrind (apt-get install valgrind): the same figures on a
+# loaded machine as on a quiet one, against connections whose replies cost nothing.
+bench-instructions:
+	$(PY) benchmarks/instructions.py --json $(BENCH_DIR)/instructions.json
 
 # The README's chart, from the last `make bench`.
 bench-plot:

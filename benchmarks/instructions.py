@@ -1,0 +1,241 @@
+"""Instructions per lock cycle, counted by valgrind: a ruler that load cannot bend.
+
+On a shared machine a loopback round trip moves by more than the gap between distlock and
+the hand-written floor, so wall-clock ratios (``cycles.py``) need many rounds and still
+wander.  This counts the instructions the client executes per cycle instead, against
+connections whose replies cost nothing (no server, no socket: the connection classes
+below answer at once), so the count is the same from run to run.  Each figure is the
+difference between a run of ``--cycles`` cycles and one of a fifth of that, over the
+difference in cycles: start-up and warm-up cancel out.
+
+Contenders (``sync`` and ``asyncio`` have one floor each):
+
+- floor: ``SET key token NX PX ttl`` and the compare-and-delete ``EVALSHA``, through
+  redis-py, with a token from ``secrets.token_hex``: what every ratio is taken against;
+- distlock ``acquire()`` + ``release()`` (sync), and ``run()`` (sync and asyncio, the
+  heartbeat and the deadline watch armed for an empty body);
+- ``... logic only``: the same distlock cycle with the driver's round trip replaced by
+  an immediate reply, so what remains is distlock's own Python (the core, the flows, the
+  driver's loop, the section's making): the part a faster structure must shrink.
+
+Needs ``valgrind`` (Debian: ``apt-get install valgrind``); about a minute.
+
+    python benchmarks/instructions.py [--cycles N] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import secrets
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from harness import FLOOR, table, write_json
+from redis.asyncio.connection import Connection as AsyncConnection
+from redis.asyncio.connection import ConnectionPool as AsyncPool
+from redis.connection import Connection, ConnectionPool
+
+from distlock import Lock
+from distlock._core.commands import Command, Op
+from distlock._protocol import ACQUIRE
+from distlock.asyncio import Lock as AsyncLock
+
+TTL_MS = 30_000
+
+
+class _Replies:
+    """The reply a real Redis would give to each command a cycle sends."""
+
+    fence = 0
+
+    @classmethod
+    def next_fence(cls) -> int:
+        cls.fence += 1
+        return cls.fence
+
+    @classmethod
+    def to(cls, args: tuple[Any, ...]) -> object:
+        if args[0] == "SET":
+            return b"OK"
+        if args[0] == "EVALSHA" and args[1] == ACQUIRE.sha:
+            return cls.next_fence()
+        return 1
+
+
+class InstantConnection(Connection):
+    """A connection that sends nothing and answers at once."""
+
+    _last: tuple[Any, ...] = ()
+
+    def connect(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        self._last = args
+
+    def can_read(self, timeout: float | None = 0) -> bool:
+        return False
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        return _Replies.to(self._last)
+
+    def should_reconnect(self) -> bool:
+        return False
+
+
+class AsyncInstantConnection(AsyncConnection):
+    """The asyncio twin, which still yields to the loop once per reply, as a read does."""
+
+    _last: tuple[Any, ...] = ()
+
+    async def connect(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def is_connected(self) -> bool:
+        return True
+
+    async def send_command(self, *args: Any, **kwargs: Any) -> None:
+        self._last = args
+
+    async def can_read(self) -> bool:
+        return False
+
+    async def can_read_destructive(self) -> bool:
+        return False
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0)
+        return _Replies.to(self._last)
+
+    def should_reconnect(self) -> bool:
+        return False
+
+
+def _instant(command: Command) -> int:
+    return _Replies.next_fence() if command.op is Op.ACQUIRE else 1
+
+
+async def _instant_async(command: Command) -> int:
+    return _instant(command)
+
+
+def sync_cycle(name: str) -> Callable[[], object]:
+    r = redis.Redis(connection_pool=ConnectionPool(connection_class=InstantConnection))
+    locks = Lock(r, ttl_ms=TTL_MS)
+    if name.endswith("logic only"):
+        locks._call = _instant  # type: ignore[method-assign]
+
+    def floor() -> None:
+        token = secrets.token_hex(16)
+        if r.set("bench:floor", token, nx=True, px=TTL_MS):
+            r.evalsha("0" * 40, 1, "bench:floor", token)
+
+    def manual() -> None:
+        handle = locks.acquire("cycle")
+        assert handle is not None
+        handle.release()
+
+    def armed() -> None:
+        locks.run("armed", lambda handle: None)
+
+    if name == FLOOR:
+        return floor
+    return manual if name.startswith("acquire") else armed
+
+
+def async_cycle(name: str) -> Callable[[], Awaitable[object]]:
+    pool = AsyncPool(connection_class=AsyncInstantConnection)
+    r = aredis.Redis(connection_pool=pool)
+    locks = AsyncLock(r, ttl_ms=TTL_MS)
+    if name.endswith("logic only"):
+        locks._call = _instant_async  # type: ignore[method-assign]
+
+    async def floor() -> None:
+        token = secrets.token_hex(16)
+        if await r.set("bench:floor", token, nx=True, px=TTL_MS):
+            await r.evalsha("0" * 40, 1, "bench:floor", token)
+
+    async def body(handle: object) -> None:
+        return None
+
+    async def run() -> None:
+        await locks.run("cycle", body)
+
+    return floor if name == FLOOR else run
+
+
+SYNC = (FLOOR, "acquire + release", "acquire + release, logic only", "run()", "run(), logic only")
+ASYNC = (FLOOR, "run()", "run(), logic only")
+
+
+def _child(driver: str, name: str, cycles: int) -> None:
+    """Run ``cycles`` cycles of one contender (under valgrind, from :func:`count`)."""
+    if driver == "sync":
+        cycle = sync_cycle(name)
+        for _ in range(cycles):
+            cycle()
+        return
+    acycle = async_cycle(name)
+
+    async def loop() -> None:
+        for _ in range(cycles):
+            await acycle()
+
+    asyncio.run(loop())
+
+
+def _instructions(driver: str, name: str, cycles: int) -> int:
+    done = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, __file__, "--child", driver, name, str(cycles)],
+        capture_output=True, text=True, check=True,
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count from valgrind:\n{done.stderr}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count(driver: str, name: str, cycles: int) -> int:
+    """Instructions per cycle: the difference of two runs over the difference in cycles."""
+    few = cycles // 5
+    return round(
+        (_instructions(driver, name, cycles) - _instructions(driver, name, few)) / (cycles - few)
+    )
+
+
+def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=1_000)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    results: dict[str, dict[str, int]] = {}
+    rows = []
+    for driver, names in (("sync", SYNC), ("asyncio", ASYNC)):
+        counts = {name: count(driver, name, args.cycles) for name in names}
+        results[driver] = counts
+        floor = counts[FLOOR]
+        rows += [[driver, name, f"{n:,}", f"{n / floor:.2f}×"] for name, n in counts.items()]
+    print(f"Instructions per cycle (valgrind, {args.cycles:,} cycles, replies that cost nothing)")
+    print(table(["driver", "cycle", "instructions", "ratio to the floor"], rows))
+    write_json(args.json, {"cycles": args.cycles, "instructions": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""``benchmarks/instructions.py``'s contenders, run without valgrind so that they keep
+measuring what they say: each distlock cycle takes the key once (one fence per cycle), the
+floor never runs distlock's acquire script, and the logic-only cycles never reach a
+connection.  Nothing here counts or times anything."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "instructions.py"
+CYCLES = 7
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    if str(BENCH.parent) not in sys.path:
+        sys.path.append(str(BENCH.parent))  # its ``harness``
+    spec = importlib.util.spec_from_file_location("instructions_benchmark", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("driver", "name"),
+    [("sync", name) for name in ("floor", "acquire + release", "acquire + release, logic only",
+                                  "run()", "run(), logic only")]
+    + [("asyncio", name) for name in ("floor", "run()", "run(), logic only")],
+)
+def test_each_cycle_takes_the_key_once(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch, driver: str, name: str
+) -> None:
+    assert name in (bench.SYNC if driver == "sync" else bench.ASYNC)
+    sent: list[str] = []
+    to = bench._Replies.to.__func__
+
+    def recorded(cls: type, args: tuple[object, ...]) -> object:
+        sent.append(str(args[0]))
+        return to(cls, args)
+
+    monkeypatch.setattr(bench._Replies, "to", classmethod(recorded))
+    before = bench._Replies.fence
+    bench._child(driver, name, CYCLES)
+    fences = bench._Replies.fence - before
+    if name == "floor":
+        assert fences == 0
+        assert sent == ["SET", "EVALSHA"] * CYCLES
+    elif name.endswith("logic only"):
+        assert fences == CYCLES
+        assert sent == []
+    else:
+        assert fences == CYCLES
+        assert sent == ["EVALSHA", "EVALSHA"] * CYCLES
