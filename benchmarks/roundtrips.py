@@ -1,10 +1,13 @@
 """Round trips per operation, counted by the server: every command a client sent, seen by
-``MONITOR`` (commands a script runs inside Redis are not round trips and are left out).
+``MONITOR`` (commands a script runs inside Redis are not round trips and are left out);
+and the server's own CPU per cycle (its main thread's, from ``INFO cpu``, over
+``--cycles`` cycles, the least of three runs): what the scripts cost Redis, which a
+client waits for on every round trip.
 
 One uncontended cycle per contender, sync: the floor, distlock's ``acquire``/``release``
 and ``run``, redis-py's ``Lock``, python-redis-lock and pottery (when installed).
 
-    python benchmarks/roundtrips.py [--json FILE]
+    python benchmarks/roundtrips.py [--cycles N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -63,8 +66,25 @@ def count(url: str, cycle: Callable[[], object]) -> tuple[int, dict[str, int]]:
     return len(sent), dict(names)
 
 
+def server_cpu_us(r: redis.Redis, cycles: Callable[[int], object], n: int) -> float:
+    """Redis's main-thread CPU per cycle while ``cycles(n)`` ran, the least of three runs."""
+
+    def used() -> float:
+        cpu: Any = r.info("cpu")
+        return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+
+    best = float("inf")
+    for _ in range(3):
+        before = used()
+        cycles(n)
+        best = min(best, (used() - before) / n * 1e6)
+    return best
+
+
 def main() -> dict[str, Any]:
-    args = arguments((__doc__ or "").split("\n\n")[0], rounds=1).parse_args()
+    parser = arguments((__doc__ or "").split("\n\n")[0], rounds=1)
+    parser.add_argument("--cycles", type=int, default=2_000, help="cycles per CPU reading")
+    args = parser.parse_args()
     rows: dict[str, dict[str, Any]] = {}
     with redis_url(args) as url:
         r = redis.Redis.from_url(url)
@@ -74,12 +94,14 @@ def main() -> dict[str, Any]:
             for name, fn in contenders.items():
                 fn(1)  # warm: scripts loaded, connections open
                 total, names = count(url, partial(fn, 1))
-                rows[name] = {"round_trips": total, "commands": names}
+                cpu = server_cpu_us(r, fn, args.cycles)
+                rows[name] = {"round_trips": total, "commands": names, "server_cpu_us": cpu}
         r.close()
-    print("\nRound trips per uncontended cycle (sync), counted by MONITOR")
+    print("\nRound trips per uncontended cycle (sync), counted by MONITOR; Redis's CPU per cycle")
     print(table(
-        ["contender", "round trips", "commands"],
-        [[n, v["round_trips"], ", ".join(f"{k}×{c}" for k, c in sorted(v["commands"].items()))]
+        ["contender", "round trips", "commands", "Redis CPU µs"],
+        [[n, v["round_trips"], ", ".join(f"{k}×{c}" for k, c in sorted(v["commands"].items())),
+          f"{v['server_cpu_us']:.1f}"]
          for n, v in rows.items()],
     ))
     result = {"benchmark": "roundtrips", "conditions": conditions(args), "cycle": rows}
