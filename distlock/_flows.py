@@ -25,7 +25,6 @@ the signal, the same way for both drivers.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from distlock._base import HandleBase
@@ -70,13 +69,21 @@ Request = Command | Sleep | Block
 Flow = Generator[Request, int, T]
 
 
+class Guard(Protocol):
+    """A reentrant lock held around core calls (``threading.RLock``)."""
+
+    def acquire(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
 class Effects(Protocol[H]):
     """What a flow asks of its driver besides IO."""
 
     def _now(self) -> float:
         """The client's monotonic clock, in milliseconds."""
 
-    def _guard(self, handle: H) -> AbstractContextManager[object]:
+    def _guard(self, handle: H) -> Guard:
         """Held around core calls: timers and renewals may run on other threads."""
 
     def _arm(self, handle: H) -> None:
@@ -95,7 +102,11 @@ class Effects(Protocol[H]):
 def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> Step:
     """Take one core action on ``handle``'s section, then do what it asks."""
     section = handle._section
-    with fx._guard(handle):
+    # Taken and let go by hand: a ``with`` statement costs a transition more than the
+    # lock itself does.
+    guard = fx._guard(handle)
+    guard.acquire()
+    try:
         step = action(section, fx._now(), *args)
         if section.wake_at != handle._armed_at:
             fx._arm(handle)
@@ -103,6 +114,8 @@ def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> S
         if events:
             section.events = []
             fx._record(events)
+    finally:
+        guard.release()
     if events:
         fx._notify(handle, events)
     if step is not NOTHING:

@@ -15,7 +15,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from functools import partial
 from types import FunctionType, TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
@@ -500,7 +499,7 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
+    def _guard(self, handle: LockHandle) -> flows.Guard:
         # One for the whole Lock rather than one per handle: a core call holds it for
         # microseconds, and thousands of held locks need no lock object each.
         return self._mutex

@@ -17,7 +17,6 @@ import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from contextlib import AbstractContextManager
 from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
@@ -584,7 +583,7 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def _guard(self, handle: LockHandle) -> AbstractContextManager[object]:
+    def _guard(self, handle: LockHandle) -> flows.Guard:
         return _NO_GUARD
 
     def _apply(self, handle: LockHandle, step: Step) -> None:

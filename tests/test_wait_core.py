@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from contextlib import nullcontext
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,12 +324,13 @@ class FakeQueue:
 class FakeEffects:
     def __init__(self) -> None:
         self.clock = 0.0
+        self.guard = threading.RLock()
 
     def _now(self) -> float:
         return self.clock
 
-    def _guard(self, handle: HandleBase) -> nullcontext[None]:
-        return nullcontext()
+    def _guard(self, handle: HandleBase) -> threading.RLock:
+        return self.guard
 
     def _arm(self, handle: HandleBase) -> None:
         handle._armed_at = handle._section.wake_at
