@@ -5,9 +5,7 @@ the table and its JSON render.  Nothing here times anything."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 import threading
 import time
 import uuid
@@ -18,22 +16,16 @@ from typing import Any
 import pytest
 import redis
 
+from tests.benchmark_module import load_benchmark
 from tests.redis_server import RedisServer
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "contended.py"
 WORKERS = 3
 SECONDS = 0.2
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("contended_benchmark", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Dataclasses look their module up by name while the module runs.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("contended")
 
 
 def _key() -> str:

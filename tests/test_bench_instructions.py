@@ -5,27 +5,18 @@ connection.  Nothing here counts or times anything."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "instructions.py"
+from tests.benchmark_module import load_benchmark
+
 CYCLES = 7
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    if str(BENCH.parent) not in sys.path:
-        sys.path.append(str(BENCH.parent))  # its ``harness``
-    spec = importlib.util.spec_from_file_location("instructions_benchmark", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("instructions")
 
 
 @pytest.mark.parametrize(
