@@ -1,8 +1,10 @@
 """Round trips per operation, counted by the server: every command a client sent, seen by
 ``MONITOR`` (commands a script runs inside Redis are not round trips and are left out);
-and the server's own CPU per cycle (its main thread's, from ``INFO cpu``, over
-``--cycles`` cycles, the least of three runs): what the scripts cost Redis, which a
-client waits for on every round trip.
+and the time Redis spends running the commands of one cycle (``INFO commandstats``, over
+``--cycles`` cycles, the least of three runs): what the scripts cost the server, which a
+client waits for on every round trip.  Only the commands ``MONITOR`` saw are summed (a
+script's time includes the calls it makes); a name a contender sends and also calls from
+its scripts would count those calls twice (none of distlock's or the floor's does).
 
 One uncontended cycle per contender, sync: the floor, distlock's ``acquire``/``release``
 and ``run``, redis-py's ``Lock``, python-redis-lock and pottery (when installed).
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -66,24 +68,25 @@ def count(url: str, cycle: Callable[[], object]) -> tuple[int, dict[str, int]]:
     return len(sent), dict(names)
 
 
-def server_cpu_us(r: redis.Redis, cycles: Callable[[int], object], n: int) -> float:
-    """Redis's main-thread CPU per cycle while ``cycles(n)`` ran, the least of three runs."""
-
-    def used() -> float:
-        cpu: Any = r.info("cpu")
-        return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
-
+def server_us(
+    r: redis.Redis, cycles: Callable[[int], object], n: int, names: Iterable[str]
+) -> float:
+    """Redis's time in ``names`` (the commands a cycle sends) per cycle while ``cycles(n)``
+    ran, the least of three runs."""
+    wanted = {f"cmdstat_{name.lower()}" for name in names}
     best = float("inf")
     for _ in range(3):
-        before = used()
+        r.config_resetstat()
         cycles(n)
-        best = min(best, (used() - before) / n * 1e6)
+        stats: Any = r.info("commandstats")
+        used = sum(float(v["usec"]) for k, v in stats.items() if k in wanted)
+        best = min(best, used / n)
     return best
 
 
 def main() -> dict[str, Any]:
     parser = arguments((__doc__ or "").split("\n\n")[0], rounds=1)
-    parser.add_argument("--cycles", type=int, default=2_000, help="cycles per CPU reading")
+    parser.add_argument("--cycles", type=int, default=2_000, help="cycles per time reading")
     args = parser.parse_args()
     rows: dict[str, dict[str, Any]] = {}
     with redis_url(args) as url:
@@ -94,14 +97,14 @@ def main() -> dict[str, Any]:
             for name, fn in contenders.items():
                 fn(1)  # warm: scripts loaded, connections open
                 total, names = count(url, partial(fn, 1))
-                cpu = server_cpu_us(r, fn, args.cycles)
-                rows[name] = {"round_trips": total, "commands": names, "server_cpu_us": cpu}
+                used = server_us(r, fn, args.cycles, names)
+                rows[name] = {"round_trips": total, "commands": names, "server_us": used}
         r.close()
-    print("\nRound trips per uncontended cycle (sync), counted by MONITOR; Redis's CPU per cycle")
+    print("\nRound trips per uncontended cycle (sync), counted by MONITOR; Redis's time in them")
     print(table(
-        ["contender", "round trips", "commands", "Redis CPU µs"],
+        ["contender", "round trips", "commands", "Redis µs"],
         [[n, v["round_trips"], ", ".join(f"{k}×{c}" for k, c in sorted(v["commands"].items())),
-          f"{v['server_cpu_us']:.1f}"]
+          f"{v['server_us']:.1f}"]
          for n, v in rows.items()],
     ))
     result = {"benchmark": "roundtrips", "conditions": conditions(args), "cycle": rows}
