@@ -18,7 +18,8 @@ Contenders (``sync`` and ``asyncio`` have one floor each):
   an immediate reply, so what remains is distlock's own Python (the core, the flows, the
   driver's loop, the section's making): the part a faster structure must shrink.
 
-Needs ``valgrind`` (Debian: ``apt-get install valgrind``); about a minute.
+The cycles are ``cycles.py``'s own (``sync_contenders``, ``async_contenders``).  Needs
+``valgrind`` (Debian: ``apt-get install valgrind``); about two minutes.
 
     python benchmarks/instructions.py [--cycles N] [--json FILE]
 """
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -37,6 +37,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
+from cycles import TTL_MS, async_contenders, sync_contenders
 from harness import FLOOR, table, write_json
 from redis.asyncio.connection import Connection as AsyncConnection
 from redis.asyncio.connection import ConnectionPool as AsyncPool
@@ -46,8 +47,6 @@ from distlock import Lock
 from distlock._core.commands import Command, Op
 from distlock._protocol import ACQUIRE
 from distlock.asyncio import Lock as AsyncLock
-
-TTL_MS = 30_000
 
 
 class _Replies:
@@ -132,49 +131,25 @@ async def _instant_async(command: Command) -> int:
     return _instant(command)
 
 
-def sync_cycle(name: str) -> Callable[[], object]:
+def sync_cycles(name: str) -> Callable[[int], object]:
+    """``name``'s cycles as ``cycles.py`` times them, over instant connections."""
     r = redis.Redis(connection_pool=ConnectionPool(connection_class=InstantConnection))
-    locks = Lock(r, ttl_ms=TTL_MS)
+    locks = Lock(r, prefix="bench", ttl_ms=TTL_MS)
     if name.endswith("logic only"):
         locks._call = _instant  # type: ignore[method-assign]
-
-    def floor() -> None:
-        token = secrets.token_hex(16)
-        if r.set("bench:floor", token, nx=True, px=TTL_MS):
-            r.evalsha("0" * 40, 1, "bench:floor", token)
-
-    def manual() -> None:
-        handle = locks.acquire("cycle")
-        assert handle is not None
-        handle.release()
-
-    def armed() -> None:
-        locks.run("armed", lambda handle: None)
-
+    plain, armed = sync_contenders(r, locks)
     if name == FLOOR:
-        return floor
-    return manual if name.startswith("acquire") else armed
+        return plain[FLOOR]
+    return plain["distlock"] if name.startswith("acquire") else armed["distlock"]
 
 
-def async_cycle(name: str) -> Callable[[], Awaitable[object]]:
-    pool = AsyncPool(connection_class=AsyncInstantConnection)
-    r = aredis.Redis(connection_pool=pool)
-    locks = AsyncLock(r, ttl_ms=TTL_MS)
+def async_cycle(name: str) -> Callable[[str], Awaitable[None]]:
+    """``name``'s cycle as ``cycles.py`` runs it, over instant connections."""
+    r = aredis.Redis(connection_pool=AsyncPool(connection_class=AsyncInstantConnection))
+    locks = AsyncLock(r, prefix="bench", ttl_ms=TTL_MS)
     if name.endswith("logic only"):
         locks._call = _instant_async  # type: ignore[method-assign]
-
-    async def floor() -> None:
-        token = secrets.token_hex(16)
-        if await r.set("bench:floor", token, nx=True, px=TTL_MS):
-            await r.evalsha("0" * 40, 1, "bench:floor", token)
-
-    async def body(handle: object) -> None:
-        return None
-
-    async def run() -> None:
-        await locks.run("cycle", body)
-
-    return floor if name == FLOOR else run
+    return async_contenders(r, locks)[FLOOR if name == FLOOR else "distlock"]
 
 
 SYNC = (FLOOR, "acquire + release", "acquire + release, logic only", "run()", "run(), logic only")
@@ -184,15 +159,13 @@ ASYNC = (FLOOR, "run()", "run(), logic only")
 def _child(driver: str, name: str, cycles: int) -> None:
     """Run ``cycles`` cycles of one contender (under valgrind, from :func:`count`)."""
     if driver == "sync":
-        cycle = sync_cycle(name)
-        for _ in range(cycles):
-            cycle()
+        sync_cycles(name)(cycles)
         return
-    acycle = async_cycle(name)
+    cycle = async_cycle(name)
 
     async def loop() -> None:
         for _ in range(cycles):
-            await acycle()
+            await cycle("bench:cycle")
 
     asyncio.run(loop())
 
