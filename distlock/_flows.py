@@ -16,7 +16,10 @@ generator that yields IO requests and is sent their results:
 
 Every suspension point receives the caller's exception, so a flow can give back what it
 took before the exception leaves; no flow catches ``GeneratorExit`` (a flow that is closed
-unfinished yields nothing more).  The sync driver runs a flow with blocking calls, the
+unfinished yields nothing more).  A handler that yields names the exception it re-raises
+(``raise exc``, never a bare ``raise``): compiled with mypyc, a generator forgets the
+exception being handled once it has yielded inside the handler, and a bare ``raise``
+there raises nothing.  The sync driver runs a flow with blocking calls, the
 asyncio driver with ``await``; that is all either adds.  Every core call goes through
 :func:`act`, which is where a transition meets the guard, the timer, the observers and
 the signal, the same way for both drivers.
@@ -149,7 +152,7 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
                     f"({cleanup!r}); if the acquire had run, the key expires after its TTL"
                 )
             yield from _withdraw_noting(fx, handle, exc)
-            raise
+            raise exc  # not a bare raise: see the module's note on compiling
         step = act(fx, handle, Section.reply, command, fence)
         if step.loss is not None:
             yield from release(fx, handle)
@@ -182,7 +185,7 @@ def _block(fx: Effects[H], handle: H) -> Flow[bool]:
             raise
         except BaseException as exc:
             yield from _withdraw_noting(fx, handle, exc)
-            raise
+            raise exc
     step = act(fx, handle, Section.wake, woken != 0, max(woken, 0))
     if step.loss is not None:
         yield from release(fx, handle)
@@ -252,7 +255,7 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
                 interrupted = interrupted or again
         if interrupted is not None:
             raise interrupted from first
-        raise
+        raise first
 
 
 def release(fx: Effects[H], handle: H) -> Flow[bool]:

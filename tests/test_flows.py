@@ -304,3 +304,33 @@ def _requests(fx: FakeEffects, db: FakeRedis, flow: Flow[Any]) -> list[object]:
                 request = flow.send(db.run(request))
     except StopIteration:
         return seen
+
+
+def test_no_handler_that_yields_re_raises_with_a_bare_raise() -> None:
+    # Compiled with mypyc, a generator forgets the exception being handled once it has
+    # yielded inside the handler, and a bare ``raise`` there raises nothing (the caller
+    # sees the flow end without its exception).  The compiled run of this file would catch
+    # it at the yield concerned; this catches it in the pure run, before anything is built.
+    import ast
+    import inspect
+
+    def own_raises(node: ast.AST) -> Iterator[ast.Raise]:
+        # The bare raises that re-raise this handler's exception: not those of a handler
+        # nested in it, which has an exception of its own.
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Raise):
+                yield child
+            if not isinstance(child, ast.ExceptHandler):
+                yield from own_raises(child)
+
+    offenders = []
+    for handler in ast.walk(ast.parse(inspect.getsource(flows))):
+        if not isinstance(handler, ast.ExceptHandler):
+            continue
+        yields = [n.lineno for n in ast.walk(handler) if isinstance(n, ast.Yield | ast.YieldFrom)]
+        offenders += [
+            r.lineno
+            for r in own_raises(handler)
+            if r.exc is None and yields and r.lineno > min(yields)
+        ]
+    assert not offenders, f"bare raise after a yield in a handler, lines {offenders}"
