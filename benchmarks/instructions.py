@@ -21,7 +21,13 @@ Contenders (``sync`` and ``asyncio`` have one floor each):
 The cycles are ``cycles.py``'s own (``sync_contenders``, ``async_contenders``).  Needs
 ``valgrind`` (Debian: ``apt-get install valgrind``); about two minutes.
 
-    python benchmarks/instructions.py [--cycles N] [--json FILE]
+With ``--redis`` the same cycles (not the logic-only ones, which send nothing) are counted
+again against a private ``redis-server``: the client's whole part of a real cycle, with
+redis-py's socket path and reply parsing, which the instant connections leave out.  Only
+the client's user-space instructions are counted, not the kernel's or the server's; the
+count moves by about 1% between runs (the replies arrive in pieces that vary).
+
+    python benchmarks/instructions.py [--cycles N] [--redis] [--json FILE]
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
-from cycles import TTL_MS, async_contenders, sync_contenders
+from cycles import FLOOR_RELEASE, TTL_MS, async_contenders, sync_contenders
 from harness import FLOOR, table, write_json
 from redis.asyncio.connection import Connection as AsyncConnection
 from redis.asyncio.connection import ConnectionPool as AsyncPool
@@ -131,9 +137,13 @@ async def _instant_async(command: Command) -> int:
     return _instant(command)
 
 
-def sync_cycles(name: str) -> Callable[[int], object]:
-    """``name``'s cycles as ``cycles.py`` times them, over instant connections."""
-    r = redis.Redis(connection_pool=ConnectionPool(connection_class=InstantConnection))
+def sync_cycles(name: str, url: str | None = None) -> Callable[[int], object]:
+    """``name``'s cycles as ``cycles.py`` times them, over instant connections (or to the
+    Redis at ``url``)."""
+    if url is None:
+        r = redis.Redis(connection_pool=ConnectionPool(connection_class=InstantConnection))
+    else:
+        r = redis.Redis.from_url(url)
     locks = Lock(r, prefix="bench", ttl_ms=TTL_MS)
     if name.endswith("logic only"):
         locks._call = _instant  # type: ignore[method-assign]
@@ -143,9 +153,13 @@ def sync_cycles(name: str) -> Callable[[int], object]:
     return plain["distlock"] if name.startswith("acquire") else armed["distlock"]
 
 
-def async_cycle(name: str) -> Callable[[str], Awaitable[None]]:
-    """``name``'s cycle as ``cycles.py`` runs it, over instant connections."""
-    r = aredis.Redis(connection_pool=AsyncPool(connection_class=AsyncInstantConnection))
+def async_cycle(name: str, url: str | None = None) -> Callable[[str], Awaitable[None]]:
+    """``name``'s cycle as ``cycles.py`` runs it, over instant connections (or to the Redis
+    at ``url``)."""
+    if url is None:
+        r = aredis.Redis(connection_pool=AsyncPool(connection_class=AsyncInstantConnection))
+    else:
+        r = aredis.Redis.from_url(url)
     locks = AsyncLock(r, prefix="bench", ttl_ms=TTL_MS)
     if name.endswith("logic only"):
         locks._call = _instant_async  # type: ignore[method-assign]
@@ -156,12 +170,12 @@ SYNC = (FLOOR, "acquire + release", "acquire + release, logic only", "run()", "r
 ASYNC = (FLOOR, "run()", "run(), logic only")
 
 
-def _child(driver: str, name: str, cycles: int) -> None:
+def _child(driver: str, name: str, cycles: int, url: str | None = None) -> None:
     """Run ``cycles`` cycles of one contender (under valgrind, from :func:`count`)."""
     if driver == "sync":
-        sync_cycles(name)(cycles)
+        sync_cycles(name, url)(cycles)
         return
-    cycle = async_cycle(name)
+    cycle = async_cycle(name, url)
 
     async def loop() -> None:
         for _ in range(cycles):
@@ -170,10 +184,10 @@ def _child(driver: str, name: str, cycles: int) -> None:
     asyncio.run(loop())
 
 
-def _instructions(driver: str, name: str, cycles: int) -> int:
+def _instructions(driver: str, name: str, cycles: int, url: str | None) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, __file__, "--child", driver, name, str(cycles)],
+         sys.executable, __file__, "--child", driver, name, str(cycles), *([url] if url else [])],
         capture_output=True, text=True, check=True,
     )
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
@@ -182,32 +196,61 @@ def _instructions(driver: str, name: str, cycles: int) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def count(driver: str, name: str, cycles: int) -> int:
+def count(driver: str, name: str, cycles: int, url: str | None = None) -> int:
     """Instructions per cycle: the difference of two runs over the difference in cycles."""
     few = cycles // 5
-    return round(
-        (_instructions(driver, name, cycles) - _instructions(driver, name, few)) / (cycles - few)
-    )
+    many, some = _instructions(driver, name, cycles, url), _instructions(driver, name, few, url)
+    return round((many - some) / (cycles - few))
+
+
+def _measure(cycles: int, url: str | None) -> tuple[dict[str, dict[str, int]], list[list[str]]]:
+    results: dict[str, dict[str, int]] = {}
+    rows = []
+    for driver, names in (("sync", SYNC), ("asyncio", ASYNC)):
+        # Against a real server the logic-only cycles would count the same: they send nothing.
+        counts = {
+            name: count(driver, name, cycles, url)
+            for name in names
+            if url is None or not name.endswith("logic only")
+        }
+        results[driver] = counts
+        floor = counts[FLOOR]
+        rows += [[driver, name, f"{n:,}", f"{n / floor:.2f}×"] for name, n in counts.items()]
+    return results, rows
 
 
 def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=1_000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--redis", action="store_true",
+        help="also count the client's instructions against a private redis-server",
+    )
     args = parser.parse_args()
-    results: dict[str, dict[str, int]] = {}
-    rows = []
-    for driver, names in (("sync", SYNC), ("asyncio", ASYNC)):
-        counts = {name: count(driver, name, args.cycles) for name in names}
-        results[driver] = counts
-        floor = counts[FLOOR]
-        rows += [[driver, name, f"{n:,}", f"{n / floor:.2f}×"] for name, n in counts.items()]
+    results, rows = _measure(args.cycles, None)
     print(f"Instructions per cycle (valgrind, {args.cycles:,} cycles, replies that cost nothing)")
     print(table(["driver", "cycle", "instructions", "ratio to the floor"], rows))
-    write_json(args.json, {"cycles": args.cycles, "instructions": results})
+    out: dict[str, Any] = {"cycles": args.cycles, "instructions": results}
+    if args.redis:
+        from distlock.tools.chaos.servers import RedisServer
+
+        server = RedisServer().start()
+        try:
+            redis.Redis.from_url(server.url).script_load(FLOOR_RELEASE)
+            real, rows = _measure(args.cycles, server.url)
+        finally:
+            server.stop()
+        print(
+            "\nThe client's instructions per cycle against a private redis-server (the "
+            "socket calls and replies included; the server's own work is not counted)"
+        )
+        print(table(["driver", "cycle", "instructions", "ratio to the floor"], rows))
+        out["instructions_against_redis"] = real
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """``benchmarks/instructions.py``'s contenders, run without valgrind so that they keep
 measuring what they say: each distlock cycle takes the key once (one fence per cycle), the
 floor never runs distlock's acquire script, and the logic-only cycles never reach a
-connection.  Nothing here counts or times anything."""
+connection; against a real server (``--redis``), every cycle is its two round trips.
+Nothing here counts instructions or times anything."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
 import pytest
+import redis
 
 from tests.benchmark_module import load_benchmark
+from tests.redis_server import RedisServer
 
 CYCLES = 7
 
@@ -49,3 +52,26 @@ def test_each_cycle_takes_the_key_once(
     else:
         assert fences == CYCLES
         assert sent == ["EVALSHA", "EVALSHA"] * CYCLES
+
+
+@pytest.mark.parametrize(
+    ("driver", "name"),
+    [("sync", name) for name in ("floor", "acquire + release", "run()")]
+    + [("asyncio", name) for name in ("floor", "run()")],
+)
+def test_against_a_real_server_each_cycle_is_its_two_round_trips(
+    bench: ModuleType, fresh_redis: RedisServer, driver: str, name: str
+) -> None:
+    client = redis.Redis(host=fresh_redis.host, port=fresh_redis.port)
+    client.script_load(bench.FLOOR_RELEASE)
+    client.config_resetstat()
+    bench._child(driver, name, CYCLES, f"redis://{fresh_redis.host}:{fresh_redis.port}/0")
+    stats = client.info("commandstats")
+    client.close()
+    evalsha = stats.get("cmdstat_evalsha", {}).get("calls", 0)
+    # The scripts' own SETs count as calls of SET too: only the floor sends SET itself.
+    if name == "floor":
+        assert (stats["cmdstat_set"]["calls"], evalsha) == (CYCLES, CYCLES)
+    else:
+        assert evalsha == 2 * CYCLES
+        assert stats["cmdstat_incr"]["calls"] == CYCLES  # one fence per cycle
