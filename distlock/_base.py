@@ -7,11 +7,11 @@ import itertools
 import logging
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
+from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
 from distlock._core.section import Section, SectionConfig
@@ -87,11 +87,6 @@ def check_cluster_client(client: object, cluster: bool, cluster_type: type) -> N
             f"cluster=True needs a {cluster_type.__module__}.{cluster_type.__name__} (or a "
             f"URL, from which the Lock makes one); got {type(client).__name__}"
         )
-
-
-def now_ms() -> float:
-    """The client clock both drivers and their flows read: monotonic, in milliseconds."""
-    return time.monotonic() * 1000.0
 
 
 #: The shortest BLPOP: its timeout 0 would mean "for ever".
@@ -315,7 +310,8 @@ class LockBase:
         # The token: 128 random bits, kept as an int; on the wire, 32 hex digits (Section.token).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
-            self._check_open(key)
+            if self._closed:  # tested here first: every lock cycle passes
+                self._check_open(key)
             if named:
                 label = f"{label}.{next(self._sections)}"
             sections: tuple[Section, ...] = (
@@ -488,7 +484,8 @@ class HoldingBase:
                 "this hold() was already entered; call hold() again for another section"
             )
         self._entered = True
-        lock._check_open(handles[0].key if len(handles) == 1 else None)
+        if lock._closed:  # tested here first: the key is only the error's
+            lock._check_open(handles[0].key if len(handles) == 1 else None)
 
     _conclude = staticmethod(conclude)
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from distlock._base import HandleBase
-from distlock._core.commands import NOTHING, Command, Step
+from distlock._core.commands import Command, Op, Step
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock.errors import UsageError
@@ -83,11 +83,13 @@ class Guard(Protocol):
 class Effects(Protocol[H]):
     """What a flow asks of its driver besides IO."""
 
+    #: Held around core calls: timers and renewals may run on other threads.  One for the
+    #: whole driver, read as an attribute: a method returning it would cost every
+    #: transition a call.
+    _core_guard: Guard
+
     def _now(self) -> float:
         """The client's monotonic clock, in milliseconds."""
-
-    def _guard(self, handle: H) -> Guard:
-        """Held around core calls: timers and renewals may run on other threads."""
 
     def _arm(self, handle: H) -> None:
         """Re-arm the handle's timer for ``section.wake_at`` (called under the guard)."""
@@ -99,7 +101,8 @@ class Effects(Protocol[H]):
         """Hand lifecycle events to observers (called outside the guard)."""
 
     def _apply(self, handle: H, step: Step) -> None:
-        """Fire the signal, cancel the body, start a renewal (called outside the guard)."""
+        """Fire the signal and cancel the body for a step with a loss, start the renewal a
+        step sends (called outside the guard, and only for such steps)."""
 
 
 def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> Step:
@@ -107,7 +110,7 @@ def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> S
     section = handle._section
     # Taken and let go by hand: a ``with`` statement costs a transition more than the
     # lock itself does.
-    guard = fx._guard(handle)
+    guard = fx._core_guard
     guard.acquire()
     try:
         step = action(section, fx._now(), *args)
@@ -121,7 +124,9 @@ def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> S
         guard.release()
     if events:
         fx._notify(handle, events)
-    if step is not NOTHING:
+    # Most steps send an acquire or a release, which the flow itself sends: the driver is
+    # called only for what the flow does not do.
+    if step.loss is not None or (step.send is not None and step.send.op is Op.RENEW):
         fx._apply(handle, step)
     return step
 

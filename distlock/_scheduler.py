@@ -106,7 +106,10 @@ class Scheduler:
         self._due: dict[float, Bucket] = {}
         #: Timers in buckets, live or not (what compaction weighs the dead against).
         self._entries = 0
-        self._cond = threading.Condition(threading.Lock())
+        #: The condition's own lock: ``with self._lock`` is a C call where ``with self._cond``
+        #: is a Python one, and holding it is holding the condition.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._closed = False
         self._cancelled = 0
@@ -162,7 +165,7 @@ class Scheduler:
         self._cancelled = 0
 
     def _push(self, when: float, item: Timer | Armed) -> None:
-        with self._cond:
+        with self._lock:  # every arm passes here: see _lock
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
             # Compact when dead entries dominate: the filter, not the counter, decides what

@@ -39,13 +39,13 @@ from distlock._base import (
     check_cluster_client,
     conclude,
     inner_verdict,
-    now_ms,
     rides_on_waiter_connection,
     semaphore_options,
     socket_timeout_of,
     split_client,
     wake_value,
 )
+from distlock._clock import now_ms
 from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
@@ -229,6 +229,9 @@ class Lock(LockBase):
         #: The guard of every handle's core calls (reentrant: a trace callback may take
         #: another lock's action from inside one).
         self._mutex = threading.RLock()
+        #: The flows' guard (one for the whole Lock rather than one per handle: a core call
+        #: holds it for microseconds, and thousands of held locks need no lock object each).
+        self._core_guard: flows.Guard = self._mutex
         self._scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).
@@ -499,11 +502,6 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def _guard(self, handle: LockHandle) -> flows.Guard:
-        # One for the whole Lock rather than one per handle: a core call holds it for
-        # microseconds, and thousands of held locks need no lock object each.
-        return self._mutex
-
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
             machine = handle._machine
@@ -572,7 +570,8 @@ class Lock(LockBase):
 
     def _arm(self, handle: LockHandle) -> None:
         scheduler = self._scheduler
-        scheduler.disarm(handle)  # _armed_at is None until the arm below sets it
+        if handle._armed_at is not None:  # a grant arms a handle that was never armed
+            scheduler.disarm(handle)  # _armed_at is None until the arm below sets it
         wake_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
             # The scheduler keeps its own float of that instant in _armed_at, one that the

@@ -41,13 +41,13 @@ from distlock._base import (
     check_cluster_client,
     conclude,
     inner_verdict,
-    now_ms,
     rides_on_waiter_connection,
     semaphore_options,
     socket_timeout_of,
     split_client,
     wake_value,
 )
+from distlock._clock import now_ms
 from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
@@ -168,8 +168,8 @@ class _Holding(HoldingBase):
 
     async def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
         self._start(lock, handles)
-        await lock._run(flows.acquire_all(lock, handles))
         task = asyncio.current_task()
+        await lock._run(flows.acquire_all(lock, handles), None, task)
         self._cancelling = task.cancelling() if task is not None else 0
         self.task = task
 
@@ -185,7 +185,7 @@ class _Holding(HoldingBase):
             and task.uncancel() > self._cancelling
             and isinstance(ev, asyncio.CancelledError)
         )
-        await lock._run(flows.finish_all(lock, handles))
+        await lock._run(flows.finish_all(lock, handles), None, task)
         if outside_cancel:
             return
         self._conclude(machine, ev)
@@ -248,6 +248,8 @@ class Lock(LockBase):
 
     #: The handle each acquisition gets.
     _handle_type: type[LockHandle] = LockHandle
+    #: The flows' guard (see _NO_GUARD).
+    _core_guard: flows.Guard = _NO_GUARD
 
     def __init__(
         self,
@@ -444,8 +446,12 @@ class Lock(LockBase):
         finally:
             await conn.disconnect()
 
-    async def _run(self, flow: Flow[T], request: Request | None = None) -> T:
+    async def _run(
+        self, flow: Flow[T], request: Request | None = None, task: asyncio.Task[Any] | None = None
+    ) -> T:
         """Run ``flow``; ``request`` resumes one whose pending request was interrupted.
+        ``task`` is the current task, where the caller knows it already (asking costs a
+        Python call on 3.11).
 
         Whatever interrupts a wait (a cancellation, a timeout) is thrown into the flow, so
         it can give back what it took before the exception leaves.
@@ -456,7 +462,8 @@ class Lock(LockBase):
         cancellation reached it.  The request counts as interrupted, exactly as if the
         cancellation had been raised there.
         """
-        task = asyncio.current_task()
+        if task is None:
+            task = asyncio.current_task()
         try:
             if request is None:
                 request = next(flow)
@@ -583,9 +590,6 @@ class Lock(LockBase):
 
     # -- Effects, for the flows --------------------------------------------------------------
 
-    def _guard(self, handle: LockHandle) -> flows.Guard:
-        return _NO_GUARD
-
     def _apply(self, handle: LockHandle, step: Step) -> None:
         if step.loss is not None:
             machine = handle._machine
@@ -660,7 +664,8 @@ class Lock(LockBase):
 
     def _arm(self, handle: LockHandle) -> None:
         timers = self._timers
-        timers.disarm(handle)  # _armed_at is None until the arm below sets it
+        if handle._armed_at is not None:  # a grant arms a handle that was never armed
+            timers.disarm(handle)  # _armed_at is None until the arm below sets it
         wake_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
             timers.arm(wake_at, handle)  # with the float its bucket's handles share

@@ -131,7 +131,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         name=exc.name,
     ) from exc
 
-from distlock._base import now_ms
+from distlock._clock import now_ms
 from distlock.errors import ValidationError
 from distlock.events import Acquired, Event, Lost, NotAcquired, Released, Renewed, RenewFailed
 

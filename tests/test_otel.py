@@ -30,7 +30,7 @@ from distlock import (
     LossReason,
     ValidationError,
 )
-from distlock._base import now_ms
+from distlock._clock import now_ms
 from distlock.events import Acquired, Event, Lost, Released, Renewed
 from distlock.otel import SPAN_NAME, OpenTelemetryObserver
 from tests.failing_clients import AsyncFailsOneRenewal, FailsOneRenewal

@@ -26,7 +26,7 @@ from redis.retry import Retry
 import distlock.asyncio
 from distlock import Lock
 from distlock import _renewals as renewals
-from distlock._base import now_ms
+from distlock._clock import now_ms
 from distlock._protocol import EXTEND
 from distlock.tools.chaos.topologies import Cluster
 from tests.redis_server import RedisServer

@@ -20,7 +20,8 @@ import redis
 import distlock
 import distlock.asyncio
 from distlock import _flows as flows
-from distlock._base import HandleBase, block_seconds, now_ms
+from distlock._base import HandleBase, block_seconds
+from distlock._clock import now_ms
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.section import Outcome, Phase, Section, SectionConfig
@@ -324,13 +325,10 @@ class FakeQueue:
 class FakeEffects:
     def __init__(self) -> None:
         self.clock = 0.0
-        self.guard = threading.RLock()
+        self._core_guard: flows.Guard = threading.RLock()
 
     def _now(self) -> float:
         return self.clock
-
-    def _guard(self, handle: HandleBase) -> threading.RLock:
-        return self.guard
 
     def _arm(self, handle: HandleBase) -> None:
         handle._armed_at = handle._section.wake_at

@@ -77,10 +77,6 @@ _CANCEL_REQUESTED: Final = 4
 _RELEASE_ANSWERED: Final = 8
 _RELEASE_OK: Final = 16
 
-_RELEASABLE: Final = frozenset(
-    {Phase.HELD, Phase.BODY_DONE, Phase.ABANDONED, Phase.RELEASE_UNKNOWN}
-)
-
 
 # Compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), a class is closed to Python subclasses
 # unless it says otherwise; tests record and break sections by subclassing this one.
@@ -669,9 +665,14 @@ class Section(LeaseClock):
 
     def release(self, now: float) -> Step:
         """Release: compare-and-delete with our token. Nothing to send if already released."""
-        if self.phase not in _RELEASABLE:
+        phase = self.phase
+        # By identity, not ``in`` a set of phases: an enum member's hash is a Python call.
+        cleanup = phase is Phase.ABANDONED
+        if not (
+            phase is Phase.HELD or phase is Phase.BODY_DONE or cleanup
+            or phase is Phase.RELEASE_UNKNOWN
+        ):
             return NOTHING
-        cleanup = self.phase is Phase.ABANDONED
         self.phase = Phase.RELEASING
         if self.recording:
             self._record("Release", now)
