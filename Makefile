@@ -74,7 +74,8 @@ bench:
 	$(PY) benchmarks/held.py --json $(BENCH_DIR)/held.json $(BENCH_ARGS)
 
 # Instructions per cycle under valgrind (apt-get install valgrind): the same figures on a
-# loaded machine as on a quiet one, against connections whose replies cost nothing.
+# loaded machine as on a quiet one, against connections whose replies cost nothing, then
+# the client's part of the same cycles against a private redis-server.
 bench-instructions:
 	$(PY) benchmarks/instructions.py --redis --json $(BENCH_DIR)/instructions.json
 
