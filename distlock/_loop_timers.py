@@ -25,10 +25,10 @@ import asyncio
 import heapq
 import logging
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
+from distlock._clock import now_ms
 from distlock._scheduler import Armed
 
 log = logging.getLogger("distlock")
@@ -102,14 +102,14 @@ class LoopTimers:
         self._loop = loop
         self._handle_at = when
         self._handle = loop.call_later(
-            max(0.0, (when - time.monotonic() * 1000.0) / 1000.0), self._fire
+            max(0.0, (when - now_ms()) / 1000.0), self._fire
         )
 
     def _fire(self) -> None:
         # No loop timer is moved while the callbacks arm: once, after them, if need be.
         self._handle, self._handle_at = None, -math.inf
         try:
-            self._run_due(time.monotonic() * 1000.0)
+            self._run_due(now_ms())
         finally:
             self._handle_at = math.inf
             if self._heap and self._loop is not None:

@@ -13,9 +13,10 @@ import heapq
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeAlias
+
+from distlock._clock import now_ms
 
 log = logging.getLogger("distlock")
 
@@ -217,7 +218,7 @@ class Scheduler:
         with self._cond:
             while not self._closed:
                 heap = self._heap
-                now = time.monotonic() * 1000.0
+                now = now_ms()
                 if self._after_due and (not heap or heap[0] > now):
                     self._run_after_due()
                     continue
