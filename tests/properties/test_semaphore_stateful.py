@@ -405,7 +405,9 @@ def loop_thread() -> Iterator[LoopThread]:
 def test_permits_mirror_the_model(redis_server: RedisServer, loop_thread: LoopThread) -> None:
     SemaphoreMachine.server = redis_server
     SemaphoreMachine.loop = loop_thread
-    run_state_machine_as_test(SemaphoreMachine, settings=profiles.scaled(20, floor=10, steps=30))
+    # At least 25 examples: with a quarter of the examples (the compiled run) a dozen once met
+    # no refusal at all, and the check below failed on coverage, not on a bug.
+    run_state_machine_as_test(SemaphoreMachine, settings=profiles.scaled(20, floor=25, steps=30))
     print(f"semaphore stateful: {dict(sorted(SEEN.items()))}")
     # What each run meets varies (Hypothesis leaves rules out of some examples); the story
     # of a dead client's permit is told for certain by the test below.
