@@ -20,11 +20,13 @@ from distlock._slots import key_slot, slot_tag
 
 
 class Script:
-    __slots__ = ("sha", "source")
+    __slots__ = ("_head", "sha", "source")
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
+        #: ``EVALSHA <sha>`` as RESP bulk strings (see :func:`pack_evalsha`).
+        self._head = b"$7\r\nEVALSHA\r\n$40\r\n" + self.sha.encode() + b"\r\n"
 
     def __repr__(self) -> str:
         return f"Script({self.sha[:8]})"
@@ -675,6 +677,25 @@ def _encode_semaphore(command: Command) -> tuple[Script, list[str], list[str | i
             [command.token, RELEASE_MEMORY_MS, wake],
         )
     return S_RENEW, [key], [command.token, command.ttl_ms]
+
+
+def pack_evalsha(
+    script: Script, keys: list[str], args: list[str | int], encoding: str, errors: str
+) -> bytes:
+    """``EVALSHA`` of ``script`` as the bytes a redis-py connection would send for it, with
+    the connection's encoding of text: what its ``pack_command`` makes, without a Python
+    call per argument (the asyncio connection packs in Python; a release has 11).
+    Arguments are text or integers, never bools: ``encode`` makes nothing else."""
+    out = [b"*%d\r\n" % (3 + len(keys) + len(args)), script._head]
+    count = b"%d" % len(keys)
+    out.append(b"$%d\r\n%b\r\n" % (len(count), count))
+    for key in keys:
+        data = key.encode(encoding, errors)
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    for arg in args:
+        data = arg.encode(encoding, errors) if isinstance(arg, str) else b"%d" % arg
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(out)
 
 
 def decode(command: Command, reply: object) -> int:

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
 from types import FunctionType, TracebackType
-from typing import Any, Self, TypeVar, Unpack, cast
+from typing import Any, Final, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
@@ -50,7 +50,7 @@ from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
-from distlock._direct import Route
+from distlock._direct import Route, packed_evalsha
 from distlock._flows import Block, Flow, Request, Sleep
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
@@ -634,11 +634,19 @@ def _script_reply(
 ) -> object:
     """One send of ``script``: by its hash, and by its source if Redis does not have it."""
     try:
-        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        packed = packed_evalsha(conn, _CONNECTION, script, keys, args)
+        if packed is None:
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        else:
+            conn.send_packed_command(packed)
         return client.parse_response(conn, "EVALSHA")
     except NoScriptError:
         conn.send_command("EVAL", script.source, len(keys), *keys, *args)
         return client.parse_response(conn, "EVAL")
+
+
+#: redis-py's connection, whose packing a connection's is checked against (packed_evalsha).
+_CONNECTION: Final = redis.connection.AbstractConnection
 
 
 def _check_body(fn: Callable[..., object]) -> None:

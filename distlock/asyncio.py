@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, Self, TypeVar, Unpack, cast
+from typing import Any, Final, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
@@ -52,7 +52,7 @@ from distlock._core.commands import Command, Op, Step, replicated
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
-from distlock._direct import Route
+from distlock._direct import Route, packed_evalsha
 from distlock._flows import Block, Flow, Request, Sleep
 from distlock._loop_timers import LoopTimers
 from distlock._protocol import Script, decode, encode, wake_key
@@ -1116,11 +1116,19 @@ async def _script_reply(
 ) -> object:
     """One send of ``script``: by its hash, and by its source if Redis does not have it."""
     try:
-        await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        packed = packed_evalsha(conn, _CONNECTION, script, keys, args)
+        if packed is None:
+            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        else:
+            await conn.send_packed_command(packed)
         return await client.parse_response(conn, "EVALSHA")
     except NoScriptError:
         await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
         return await client.parse_response(conn, "EVAL")
+
+
+#: redis-py's connection, whose packing a connection's is checked against (packed_evalsha).
+_CONNECTION: Final = aredis.connection.AbstractConnection
 
 
 async def _disconnect_failed(conn: Any, error: BaseException, failures: int) -> None:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import pytest
 import redis
 import redis.asyncio as aredis
+from redis._parsers import Encoder
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -419,3 +420,107 @@ def test_asyncio_cancelled_mid_command_disconnects_the_connection(
         await client.aclose()
 
     arun(main)
+
+
+# -- the asyncio direct send packs its EVALSHA itself ------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_packed_evalsha_is_byte_for_byte_what_the_connections_pack(encoding: str) -> None:
+    from distlock._direct import packed_evalsha
+    from distlock._protocol import ACQUIRE, RELEASE
+
+    make: Any = redis.Connection
+    conns: list[Any] = [
+        aredis.Connection(encoding=encoding, encoding_errors="replace"),
+        make(encoding=encoding, encoding_errors="replace"),  # hiredis's packer
+        make(
+            encoding=encoding,
+            encoding_errors="replace",
+            command_packer=redis.connection.PythonRespSerializer(
+                6000, Encoder(encoding, "replace", False).encode  # type: ignore[no-untyped-call]
+            ),
+        ),
+    ]
+    cases: list[tuple[Any, list[str], list[str | int]]] = [
+        (RELEASE, ["p:k", "p:k:released", "q", "places", "fences"], ["0" * 32, 30_000, "w:"]),
+        (ACQUIRE, ["pr\u00e9fixe:cl\u00e9", "{\u043a\u043b\u044e\u0447}:fences"], ["tok", 0]),
+        (ACQUIRE, ["e\u20ac", "x" * 10_000], ["tok", -5]),
+        (ACQUIRE, [], []),
+    ]
+    for conn in conns:
+        base = type(conn).__mro__[1]  # redis-py's AbstractConnection, of either kind
+        for script, keys, args in cases:
+            expected = b"".join(conn.pack_command("EVALSHA", script.sha, len(keys), *keys, *args))
+            assert packed_evalsha(conn, base, script, keys, args) == [expected]
+
+    class OwnPacker(redis.connection.PythonRespSerializer):
+        pass
+
+    encoder: Any = Encoder("utf-8", "strict", False)  # type: ignore[no-untyped-call]
+    own = make(command_packer=OwnPacker(6000, encoder.encode))
+    assert packed_evalsha(own, redis.connection.AbstractConnection, ACQUIRE, ["k"], ["t"]) is None
+
+
+def test_asyncio_a_connection_class_that_sends_its_own_way_sees_every_script(
+    redis_server: RedisServer,
+) -> None:
+    sent: list[str] = []
+
+    class Counting(aredis.Connection):
+        async def send_command(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(str(args[0]))
+            await super().send_command(*args, **kwargs)
+
+    class Packing(aredis.Connection):
+        def pack_command(self, *args: Any) -> list[bytes]:
+            sent.append(str(args[0]))
+            return super().pack_command(*args)
+
+    async def main() -> None:
+        for cls in (Counting, Packing):
+            pool = aredis.ConnectionPool(connection_class=cls, port=redis_server.port)
+            client = aredis.Redis(connection_pool=pool)
+            async with AsyncLock(client, prefix=cls.__name__, ttl_ms=TTL_MS) as locks:
+                await _acycle(locks)  # the scripts loaded: no NOSCRIPT fallback below
+                sent.clear()
+                first = await _acycle(locks)
+                assert await _acycle(locks) > first
+                assert _scripts(sent) == ["EVALSHA"] * 4
+            await client.aclose()
+
+    arun(main)
+
+
+def test_a_connection_that_sends_or_packs_its_own_way_sees_every_script(
+    redis_server: RedisServer,
+) -> None:
+    sent: list[str] = []
+
+    class Counting(redis.Connection):
+        def send_command(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(str(args[0]))
+            super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    class Recording(redis.connection.PythonRespSerializer):
+        def pack(self, *args: Any) -> list[bytes]:
+            sent.append(str(args[0]))
+            packed: list[bytes] = super().pack(*args)  # type: ignore[no-untyped-call]
+            return packed
+
+    encoder: Any = Encoder("utf-8", "strict", False)  # type: ignore[no-untyped-call]
+    pools = {
+        "counting": redis.ConnectionPool(connection_class=Counting, port=redis_server.port),
+        "recording": redis.ConnectionPool(
+            port=redis_server.port, command_packer=Recording(6000, encoder.encode)
+        ),
+    }
+    for name, pool in pools.items():
+        client = redis.Redis(connection_pool=pool)
+        with Lock(client, prefix=name, ttl_ms=TTL_MS) as locks:
+            _cycle(locks)  # the scripts loaded: no NOSCRIPT fallback below
+            sent.clear()
+            first = _cycle(locks)
+            assert _cycle(locks) > first
+            assert _scripts(sent) == ["EVALSHA"] * 4
+        client.close()
