@@ -20,9 +20,10 @@ from setuptools import setup
 
 #: What DISTLOCK_MYPYC=1 compiles: the modules of the pure core (no IO, no threads, typed
 #: throughout), the wire encoding every command goes through (_protocol: a tenth fewer
-#: instructions per cycle than the compiled core alone), and the flows, whose ``act`` every
-#: transition of both drivers passes through, with the clock it reads.  The flows never re-raise with a bare
-#: ``raise`` after a yield in a handler: compiled, that raises nothing (see _flows).
+#: instructions per cycle than the compiled core alone, and the packing of each script's
+#: EVALSHA), and the flows, whose ``act`` every transition of both drivers passes through,
+#: with the clock it reads.  The flows never re-raise with a bare ``raise`` after a yield
+#: in a handler: compiled, that raises nothing (see _flows).
 #: tests/test_compiled.py reads this list to check which build it runs on.
 COMPILED = [
     "distlock/_core/actions.py",

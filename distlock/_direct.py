@@ -9,9 +9,10 @@ connection whether a maintenance notification wants it reconnected.  A direct se
 a connection from the pool, sends and parses with the same connection methods and the
 client's own ``parse_response`` (its response callbacks and ``decode_responses``), retries
 with the connection's ``Retry`` exactly as ``execute_command`` does (the same errors,
-disconnecting on each failure), and gives the connection back.  What it leaves out must
-therefore have nothing to do for the client, or the client sends through
-``execute_command`` as before:
+disconnecting on each failure), and gives the connection back.  The script's ``EVALSHA``
+is packed here (:func:`packed_evalsha`) unless the connection packs or sends its own way.
+What it leaves out must therefore have nothing to do for the client, or the client sends
+through ``execute_command`` as before:
 
 - a class (or instance) that overrides or wraps ``execute_command`` or
   ``_execute_command`` would not see the command: recording clients, fault injectors and
