@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import textwrap
 from typing import Any, Final
 
 from distlock._core.commands import Command, Kind, Op
@@ -235,23 +236,23 @@ _HELD: Final = """local function held_as(token, ttl)
   return 0
 end
 """
+#: A free key's claim: the key set to ``token`` for ``ttl`` ms, and a new fence.
+_FREE: Final = """if redis.call('SET', KEYS[1], {token}, 'NX', 'PX', {ttl}) then
+  return redis.call('INCR', {fences})
+end
+"""
 _CLAIM: Final = (
     _HELD
-    + """local function claim_as(token, ttl)
-  if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then
-    return redis.call('INCR', FENCES)
-  end
-  return held_as(token, ttl)
+    + "local function claim_as(token, ttl)\n"
+    + textwrap.indent(_FREE.format(token="token", ttl="ttl", fences="FENCES"), "  ")
+    + """  return held_as(token, ttl)
 end
 """
 )
 #: ``claim_as(ARGV[1], ARGV[2])``, with its ``SET NX`` before anything is defined: defining
 #: the functions a held key needs costs Redis more than a tenth of a free key's acquire.
 ACQUIRE: Final = Script(
-    """if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-"""
+    _FREE.format(token="ARGV[1]", ttl="ARGV[2]", fences="KEYS[2]")
     + _READ
     + "local FENCES = KEYS[2]\n"
     + _HELD
