@@ -14,6 +14,13 @@ compare-and-delete release by ``EVALSHA``: two round trips, nothing else.  Conte
 Every contender runs in every round, interleaved; the table is the median ratio to the
 floor.  Peers are measured only when installed (``pip install -e .[bench]``).
 
+A round is short by default: 20 cycles per contender (under 10 ms), 300 rounds.  On a
+shared virtual machine the speed of a loopback round trip drifts by tens of per cent over
+seconds; with turns of 2,000 cycles (a second each) the same build's ratio moved by 0.10
+from run to run, with turns of 20 by 0.03.  A turn's ratio is taken against the floor's
+turn of the same round, a few milliseconds away, and the median of 300 of them stands
+still.
+
     python benchmarks/cycles.py [--rounds R] [--cycles N] [--pin] [--json FILE]
 """
 
@@ -31,12 +38,14 @@ import redis
 import redis.asyncio as aredis
 from harness import (
     FLOOR,
+    Turns,
     arguments,
     conditions,
     interleave,
     peer,
     redis_url,
-    summarize,
+    rotations,
+    summarize_turns,
     table,
     times_x,
     write_json,
@@ -54,6 +63,8 @@ return 0
 FLOOR_SHA = hashlib.sha1(FLOOR_RELEASE.encode()).hexdigest()
 TTL_MS = 30_000
 TASKS = (1, 10, 100)
+#: Cycles each contender runs before the first round (connections, scripts, caches).
+WARM_UP = 200
 
 SyncCycle = Callable[[int], float]
 
@@ -130,6 +141,8 @@ def sync_contenders(
 
 
 AsyncCycle = Callable[[str], Awaitable[None]]
+#: Per contender: its medians and ratios (``harness.summarize_turns``).
+Summary = dict[str, dict[str, float]]
 
 
 
@@ -172,9 +185,18 @@ def async_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]
     return contenders
 
 
+#: Each task's fewest cycles in a turn: a task's start is not part of a lock cycle.
+MIN_PER_TASK = 5
+
+
+def _per_task(tasks: int, cycles: int) -> int:
+    return max(MIN_PER_TASK, cycles // tasks)
+
+
 async def _tasks(cycle: AsyncCycle, name: str, tasks: int, cycles: int) -> float:
-    """``cycles`` cycles in all, spread over ``tasks`` tasks each on its own key."""
-    per_task = max(1, cycles // tasks)
+    """The seconds ``_per_task(tasks, cycles)`` cycles in each of ``tasks`` tasks take,
+    each task on its own key."""
+    per_task = _per_task(tasks, cycles)
 
     async def worker(i: int) -> None:
         key = f"bench:{name}:{i}"
@@ -186,72 +208,84 @@ async def _tasks(cycle: AsyncCycle, name: str, tasks: int, cycles: int) -> float
     return time.perf_counter() - t0
 
 
-async def run_async(url: str, cycles: int, rounds: int) -> dict[int, dict[str, dict[str, float]]]:
+async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
     r = aredis.Redis.from_url(url, max_connections=2 * max(TASKS) + 10)
     await r.script_load(FLOOR_RELEASE)
-    out: dict[int, dict[str, dict[str, float]]] = {}
+    out: dict[int, Summary] = {}
     async with AsyncLock(r, prefix="bench") as locks:
         contenders = async_contenders(r, locks)
         for tasks in TASKS:
             for name, cycle in contenders.items():
-                await _tasks(cycle, name, tasks, cycles // 10)  # warm-up: connections, scripts
-            times: dict[str, list[float]] = {name: [] for name in contenders}
-            names = list(contenders)
-            for i in range(rounds):
-                shift = i % len(names)
-                for name in names[shift:] + names[:shift]:
-                    times[name].append(await _tasks(contenders[name], name, tasks, cycles))
-            out[tasks] = summarize(times, cycles)
+                await _tasks(cycle, name, tasks, WARM_UP)  # connections, scripts
+            turns = Turns(list(contenders))
+            # Both times scaled to ``cycles``: with many tasks, a turn runs more.
+            scale = cycles / (_per_task(tasks, cycles) * tasks)
+            for order in rotations(list(contenders), rounds):
+                for name in order:
+                    c0 = time.process_time()
+                    wall = await _tasks(contenders[name], name, tasks, cycles)
+                    turns.record(name, wall * scale, (time.process_time() - c0) * scale)
+            out[tasks] = summarize_turns(turns, cycles)
     await r.aclose()
     return out
 
 
+def _rows(
+    names: list[str], sync: Summary, asynchronous: dict[int, Summary], field: str
+) -> list[list[str]]:
+    """A table's rows: ``field`` (a ratio) of each contender, in each column."""
+    rows = []
+    for name in names:
+        armed_row = sync.get(f"{name} (armed)")
+        rows.append([
+            name,
+            times_x(sync[name][field]) if name in sync else "n/a",
+            times_x(armed_row[field]) if armed_row else ("1.00×" if name == FLOOR else "n/a"),
+            " / ".join(
+                times_x(asynchronous[t][name][field]) if name in asynchronous[t] else "n/a"
+                for t in TASKS
+            ),
+        ])
+    return rows
+
+
 def main() -> dict[str, Any]:
-    parser = arguments((__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--cycles", type=int, default=2000, help="cycles per contender per round")
+    parser = arguments((__doc__ or "").split("\n\n")[0], rounds=300)
+    parser.add_argument("--cycles", type=int, default=20, help="cycles per contender per round")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.cycles = 3, 300
+        args.rounds, args.cycles = 10, 10
     with redis_url(args) as url:
         r = redis.Redis.from_url(url)
         r.script_load(FLOOR_RELEASE)
         with Lock(r, prefix="bench") as locks:
             contenders = every_sync_contender(r, locks)
             for fn in contenders.values():
-                fn(args.cycles // 10)
-            times = interleave(
+                fn(WARM_UP)
+            turns = interleave(
                 {name: partial(fn, args.cycles) for name, fn in contenders.items()},
                 args.rounds,
             )
         r.close()
-        sync = summarize(times, args.cycles)
+        sync = summarize_turns(turns, args.cycles)
         asynchronous = asyncio.run(run_async(url, args.cycles, args.rounds))
 
     names = [n for n in sync if not n.endswith("(armed)")]
     for name in asynchronous[TASKS[0]]:
         if name not in names:
             names.append(name)
-    rows = []
-    for name in names:
-        armed_row = sync.get(f"{name} (armed)")
-        rows.append([
-            name,
-            times_x(sync[name]["ratio"]) if name in sync else "n/a",
-            times_x(armed_row["ratio"]) if armed_row else ("1.00×" if name == FLOOR else "n/a"),
-            " / ".join(
-                times_x(asynchronous[t][name]["ratio"]) if name in asynchronous[t] else "n/a"
-                for t in TASKS
-            ),
-        ])
+    headers = ["contender", "sync cycle", "sync cycle, renewal armed",
+               "asyncio " + " / ".join(map(str, TASKS)) + " tasks"]
     print(f"\nUncontended cycles, median ratio to the floor over {args.rounds} interleaved rounds")
     print(f"(floor: sync {sync[FLOOR]['us']:.0f} µs/cycle; asyncio "
           + " / ".join(f"{asynchronous[t][FLOOR]['us']:.0f}" for t in TASKS)
           + " µs/cycle at " + " / ".join(map(str, TASKS)) + " tasks)")
-    print(table(
-        ["contender", "sync cycle", "sync cycle, renewal armed",
-         "asyncio " + " / ".join(map(str, TASKS)) + " tasks"],
-        rows,
-    ))
+    print(table(headers, _rows(names, sync, asynchronous, "ratio")))
+    print("\nThe client's CPU per cycle (this process, all threads), median ratio to the floor's")
+    print(f"(floor: sync {sync[FLOOR]['cpu_us']:.0f} µs/cycle; asyncio "
+          + " / ".join(f"{asynchronous[t][FLOOR]['cpu_us']:.0f}" for t in TASKS)
+          + " µs/cycle)")
+    print(table(headers, _rows(names, sync, asynchronous, "cpu_ratio")))
     result = {
         "benchmark": "cycles",
         "conditions": conditions(args),

@@ -17,6 +17,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,18 +108,44 @@ def peer(name: str) -> ModuleType | None:
         return None
 
 
-def interleave(
-    contenders: Mapping[str, Callable[[], float]], rounds: int
-) -> dict[str, list[float]]:
-    """Time every contender once per round (each call returns its own seconds), starting
-    each round one contender later than the last, so none is always first or last."""
-    names = list(contenders)
-    times: dict[str, list[float]] = {name: [] for name in names}
+class Turns:
+    """Each contender's turns: the wall-clock seconds each took (the contender's own
+    figure, set-up left out) and the CPU seconds this process spent in it, all threads
+    (a sync ``run()``'s timer thread included).  A wall-clock gap that the CPU does not
+    show is the server's or the wire's."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.wall: dict[str, list[float]] = {name: [] for name in names}
+        self.cpu: dict[str, list[float]] = {name: [] for name in names}
+
+    def take(self, name: str, turn: Callable[[], float]) -> None:
+        """Run one turn of ``name`` and record it."""
+        c0 = time.process_time()
+        wall = turn()
+        self.record(name, wall, time.process_time() - c0)
+
+    def record(self, name: str, wall: float, cpu: float) -> None:
+        """One turn of ``name`` that the caller timed (an asyncio one, awaited)."""
+        self.wall[name].append(wall)
+        self.cpu[name].append(cpu)
+
+
+def rotations(names: Sequence[str], rounds: int) -> Iterator[list[str]]:
+    """The order of each round: one contender later than the last, so none is always
+    first or last."""
     for r in range(rounds):
         shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            times[name].append(contenders[name]())
-    return times
+        yield [*names[shift:], *names[:shift]]
+
+
+def interleave(contenders: Mapping[str, Callable[[], float]], rounds: int) -> Turns:
+    """Every contender once per round (each call returns its own seconds), in
+    :func:`rotations` order."""
+    turns = Turns(list(contenders))
+    for order in rotations(list(contenders), rounds):
+        for name in order:
+            turns.take(name, contenders[name])
+    return turns
 
 
 def ratio(times: Mapping[str, Sequence[float]], name: str, floor: str = FLOOR) -> float:
@@ -139,6 +166,16 @@ def summarize(
         }
         for name, ts in times.items()
     }
+
+
+def summarize_turns(turns: Turns, per: int, floor: str = FLOOR) -> dict[str, dict[str, float]]:
+    """:func:`summarize` of the wall-clock times, with the CPU's beside them (``cpu_us``,
+    ``cpu_ratio``: the same medians of the CPU seconds)."""
+    out = summarize(turns.wall, per, floor)
+    for name, row in summarize(turns.cpu, per, floor).items():
+        out[name]["cpu_us"] = row["us"]
+        out[name]["cpu_ratio"] = row["ratio"]
+    return out
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
