@@ -168,8 +168,16 @@ class _Holding(HoldingBase):
 
     async def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
         self._start(lock, handles)
+        # Linked only from here to the exit: a hold that is never entered (a reentrant
+        # hold's, where the level re-enters) is then freed as soon as it is dropped.
+        for handle in handles:
+            handle._holding = self
         task = asyncio.current_task()
-        await lock._run(flows.acquire_all(lock, handles), None, task)
+        try:
+            await lock._run(flows.acquire_all(lock, handles), None, task)
+        except BaseException:
+            _let_go(handles)
+            raise
         self._cancelling = task.cancelling() if task is not None else 0
         self.task = task
 
@@ -185,10 +193,21 @@ class _Holding(HoldingBase):
             and task.uncancel() > self._cancelling
             and isinstance(ev, asyncio.CancelledError)
         )
-        await lock._run(flows.finish_all(lock, handles), None, task)
+        try:
+            await lock._run(flows.finish_all(lock, handles), None, task)
+        finally:
+            _let_go(handles)
         if outside_cancel:
             return
         self._conclude(machine, ev)
+
+
+def _let_go(handles: Sequence[LockHandle]) -> None:
+    """The handles forget their hold once it is over: there is no body left for a loss to
+    cancel, and a handle and its hold that refer to each other would be freed only by the
+    cycle collector."""
+    for handle in handles:
+        handle._holding = None
 
 
 class _Hold(_Holding):
@@ -199,8 +218,7 @@ class _Hold(_Holding):
 
     def __init__(self, lock: Lock, id: str, options: AsyncHoldOptions) -> None:
         super().__init__()
-        handle = self._handle = lock._new_handle(id, options, watch=True)
-        handle._holding = self
+        self._handle = lock._new_handle(id, options, watch=True)
 
     async def __aenter__(self) -> LockHandle:
         handle = self._handle
@@ -223,8 +241,6 @@ class _HoldMany(_Holding):
         super().__init__()
         self._lock = lock
         self._machine, self._group = lock._new_group(ids, options, watch=True)
-        for handle in self._group.handles:
-            handle._holding = self
 
     async def __aenter__(self) -> LockGroup:
         await self._enter(self._lock, self._group.handles)
@@ -777,7 +793,10 @@ class _OuterHold(_Hold):
     ) -> None:
         outside_cancel = self._take_loss_cancel(ev) is True
         handle = self._handle
-        await handle._lock._run(flows.finish_all(handle._lock, (handle,)))
+        try:
+            await handle._lock._run(flows.finish_all(handle._lock, (handle,)))
+        finally:
+            _let_go((handle,))
         if outside_cancel:
             return
         self._conclude(handle._machine, ev)

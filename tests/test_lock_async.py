@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from redis.backoff import NoBackoff
 
 import distlock
 from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
-from distlock.asyncio import Lock, LockHandle
+from distlock.asyncio import Lock, LockHandle, ReentrantLock, Semaphore
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
@@ -126,6 +127,63 @@ def test_short_body_starts_no_task(redis_server: RedisServer, r: redis.Redis) ->
             assert created == []
             calls = {k: int(v["calls"]) for k, v in r.info("commandstats").items()}
             assert calls["cmdstat_evalsha"] == 40
+
+    arun(main)
+
+
+def _distlock_garbage() -> list[str]:
+    """The types of distlock's objects that only the cycle collector would free."""
+    return sorted({
+        type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("distlock")
+    })
+
+
+def test_a_finished_hold_leaves_no_reference_cycle(redis_server: RedisServer) -> None:
+    """A hold's objects are freed when it ends, by reference counting: a cycle among them
+    would be freed only by the cycle collector, whose passes over every young object
+    would cost each lock cycle a share (and a service holding many locks, pauses).  Each
+    primitive, with the holds that fail to enter and a reentrant hold's inner level."""
+
+    async def body(h: object) -> None:
+        return None
+
+    async def cycles(locks: Lock) -> None:
+        await locks.run("k", body)
+        async with locks.hold("k") as h:
+            assert h.key == f"{locks.prefix}:k"
+            if isinstance(locks, ReentrantLock):
+                async with locks.hold("k") as inner:
+                    assert inner.depth == 2
+        if type(locks) is Lock:
+            await locks.run_many(["a", "b"], lambda g: asyncio.sleep(0))
+        if not isinstance(locks, Semaphore):
+            with pytest.raises(LockNotAcquiredError):  # an enter that fails
+                async with locks.hold("taken"):
+                    pass
+
+    async def main() -> None:
+        client = client_for(redis_server)
+        for locks in (
+            Lock(client, prefix="cyc"),
+            ReentrantLock(client, prefix="cyc-r"),
+            Semaphore(client, prefix="cyc-s", limit=2),
+        ):
+            async with locks:
+                await client.set(f"{locks.prefix}:taken", "another owner")
+                await cycles(locks)  # connections, scripts
+                gc.collect()
+                gc.disable()
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                try:
+                    for _ in range(3):
+                        await cycles(locks)
+                    gc.collect()
+                    assert _distlock_garbage() == [], type(locks).__name__
+                finally:
+                    gc.set_debug(0)
+                    gc.garbage.clear()
+                    gc.enable()
+        await client.aclose()
 
     arun(main)
 
