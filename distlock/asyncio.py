@@ -1163,8 +1163,12 @@ def _raise_swallowed(task: asyncio.Task[Any] | None, cancels: int) -> None:
 
 
 def _advance(step: Callable[[Any], Request], value: Any) -> Request | StopIteration:
-    """``step(value)`` (a flow's ``send`` or ``throw``), with the flow's end as a value."""
+    """``step(value)`` (a flow's ``send`` or ``throw``), with the flow's end as a value.
+
+    The end is returned without its traceback: that holds this call's frame, and through
+    it the caller's, which holds the end it was returned: a cycle that only the cycle
+    collector would free."""
     try:
         return step(value)
     except StopIteration as stop:
-        return stop
+        return stop.with_traceback(None)

@@ -8,6 +8,7 @@ and the order of events, never by how long something took.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -144,6 +145,48 @@ def test_a_release_hands_the_key_to_the_waiter(redis_server: RedisServer, r: red
             assert r.get("w:k") == got.token.encode()
             assert calls(r)["evalsha"] == 1  # the release, which handed the key over
             assert await got.release() is True
+        await admin.aclose()
+
+    arun(main)
+    assert waiting_keys(r) == []
+
+
+def test_a_wait_leaves_no_reference_cycle(redis_server: RedisServer, r: redis.Redis) -> None:
+    """A wait's objects are freed when it ends, by reference counting (as a hold's are:
+    see ``test_lock_async``): woken by a hand-off, and timed out."""
+
+    async def main() -> None:
+        admin = client_for(redis_server)
+        async with Lock(client_for(redis_server), prefix="w", ttl_ms=FOREVER_MS) as locks:
+
+            async def waits() -> None:
+                holder = await locks.acquire("k")
+                assert holder is not None
+                task = await start_waiting(admin, "w:k", locks.acquire("k", wait_ms=FOREVER_MS))
+                assert await holder.release() is True
+                got = await task
+                assert got is not None
+                assert await locks.acquire("k", wait_ms=1) is None
+                assert await got.release() is True
+
+            await waits()  # connections, scripts
+            gc.collect()
+            gc.disable()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                for _ in range(3):
+                    await waits()
+                gc.collect()
+                garbage = sorted({
+                    type(o).__qualname__
+                    for o in gc.garbage
+                    if type(o).__module__.startswith("distlock")
+                })
+                assert garbage == []
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
         await admin.aclose()
 
     arun(main)
