@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from redis.backoff import NoBackoff
 import distlock
 from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
 from distlock.asyncio import Lock, LockHandle, ReentrantLock, Semaphore
+from tests.garbage import collector_saves_all
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
@@ -131,13 +131,6 @@ def test_short_body_starts_no_task(redis_server: RedisServer, r: redis.Redis) ->
     arun(main)
 
 
-def _distlock_garbage() -> list[str]:
-    """The types of distlock's objects that only the cycle collector would free."""
-    return sorted({
-        type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("distlock")
-    })
-
-
 def test_a_finished_hold_leaves_no_reference_cycle(redis_server: RedisServer) -> None:
     """A hold's objects are freed when it ends, by reference counting: a cycle among them
     would be freed only by the cycle collector, whose passes over every young object
@@ -171,18 +164,10 @@ def test_a_finished_hold_leaves_no_reference_cycle(redis_server: RedisServer) ->
             async with locks:
                 await client.set(f"{locks.prefix}:taken", "another owner")
                 await cycles(locks)  # connections, scripts
-                gc.collect()
-                gc.disable()
-                gc.set_debug(gc.DEBUG_SAVEALL)
-                try:
+                with collector_saves_all() as garbage:
                     for _ in range(3):
                         await cycles(locks)
-                    gc.collect()
-                    assert _distlock_garbage() == [], type(locks).__name__
-                finally:
-                    gc.set_debug(0)
-                    gc.garbage.clear()
-                    gc.enable()
+                assert garbage == [], type(locks).__name__
         await client.aclose()
 
     arun(main)

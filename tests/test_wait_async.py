@@ -8,7 +8,6 @@ and the order of events, never by how long something took.
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ import distlock
 from distlock import LockNotAcquiredError
 from distlock._protocol import W_ACQUIRE, queue_keys
 from distlock.asyncio import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
+from tests.garbage import collector_saves_all
 from tests.redis_server import RedisServer
 
 T = TypeVar("T")
@@ -170,23 +170,10 @@ def test_a_wait_leaves_no_reference_cycle(redis_server: RedisServer, r: redis.Re
                 assert await got.release() is True
 
             await waits()  # connections, scripts
-            gc.collect()
-            gc.disable()
-            gc.set_debug(gc.DEBUG_SAVEALL)
-            try:
+            with collector_saves_all() as garbage:
                 for _ in range(3):
                     await waits()
-                gc.collect()
-                garbage = sorted({
-                    type(o).__qualname__
-                    for o in gc.garbage
-                    if type(o).__module__.startswith("distlock")
-                })
-                assert garbage == []
-            finally:
-                gc.set_debug(0)
-                gc.garbage.clear()
-                gc.enable()
+            assert garbage == []
         await admin.aclose()
 
     arun(main)
