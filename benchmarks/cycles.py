@@ -17,7 +17,7 @@ floor.  Peers are measured only when installed (``pip install -e .[bench]``).
 A round is short by default: 20 cycles per contender (under 10 ms), 300 rounds.  On a
 shared virtual machine the speed of a loopback round trip drifts by tens of per cent over
 seconds; with turns of 2,000 cycles (a second each) the same build's ratio moved by 0.10
-from run to run, with turns of 20 by 0.03.  A turn's ratio is taken against the floor's
+from run to run, with turns of 20 by 0.04 at most.  A turn's ratio is taken against the floor's
 turn of the same round, a few milliseconds away, and the median of 300 of them stands
 still.
 
