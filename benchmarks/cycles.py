@@ -5,6 +5,10 @@ compare-and-delete release by ``EVALSHA``: two round trips, nothing else.  Conte
 
 - sync cycle: ``acquire()`` + ``release()`` (distlock's manual handle), redis-py's
   ``Lock``, python-redis-lock, pottery's ``Redlock``;
+- in every column, distlock's own two scripts sent by hand (``SCRIPTS_BY_HAND``): the
+  floor's cycle with distlock's server-side work (a fence drawn, a release remembered,
+  the queue looked at), so that distlock's ratio splits into what its guarantees cost
+  Redis (this row's ratio) and what its client adds (distlock's ratio over this row's);
 - sync cycle with renewal armed: distlock's ``run()`` (a heartbeat and a deadline watch
   armed for the body) and python-redis-lock with ``auto_renewal=True``; the others have
   no background renewal;
@@ -27,6 +31,7 @@ still.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import secrets
 import time
@@ -52,6 +57,14 @@ from harness import (
 )
 
 from distlock import Lock
+from distlock._protocol import (
+    ACQUIRE,
+    RELEASE,
+    RELEASE_MEMORY_MS,
+    fence_key,
+    queue_keys,
+    released_key,
+)
 from distlock.asyncio import Lock as AsyncLock
 
 #: The careful user's compare-and-delete.
@@ -67,6 +80,26 @@ TASKS = (1, 10, 100)
 WARM_UP = 200
 
 SyncCycle = Callable[[int], float]
+#: The contender that sends distlock's scripts through redis-py, as the floor sends its own.
+SCRIPTS_BY_HAND = "floor, distlock's scripts"
+
+
+@functools.cache
+def _script_keys(key: str) -> tuple[tuple[str, str], tuple[str, str, str, str, str], str]:
+    """The KEYS of ``key``'s acquire and release, and its wake lists' prefix: worked out once,
+    as a user sending the scripts by hand would keep them."""
+    queue, places, wake = queue_keys(key)
+    return (
+        (key, fence_key(key)),
+        (key, released_key(key), queue, places, fence_key(key)),
+        wake,
+    )
+
+
+def load_scripts(r: redis.Redis) -> None:
+    """The floor's release and distlock's two scripts, loaded for ``EVALSHA``."""
+    for source in (FLOOR_RELEASE, ACQUIRE.source, RELEASE.source):
+        r.script_load(source)
 
 
 def _timed(cycle: Callable[[], object]) -> SyncCycle:
@@ -89,6 +122,12 @@ def sync_contenders(
         if r.set("bench:floor", token, nx=True, px=TTL_MS):
             r.evalsha(FLOOR_SHA, 1, "bench:floor", token)
 
+    def by_hand() -> None:
+        acquire_keys, release_keys, wake = _script_keys("bench:by-hand")
+        token = secrets.token_hex(16)
+        if r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, TTL_MS):
+            r.evalsha(RELEASE.sha, 5, *release_keys, token, RELEASE_MEMORY_MS, wake)
+
     def distlock_cycle() -> None:
         handle = locks.acquire("cycle")
         assert handle is not None
@@ -107,10 +146,16 @@ def sync_contenders(
 
     plain: dict[str, SyncCycle] = {
         FLOOR: _timed(floor),
+        SCRIPTS_BY_HAND: _timed(by_hand),
         "distlock": _timed(distlock_cycle),
         "redis-py Lock": _timed(redis_py),
     }
-    armed: dict[str, SyncCycle] = {FLOOR: plain[FLOOR], "distlock": _timed(distlock_armed)}
+    # Sending scripts arms nothing: the hand-written rows stand for the armed column too.
+    armed: dict[str, SyncCycle] = {
+        FLOOR: plain[FLOOR],
+        SCRIPTS_BY_HAND: plain[SCRIPTS_BY_HAND],
+        "distlock": _timed(distlock_armed),
+    }
 
     prl: Any = peer("redis_lock")
     if prl is not None:
@@ -157,6 +202,12 @@ def async_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]
         if await r.set(key, token, nx=True, px=TTL_MS):
             await r.evalsha(FLOOR_SHA, 1, key, token)
 
+    async def by_hand(key: str) -> None:
+        acquire_keys, release_keys, wake = _script_keys(key)
+        token = secrets.token_hex(16)
+        if await r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, TTL_MS):
+            await r.evalsha(RELEASE.sha, 5, *release_keys, token, RELEASE_MEMORY_MS, wake)
+
     async def body(handle: object) -> None:
         return None
 
@@ -170,6 +221,7 @@ def async_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]
 
     contenders: dict[str, AsyncCycle] = {
         FLOOR: floor,
+        SCRIPTS_BY_HAND: by_hand,
         "distlock": distlock_run,
         "redis-py Lock": redis_py,
     }
@@ -210,7 +262,8 @@ async def _tasks(cycle: AsyncCycle, name: str, tasks: int, cycles: int) -> float
 
 async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
     r = aredis.Redis.from_url(url, max_connections=2 * max(TASKS) + 10)
-    await r.script_load(FLOOR_RELEASE)
+    for source in (FLOOR_RELEASE, ACQUIRE.source, RELEASE.source):
+        await r.script_load(source)
     out: dict[int, Summary] = {}
     async with AsyncLock(r, prefix="bench") as locks:
         contenders = async_contenders(r, locks)
@@ -257,7 +310,7 @@ def main() -> dict[str, Any]:
         args.rounds, args.cycles = 10, 10
     with redis_url(args) as url:
         r = redis.Redis.from_url(url)
-        r.script_load(FLOOR_RELEASE)
+        load_scripts(r)
         with Lock(r, prefix="bench") as locks:
             contenders = every_sync_contender(r, locks)
             for fn in contenders.values():
