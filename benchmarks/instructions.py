@@ -12,6 +12,9 @@ Contenders (``sync`` and ``asyncio`` have one floor each):
 
 - floor: ``SET key token NX PX ttl`` and the compare-and-delete ``EVALSHA``, through
   redis-py, with a token from ``secrets.token_hex``: what every ratio is taken against;
+- floor, distlock's scripts: distlock's acquire and release scripts sent the same way
+  (``cycles.SCRIPTS_BY_HAND``): what redis-py's own path costs for the commands distlock
+  sends;
 - distlock ``acquire()`` + ``release()`` (sync), and ``run()`` (sync and asyncio, the
   heartbeat and the deadline watch armed for an empty body);
 - ``... logic only``: the same distlock cycle with the driver's round trip replaced by
@@ -27,7 +30,12 @@ redis-py's socket path and reply parsing, which the instant connections leave ou
 the client's user-space instructions are counted, not the kernel's or the server's; the
 count moves by about 1% between runs (the replies arrive in pieces that vary).
 
-    python benchmarks/instructions.py [--cycles N] [--redis] [--json FILE]
+With ``--cache`` valgrind also simulates the first-level caches (of this machine's sizes)
+and the tables add the misses per cycle, instruction (I1) and data (D1): how much code and
+memory a cycle touches, which on a core that sleeps between round trips is what a cycle
+pays for, more than for its instructions.  About three times as long.
+
+    python benchmarks/instructions.py [--cycles N] [--redis] [--cache] [--json FILE]
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
-from cycles import FLOOR_RELEASE, TTL_MS, async_contenders, sync_contenders
+from cycles import SCRIPTS_BY_HAND, TTL_MS, async_contenders, load_scripts, sync_contenders
 from harness import FLOOR, table, write_json
 from redis.asyncio.connection import Connection as AsyncConnection
 from redis.asyncio.connection import ConnectionPool as AsyncPool
@@ -148,8 +156,8 @@ def sync_cycles(name: str, url: str | None = None) -> Callable[[int], object]:
     if name.endswith("logic only"):
         locks._call = _instant  # type: ignore[method-assign]
     plain, armed = sync_contenders(r, locks)
-    if name == FLOOR:
-        return plain[FLOOR]
+    if name in (FLOOR, SCRIPTS_BY_HAND):
+        return plain[name]
     return plain["distlock"] if name.startswith("acquire") else armed["distlock"]
 
 
@@ -163,11 +171,21 @@ def async_cycle(name: str, url: str | None = None) -> Callable[[str], Awaitable[
     locks = AsyncLock(r, prefix="bench", ttl_ms=TTL_MS)
     if name.endswith("logic only"):
         locks._call = _instant_async  # type: ignore[method-assign]
-    return async_contenders(r, locks)[FLOOR if name == FLOOR else "distlock"]
+    return async_contenders(r, locks)[name if name in (FLOOR, SCRIPTS_BY_HAND) else "distlock"]
 
 
-SYNC = (FLOOR, "acquire + release", "acquire + release, logic only", "run()", "run(), logic only")
-ASYNC = (FLOOR, "run()", "run(), logic only")
+SYNC = (
+    FLOOR,
+    SCRIPTS_BY_HAND,
+    "acquire + release",
+    "acquire + release, logic only",
+    "run()",
+    "run(), logic only",
+)
+ASYNC = (FLOOR, SCRIPTS_BY_HAND, "run()", "run(), logic only")
+#: What valgrind reports, by the name it prints: instructions, and with ``--cache`` the
+#: first-level caches' misses.
+COUNTERS = {"instructions": "I   refs", "I1 misses": "I1  misses", "D1 misses": "D1  misses"}
 
 
 def _child(driver: str, name: str, cycles: int, url: str | None = None) -> None:
@@ -184,38 +202,56 @@ def _child(driver: str, name: str, cycles: int, url: str | None = None) -> None:
     asyncio.run(loop())
 
 
-def _instructions(driver: str, name: str, cycles: int, url: str | None) -> int:
+def _counters(
+    driver: str, name: str, cycles: int, url: str | None, cache: bool
+) -> dict[str, int]:
+    """What valgrind counts over a whole run of ``cycles`` cycles (start-up included)."""
     done = subprocess.run(
-        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        ["valgrind", "--tool=cachegrind", f"--cache-sim={'yes' if cache else 'no'}",
+         "--cachegrind-out-file=/dev/null",
          sys.executable, __file__, "--child", driver, name, str(cycles), *([url] if url else [])],
         capture_output=True, text=True, check=True,
     )
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if found is None:
-        raise SystemExit(f"no instruction count from valgrind:\n{done.stderr}")
-    return int(found.group(1).replace(",", ""))
+    found = {}
+    for counter, label in COUNTERS.items():
+        if counter != "instructions" and not cache:
+            continue
+        match = re.search(label + r":\s+([\d,]+)", done.stderr)
+        if match is None:
+            raise SystemExit(f"no {counter} from valgrind:\n{done.stderr}")
+        found[counter] = int(match.group(1).replace(",", ""))
+    return found
 
 
-def count(driver: str, name: str, cycles: int, url: str | None = None) -> int:
-    """Instructions per cycle: the difference of two runs over the difference in cycles."""
+def count(
+    driver: str, name: str, cycles: int, url: str | None = None, *, cache: bool = False
+) -> dict[str, int]:
+    """Each counter per cycle: the difference of two runs over the difference in cycles."""
     few = cycles // 5
-    many, some = _instructions(driver, name, cycles, url), _instructions(driver, name, few, url)
-    return round((many - some) / (cycles - few))
+    many = _counters(driver, name, cycles, url, cache)
+    some = _counters(driver, name, few, url, cache)
+    return {k: round((many[k] - some[k]) / (cycles - few)) for k in many}
 
 
-def _measure(cycles: int, url: str | None) -> tuple[dict[str, dict[str, int]], list[list[str]]]:
-    results: dict[str, dict[str, int]] = {}
+def _measure(
+    cycles: int, url: str | None, cache: bool
+) -> tuple[dict[str, dict[str, dict[str, int]]], list[list[str]]]:
+    results: dict[str, dict[str, dict[str, int]]] = {}
     rows = []
     for driver, names in (("sync", SYNC), ("asyncio", ASYNC)):
         # Against a real server the logic-only cycles would count the same: they send nothing.
         counts = {
-            name: count(driver, name, cycles, url)
+            name: count(driver, name, cycles, url, cache=cache)
             for name in names
             if url is None or not name.endswith("logic only")
         }
         results[driver] = counts
         floor = counts[FLOOR]
-        rows += [[driver, name, f"{n:,}", f"{n / floor:.2f}×"] for name, n in counts.items()]
+        rows += [
+            [driver, name]
+            + [f"{n[k]:,} ({n[k] / floor[k]:.2f}×)" for k in n]
+            for name, n in counts.items()
+        ]
     return results, rows
 
 
@@ -230,26 +266,33 @@ def main() -> None:
         "--redis", action="store_true",
         help="also count the client's instructions against a private redis-server",
     )
+    parser.add_argument(
+        "--cache", action="store_true",
+        help="also simulate the first-level caches and count their misses per cycle",
+    )
     args = parser.parse_args()
-    results, rows = _measure(args.cycles, None)
-    print(f"Instructions per cycle (valgrind, {args.cycles:,} cycles, replies that cost nothing)")
-    print(table(["driver", "cycle", "instructions", "ratio to the floor"], rows))
-    out: dict[str, Any] = {"cycles": args.cycles, "instructions": results}
+    headers = ["driver", "cycle", "instructions (ratio to the floor)"]
+    if args.cache:
+        headers += ["I1 misses", "D1 misses"]
+    results, rows = _measure(args.cycles, None, args.cache)
+    print(f"Per cycle (valgrind, {args.cycles:,} cycles, replies that cost nothing)")
+    print(table(headers, rows))
+    out: dict[str, Any] = {"cycles": args.cycles, "per_cycle": results}
     if args.redis:
         from distlock.tools.chaos.servers import RedisServer
 
         server = RedisServer().start()
         try:
-            redis.Redis.from_url(server.url).script_load(FLOOR_RELEASE)
-            real, rows = _measure(args.cycles, server.url)
+            load_scripts(redis.Redis.from_url(server.url))
+            real, rows = _measure(args.cycles, server.url, args.cache)
         finally:
             server.stop()
         print(
-            "\nThe client's instructions per cycle against a private redis-server (the "
-            "socket calls and replies included; the server's own work is not counted)"
+            "\nThe client's part of a cycle against a private redis-server (the socket "
+            "calls and replies included; the server's own work is not counted)"
         )
-        print(table(["driver", "cycle", "instructions", "ratio to the floor"], rows))
-        out["instructions_against_redis"] = real
+        print(table(headers, rows))
+        out["per_cycle_against_redis"] = real
     write_json(args.json, out)
 
 

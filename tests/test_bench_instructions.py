@@ -1,8 +1,8 @@
 """``benchmarks/instructions.py``'s contenders, run without valgrind so that they keep
-measuring what they say: each distlock cycle takes the key once (one fence per cycle), the
-floor never runs distlock's acquire script, and the logic-only cycles never reach a
-connection; against a real server (``--redis``), every cycle is its two round trips.
-Nothing here counts instructions or times anything."""
+measuring what they say: each distlock cycle, and distlock's scripts sent by hand, takes
+the key once (one fence per cycle), the floor never runs distlock's acquire script, and
+the logic-only cycles never reach a connection; against a real server (``--redis``),
+every cycle is its two round trips.  Nothing here counts instructions or times anything."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ def bench() -> ModuleType:
 
 @pytest.mark.parametrize(
     ("driver", "name"),
-    [("sync", name) for name in ("floor", "acquire + release", "acquire + release, logic only",
-                                  "run()", "run(), logic only")]
-    + [("asyncio", name) for name in ("floor", "run()", "run(), logic only")],
+    [("sync", name) for name in ("floor", "floor, distlock's scripts", "acquire + release",
+                                  "acquire + release, logic only", "run()", "run(), logic only")]
+    + [("asyncio", name)
+       for name in ("floor", "floor, distlock's scripts", "run()", "run(), logic only")],
 )
 def test_each_cycle_takes_the_key_once(
     bench: ModuleType, monkeypatch: pytest.MonkeyPatch, driver: str, name: str
@@ -56,14 +57,15 @@ def test_each_cycle_takes_the_key_once(
 
 @pytest.mark.parametrize(
     ("driver", "name"),
-    [("sync", name) for name in ("floor", "acquire + release", "run()")]
-    + [("asyncio", name) for name in ("floor", "run()")],
+    [("sync", name)
+     for name in ("floor", "floor, distlock's scripts", "acquire + release", "run()")]
+    + [("asyncio", name) for name in ("floor", "floor, distlock's scripts", "run()")],
 )
 def test_against_a_real_server_each_cycle_is_its_two_round_trips(
     bench: ModuleType, fresh_redis: RedisServer, driver: str, name: str
 ) -> None:
     client = redis.Redis(host=fresh_redis.host, port=fresh_redis.port)
-    client.script_load(bench.FLOOR_RELEASE)
+    bench.load_scripts(client)
     client.config_resetstat()
     bench._child(driver, name, CYCLES, f"redis://{fresh_redis.host}:{fresh_redis.port}/0")
     stats = client.info("commandstats")
