@@ -31,6 +31,18 @@ def held(now: float = 0.0, **config: object) -> Section:
     return s
 
 
+@pytest.mark.parametrize(
+    "bits", [0, 1, 0xABC, 2**127 + 5, 2**128 - 1, 0x0F1E2D3C4B5A69788796A5B4C3D2E1F0]
+)
+def test_a_token_goes_on_the_wire_as_32_lowercase_hex_digits(bits: int) -> None:
+    # Kept as an int; every command, trace and wake-list name carries these digits.
+    s = Section("lock:k", bits, SectionConfig(ttl_ms=TTL))  # type: ignore[arg-type]
+    assert s.token == format(bits, "032x")
+    assert len(s.token) == 32 and s.token == s.token.lower()
+    command = s.acquire(0.0).send
+    assert command is not None and command.token == s.token  # what the acquire sends
+
+
 def test_every_client_action_is_a_method() -> None:
     for action in CLIENT_ACTIONS:
         assert callable(getattr(Section, method_name(action))), action
