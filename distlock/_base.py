@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
-from distlock._core.section import Section, SectionConfig
+from distlock._core.section import Section, SectionConfig, lock_section
 from distlock._core.semaphore import SemaphoreSection
 from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Lost, Observer, RenewFailed, Transition
@@ -333,7 +333,10 @@ class LockBase:
     def _new_section(
         self, key: str, token: int, config: SectionConfig, client: str, record: bool
     ) -> Section:
-        return self._section_type(key, token, config, client=client, record=record)
+        section_type = self._section_type
+        if section_type is Section:  # a Lock's: the compiled build makes it without a parse
+            return lock_section(key, token, config, client, record)
+        return section_type(key, token, config, client=client, record=record)
 
     @staticmethod
     def _group_ids(ids: Sequence[str]) -> Sequence[str]:

@@ -733,3 +733,14 @@ class Section(LeaseClock):
 
     def not_acquired_error(self) -> LockNotAcquiredError:
         return LockNotAcquiredError(self.key, self.attempts)
+
+
+def lock_section(
+    key: str, token: int, config: SectionConfig, client: str, record: bool
+) -> Section:
+    """A ``Lock``'s section, as the drivers make one per lock cycle.
+
+    The class called from interpreted code with keywords goes through the compiled
+    build's generic argument parser (its ``__init__`` slot takes a tuple and a dict); a
+    function called positionally does not, and makes the section with a direct call."""
+    return Section(key, token, config, client=client, record=record)
