@@ -113,7 +113,17 @@ def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> S
     guard = fx._core_guard
     guard.acquire()
     try:
-        step = action(section, fx._now(), *args)
+        # Called by its number of arguments: compiled, a call with ``*args`` builds a list,
+        # extends it and copies it to a tuple, on every transition of every cycle.
+        count = len(args)
+        if count == 0:
+            step = action(section, fx._now())
+        elif count == 1:
+            step = action(section, fx._now(), args[0])
+        elif count == 2:
+            step = action(section, fx._now(), args[0], args[1])
+        else:
+            step = action(section, fx._now(), *args)
         if section.wake_at != handle._armed_at:
             fx._arm(handle)
         events = section.events

@@ -333,3 +333,21 @@ def test_no_handler_that_yields_re_raises_with_a_bare_raise() -> None:
             if r.exc is None and yields and r.lineno > min(yields)
         ]
     assert not offenders, f"bare raise after a yield in a handler, lines {offenders}"
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 4])
+def test_act_hands_an_action_every_argument_in_order(count: int) -> None:
+    # act calls an action by its number of arguments (a star-call costs the compiled
+    # build a list and a tuple per transition); each shape must pass them all, in order.
+    fx = FakeEffects()
+    fx.clock = 42.0
+    (handle,) = handles(["k"], watch=False)
+    seen: list[tuple[object, ...]] = []
+
+    def action(section: Section, now: float, *args: object) -> Step:
+        seen.append((section, now, *args))
+        return Step()
+
+    args = tuple(f"arg{i}" for i in range(count))
+    flows.act(fx, handle, action, *args)
+    assert seen == [(handle._section, 42.0, *args)]
