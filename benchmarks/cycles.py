@@ -96,9 +96,13 @@ def _script_keys(key: str) -> tuple[tuple[str, str], tuple[str, str, str, str, s
     )
 
 
+#: What the hand-written rows send by ``EVALSHA``: the floor's release and distlock's two.
+SCRIPTS = (FLOOR_RELEASE, ACQUIRE.source, RELEASE.source)
+
+
 def load_scripts(r: redis.Redis) -> None:
-    """The floor's release and distlock's two scripts, loaded for ``EVALSHA``."""
-    for source in (FLOOR_RELEASE, ACQUIRE.source, RELEASE.source):
+    """Every script of :data:`SCRIPTS`, loaded for ``EVALSHA``."""
+    for source in SCRIPTS:
         r.script_load(source)
 
 
@@ -262,7 +266,7 @@ async def _tasks(cycle: AsyncCycle, name: str, tasks: int, cycles: int) -> float
 
 async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
     r = aredis.Redis.from_url(url, max_connections=2 * max(TASKS) + 10)
-    for source in (FLOOR_RELEASE, ACQUIRE.source, RELEASE.source):
+    for source in SCRIPTS:
         await r.script_load(source)
     out: dict[int, Summary] = {}
     async with AsyncLock(r, prefix="bench") as locks:

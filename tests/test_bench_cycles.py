@@ -68,7 +68,7 @@ def test_the_asyncio_rows_ask_redis_for_what_they_say(
     async def main() -> dict[str, dict[str, int]]:
         client = aredis.Redis(host=fresh_redis.host, port=fresh_redis.port)
         stats = redis.Redis(host=fresh_redis.host, port=fresh_redis.port)
-        for source in (bench.FLOOR_RELEASE, bench.ACQUIRE.source, bench.RELEASE.source):
+        for source in bench.SCRIPTS:
             await client.script_load(source)
         work = {}
         async with AsyncLock(client, prefix="bench") as locks:
