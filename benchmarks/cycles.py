@@ -15,15 +15,19 @@ compare-and-delete release by ``EVALSHA``: two round trips, nothing else.  Conte
 - asyncio with 1, 10 and 100 tasks, each cycling its own key: distlock's ``run()``,
   redis-py's asyncio ``Lock``, pottery's ``AIORedlock``.
 
-Every contender runs in every round, interleaved; the table is the median ratio to the
-floor.  Peers are measured only when installed (``pip install -e .[bench]``).
+Every contender runs in every round, interleaved, each of its turns paired with a turn of
+the floor run right beside it (the floor first in one round, second in the next); the
+table is the median ratio within those pairs.  Peers are measured only when installed
+(``pip install -e .[bench]``).
 
 A round is short by default: 20 cycles per contender (under 10 ms), 300 rounds.  On a
 shared virtual machine the speed of a loopback round trip drifts by tens of per cent over
 seconds; with turns of 2,000 cycles (a second each) the same build's ratio moved by 0.10
-from run to run, with turns of 20 by 0.04 at most.  A turn's ratio is taken against the floor's
-turn of the same round, a few milliseconds away, and the median of 300 of them stands
-still.
+from run to run, with turns of 20 by 0.04 at most.  Taken against the floor's turn of the
+same round, several turns away, the same cycle entered twice (the by-hand row's sync and
+armed columns run the same function) came out at 1.01x and 1.09x in one noisy run; a
+floor turn right beside each turn takes that drift out of the ratio.  Those two cells
+stay in the table as its gauge of noise.
 
     python benchmarks/cycles.py [--rounds R] [--cycles N] [--pin] [--json FILE]
 """
@@ -264,6 +268,15 @@ async def _tasks(cycle: AsyncCycle, name: str, tasks: int, cycles: int) -> float
     return time.perf_counter() - t0
 
 
+async def _turn(cycle: AsyncCycle, name: str, tasks: int, cycles: int) -> tuple[float, float]:
+    """One turn's wall-clock and CPU seconds, both scaled to ``cycles`` (with many tasks, a
+    turn runs more)."""
+    scale = cycles / (_per_task(tasks, cycles) * tasks)
+    c0 = time.process_time()
+    wall = await _tasks(cycle, name, tasks, cycles)
+    return wall * scale, (time.process_time() - c0) * scale
+
+
 async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
     r = aredis.Redis.from_url(url, max_connections=2 * max(TASKS) + 10)
     for source in SCRIPTS:
@@ -275,13 +288,19 @@ async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
             for name, cycle in contenders.items():
                 await _tasks(cycle, name, tasks, WARM_UP)  # connections, scripts
             turns = Turns(list(contenders))
-            # Both times scaled to ``cycles``: with many tasks, a turn runs more.
-            scale = cycles / (_per_task(tasks, cycles) * tasks)
-            for order in rotations(list(contenders), rounds):
+            floor = contenders[FLOOR]
+            # As harness.interleave: each turn beside one of the floor's, the floor first
+            # in even rounds.
+            others = [name for name in contenders if name != FLOOR]
+            for i, order in enumerate(rotations(others, rounds)):
                 for name in order:
-                    c0 = time.process_time()
-                    wall = await _tasks(contenders[name], name, tasks, cycles)
-                    turns.record(name, wall * scale, (time.process_time() - c0) * scale)
+                    if i % 2 == 0:
+                        beside = await _turn(floor, FLOOR, tasks, cycles)
+                        own = await _turn(contenders[name], name, tasks, cycles)
+                    else:
+                        own = await _turn(contenders[name], name, tasks, cycles)
+                        beside = await _turn(floor, FLOOR, tasks, cycles)
+                    turns.record_pair(name, own, beside)
             out[tasks] = summarize_turns(turns, cycles)
     await r.aclose()
     return out

@@ -5,6 +5,8 @@ A shared machine drifts: another process takes a core for a second, the CPU cloc
 So contenders are never timed one after the other for a whole run; each round times every
 contender once, in an order that rotates from round to round, and a contender's ratio is
 the median over rounds of its time divided by the floor's time *in the same round*.
+:func:`interleave` goes further: each turn of a contender is paired with a turn of the
+floor run right beside it, and the ratio is taken within the pair.
 Pinning (``--pin``) puts redis-server on one CPU and the client on another, so the two
 do not take turns on one core; without it the scheduler decides.
 """
@@ -112,17 +114,49 @@ class Turns:
     """Each contender's turns: the wall-clock seconds each took (the contender's own
     figure, set-up left out) and the CPU seconds this process spent in it, all threads
     (a sync ``run()``'s timer thread included).  A wall-clock gap that the CPU does not
-    show is the server's or the wire's."""
+    show is the server's or the wire's.
+
+    With ``paired``, each contender's turns also have the floor turns run beside them
+    (:meth:`pair`), and its ratios are taken against those."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.wall: dict[str, list[float]] = {name: [] for name in names}
         self.cpu: dict[str, list[float]] = {name: [] for name in names}
+        #: Per contender, the floor's turn beside each of its own: (wall, CPU) lists.
+        self.paired_wall: dict[str, list[float]] = {name: [] for name in names}
+        self.paired_cpu: dict[str, list[float]] = {name: [] for name in names}
 
-    def take(self, name: str, turn: Callable[[], float]) -> None:
-        """Run one turn of ``name`` and record it."""
+    def pair(
+        self,
+        name: str,
+        turn: Callable[[], float],
+        floor_turn: Callable[[], float],
+        *,
+        floor_first: bool,
+        floor: str = FLOOR,
+    ) -> None:
+        """One turn of ``name`` and one of the floor, right after one another."""
         c0 = time.process_time()
-        wall = turn()
-        self.record(name, wall, time.process_time() - c0)
+        first = floor_turn() if floor_first else turn()
+        c1 = time.process_time()
+        second = turn() if floor_first else floor_turn()
+        c2 = time.process_time()
+        earlier, later = (first, c1 - c0), (second, c2 - c1)
+        own, beside = (later, earlier) if floor_first else (earlier, later)
+        self.record_pair(name, own, beside, floor=floor)
+
+    def record_pair(
+        self,
+        name: str,
+        own: tuple[float, float],
+        beside: tuple[float, float],
+        floor: str = FLOOR,
+    ) -> None:
+        """A turn of ``name`` and the floor's beside it, each (wall, CPU) seconds."""
+        self.record(name, *own)
+        self.record(floor, *beside)
+        self.paired_wall[name].append(beside[0])
+        self.paired_cpu[name].append(beside[1])
 
     def record(self, name: str, wall: float, cpu: float) -> None:
         """One turn of ``name`` that the caller timed (an asyncio one, awaited)."""
@@ -138,13 +172,19 @@ def rotations(names: Sequence[str], rounds: int) -> Iterator[list[str]]:
         yield [*names[shift:], *names[:shift]]
 
 
-def interleave(contenders: Mapping[str, Callable[[], float]], rounds: int) -> Turns:
+def interleave(
+    contenders: Mapping[str, Callable[[], float]], rounds: int, floor: str = FLOOR
+) -> Turns:
     """Every contender once per round (each call returns its own seconds), in
-    :func:`rotations` order."""
+    :func:`rotations` order, each turn paired with a turn of the floor: the floor's
+    before it in even rounds, after it in odd ones, so that neither always comes second
+    (the one that comes second finds its code in the caches the other left behind)."""
     turns = Turns(list(contenders))
-    for order in rotations(list(contenders), rounds):
+    others = [name for name in contenders if name != floor]
+    for r, order in enumerate(rotations(others, rounds)):
         for name in order:
-            turns.take(name, contenders[name])
+            turns.pair(name, contenders[name], contenders[floor],
+                       floor_first=r % 2 == 0, floor=floor)
     return turns
 
 
@@ -170,11 +210,38 @@ def summarize(
 
 def summarize_turns(turns: Turns, per: int, floor: str = FLOOR) -> dict[str, dict[str, float]]:
     """:func:`summarize` of the wall-clock times, with the CPU's beside them (``cpu_us``,
-    ``cpu_ratio``: the same medians of the CPU seconds)."""
-    out = summarize(turns.wall, per, floor)
-    for name, row in summarize(turns.cpu, per, floor).items():
+    ``cpu_ratio``: the same medians of the CPU seconds).  Contenders whose turns were
+    paired with the floor's are taken against those (:func:`summarize_pairs`)."""
+    if any(turns.paired_wall.values()):
+        out = summarize_pairs(turns.wall, turns.paired_wall, per, floor)
+        cpu = summarize_pairs(turns.cpu, turns.paired_cpu, per, floor)
+    else:
+        out = summarize(turns.wall, per, floor)
+        cpu = summarize(turns.cpu, per, floor)
+    for name, row in cpu.items():
         out[name]["cpu_us"] = row["us"]
         out[name]["cpu_ratio"] = row["ratio"]
+    return out
+
+
+def summarize_pairs(
+    times: Mapping[str, Sequence[float]],
+    beside: Mapping[str, Sequence[float]],
+    per: int,
+    floor: str = FLOOR,
+) -> dict[str, dict[str, float]]:
+    """:func:`summarize`, each contender's turns taken against the floor turns ``beside``
+    them (the floor's row: every floor turn, at 1.00×)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, ts in times.items():
+        floors = ts if name == floor else beside[name]
+        ratios = [o / f for o, f in zip(ts, floors, strict=True)]
+        out[name] = {
+            "us": statistics.median(ts) / per * 1e6,
+            "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+        }
     return out
 
 
