@@ -51,9 +51,9 @@ from harness import (
     arguments,
     conditions,
     interleave,
+    paired_turns,
     peer,
     redis_url,
-    rotations,
     summarize_turns,
     table,
     times_x,
@@ -289,18 +289,14 @@ async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
                 await _tasks(cycle, name, tasks, WARM_UP)  # connections, scripts
             turns = Turns(list(contenders))
             floor = contenders[FLOOR]
-            # As harness.interleave: each turn beside one of the floor's, the floor first
-            # in even rounds.
-            others = [name for name in contenders if name != FLOOR]
-            for i, order in enumerate(rotations(others, rounds)):
-                for name in order:
-                    if i % 2 == 0:
-                        beside = await _turn(floor, FLOOR, tasks, cycles)
-                        own = await _turn(contenders[name], name, tasks, cycles)
-                    else:
-                        own = await _turn(contenders[name], name, tasks, cycles)
-                        beside = await _turn(floor, FLOOR, tasks, cycles)
-                    turns.record_pair(name, own, beside)
+            for name, floor_first in paired_turns(list(contenders), rounds):
+                if floor_first:
+                    beside = await _turn(floor, FLOOR, tasks, cycles)
+                    own = await _turn(contenders[name], name, tasks, cycles)
+                else:
+                    own = await _turn(contenders[name], name, tasks, cycles)
+                    beside = await _turn(floor, FLOOR, tasks, cycles)
+                turns.record_pair(name, own, beside)
             out[tasks] = summarize_turns(turns, cycles)
     await r.aclose()
     return out

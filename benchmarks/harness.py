@@ -3,10 +3,9 @@ medians, ratios to the hand-written floor, tables and JSON.
 
 A shared machine drifts: another process takes a core for a second, the CPU clocks down.
 So contenders are never timed one after the other for a whole run; each round times every
-contender once, in an order that rotates from round to round, and a contender's ratio is
-the median over rounds of its time divided by the floor's time *in the same round*.
-:func:`interleave` goes further: each turn of a contender is paired with a turn of the
-floor run right beside it, and the ratio is taken within the pair.
+contender once, in an order that rotates from round to round, each turn paired with a turn
+of the floor run right beside it, and a contender's ratio is the median over rounds of its
+time divided by the floor's *in its pair*.
 Pinning (``--pin``) puts redis-server on one CPU and the client on another, so the two
 do not take turns on one core; without it the scheduler decides.
 """
@@ -114,10 +113,8 @@ class Turns:
     """Each contender's turns: the wall-clock seconds each took (the contender's own
     figure, set-up left out) and the CPU seconds this process spent in it, all threads
     (a sync ``run()``'s timer thread included).  A wall-clock gap that the CPU does not
-    show is the server's or the wire's.
-
-    With ``paired``, each contender's turns also have the floor turns run beside them
-    (:meth:`pair`), and its ratios are taken against those."""
+    show is the server's or the wire's.  Each contender's turns are recorded with the floor
+    turns run beside them (:meth:`pair`), which its ratios are taken against."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.wall: dict[str, list[float]] = {name: [] for name in names}
@@ -172,66 +169,51 @@ def rotations(names: Sequence[str], rounds: int) -> Iterator[list[str]]:
         yield [*names[shift:], *names[:shift]]
 
 
+def paired_turns(
+    names: Sequence[str], rounds: int, floor: str = FLOOR
+) -> Iterator[tuple[str, bool]]:
+    """Every contender but the floor once per round, in :func:`rotations` order, and
+    whether the floor's turn beside it comes first: in even rounds it does, in odd ones
+    it follows, so that neither always comes second (the one that comes second finds its
+    code in the caches the other left behind)."""
+    others = [name for name in names if name != floor]
+    for r, order in enumerate(rotations(others, rounds)):
+        for name in order:
+            yield name, r % 2 == 0
+
+
 def interleave(
     contenders: Mapping[str, Callable[[], float]], rounds: int, floor: str = FLOOR
 ) -> Turns:
-    """Every contender once per round (each call returns its own seconds), in
-    :func:`rotations` order, each turn paired with a turn of the floor: the floor's
-    before it in even rounds, after it in odd ones, so that neither always comes second
-    (the one that comes second finds its code in the caches the other left behind)."""
+    """Every contender's turns (each call returns its own seconds), each beside a turn of
+    the floor, in :func:`paired_turns` order."""
     turns = Turns(list(contenders))
-    others = [name for name in contenders if name != floor]
-    for r, order in enumerate(rotations(others, rounds)):
-        for name in order:
-            turns.pair(name, contenders[name], contenders[floor],
-                       floor_first=r % 2 == 0, floor=floor)
+    for name, floor_first in paired_turns(list(contenders), rounds, floor):
+        turns.pair(name, contenders[name], contenders[floor],
+                   floor_first=floor_first, floor=floor)
     return turns
-
-
-def ratio(times: Mapping[str, Sequence[float]], name: str, floor: str = FLOOR) -> float:
-    """Median over rounds of ``name``'s time over the floor's in the same round."""
-    return statistics.median(o / f for o, f in zip(times[name], times[floor], strict=True))
-
-
-def summarize(
-    times: Mapping[str, Sequence[float]], per: int, floor: str = FLOOR
-) -> dict[str, dict[str, float]]:
-    """Per contender: median microseconds per operation and the median ratio to the floor."""
-    return {
-        name: {
-            "us": statistics.median(ts) / per * 1e6,
-            "ratio": ratio(times, name, floor),
-            "ratio_min": min(o / f for o, f in zip(ts, times[floor], strict=True)),
-            "ratio_max": max(o / f for o, f in zip(ts, times[floor], strict=True)),
-        }
-        for name, ts in times.items()
-    }
 
 
 def summarize_turns(turns: Turns, per: int, floor: str = FLOOR) -> dict[str, dict[str, float]]:
     """:func:`summarize` of the wall-clock times, with the CPU's beside them (``cpu_us``,
-    ``cpu_ratio``: the same medians of the CPU seconds).  Contenders whose turns were
-    paired with the floor's are taken against those (:func:`summarize_pairs`)."""
-    if any(turns.paired_wall.values()):
-        out = summarize_pairs(turns.wall, turns.paired_wall, per, floor)
-        cpu = summarize_pairs(turns.cpu, turns.paired_cpu, per, floor)
-    else:
-        out = summarize(turns.wall, per, floor)
-        cpu = summarize(turns.cpu, per, floor)
+    ``cpu_ratio``: the same medians of the CPU seconds)."""
+    out = summarize(turns.wall, turns.paired_wall, per, floor)
+    cpu = summarize(turns.cpu, turns.paired_cpu, per, floor)
     for name, row in cpu.items():
         out[name]["cpu_us"] = row["us"]
         out[name]["cpu_ratio"] = row["ratio"]
     return out
 
 
-def summarize_pairs(
+def summarize(
     times: Mapping[str, Sequence[float]],
     beside: Mapping[str, Sequence[float]],
     per: int,
     floor: str = FLOOR,
 ) -> dict[str, dict[str, float]]:
-    """:func:`summarize`, each contender's turns taken against the floor turns ``beside``
-    them (the floor's row: every floor turn, at 1.00×)."""
+    """Per contender: median microseconds per operation, and the median, least and most of
+    its turns' ratios to the floor turns ``beside`` them (the floor's row: every floor
+    turn, at 1.00×)."""
     out: dict[str, dict[str, float]] = {}
     for name, ts in times.items():
         floors = ts if name == floor else beside[name]
