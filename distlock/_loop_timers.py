@@ -72,6 +72,8 @@ class LoopTimers:
         else:
             when = bucket.when
             bucket.append(item)
+        if item._armed_at is not None:
+            self._dead += 1  # its entry at the instant it leaves is dead
         item._armed_at = when
         self._entries += 1
         loop = asyncio.get_running_loop()

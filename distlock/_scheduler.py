@@ -122,14 +122,8 @@ class Scheduler:
     def call_at(self, when: float, fn: Callable[[Any], None], arg: Any = None) -> Timer:
         """Run ``fn(arg)`` on the timer thread at ``when`` (``time.monotonic()`` ms)."""
         timer = Timer(self, fn, arg)
-        self._push(when, timer)
+        self.arm(when, timer)
         return timer
-
-    def arm(self, when: float, item: Armed) -> None:
-        """Run the scheduler's ``on_due(item)`` at ``when``, unless :meth:`disarm` or
-        another ``arm`` of ``item`` comes first.  ``item`` keeps the instant (the float the
-        items due then share, equal to ``when``): an entry of it is live while it does."""
-        self._push(when, item)
 
     def disarm(self, item: Armed) -> None:
         """Forget ``item``'s entry (lazily and lock-free, as :meth:`Timer.cancel`)."""
@@ -165,7 +159,11 @@ class Scheduler:
         self._entries = entries
         self._cancelled = 0
 
-    def _push(self, when: float, item: Timer | Armed) -> None:
+    def arm(self, when: float, item: Timer | Armed) -> None:
+        """Run the scheduler's ``on_due(item)`` at ``when``, unless :meth:`disarm` or
+        another ``arm`` of ``item`` comes first.  ``item`` keeps the instant (the float the
+        items due then share, equal to ``when``): an entry of it is live while it does.
+        (A :class:`Timer` comes from :meth:`call_at`, and runs its own callback.)"""
         with self._lock:  # every arm passes here: see _lock
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
@@ -186,6 +184,8 @@ class Scheduler:
             else:
                 due[when] = Shared(when, (bucket, item))
             if not isinstance(item, Timer):
+                if item._armed_at is not None:
+                    self._cancelled += 1  # its entry at the instant it leaves is dead
                 # Under the condition, as the loop's check-and-clear of a due entry: an
                 # arm racing it is never wiped out by it.
                 item._armed_at = when

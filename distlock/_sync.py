@@ -155,17 +155,28 @@ class _Hold(HoldingBase):
 
     def __enter__(self) -> LockHandle:
         handle = self._handle
-        lock, handles = handle._lock, (handle,)
-        self._start(lock, handles)
-        lock._run(flows.acquire_all(lock, handles))
+        self._start(handle._lock, (handle,))
+        _take(handle)
         return handle
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        handle = self._handle
-        handle._lock._run(flows.finish_all(handle._lock, (handle,)))
-        self._conclude(handle._machine, ev)
+        _give_back(self._handle, ev)
+
+
+def _take(handle: LockHandle) -> None:
+    """The start of a hold of one lock: acquired, its renewal armed by the grant."""
+    lock = handle._lock
+    lock._run(flows.acquire_all(lock, (handle,)))
+
+
+def _give_back(handle: LockHandle, body_error: BaseException | None) -> None:
+    """The end of a hold of one lock: the completion check and the release, then what the
+    caller must see (:func:`conclude`)."""
+    lock = handle._lock
+    lock._run(flows.finish_all(lock, (handle,)))
+    conclude(handle._machine, body_error)
 
 
 class _HoldMany(HoldingBase):
@@ -300,8 +311,18 @@ class Lock(LockBase):
         Returns what ``fn`` returned only if the lock was held for the whole call.
         """
         _check_body(fn)
-        with self.hold(id, **options) as handle:
-            return fn(handle)
+        # What ``with self.hold(...)`` does, without the hold object and the ``with``
+        # protocol's calls (this is the cycle a renewed lock pays on every use).  A
+        # closed Lock was refused as the handle was made.
+        handle = self._new_handle(id, options, watch=True)
+        _take(handle)
+        try:
+            result = fn(handle)
+        except BaseException as exc:
+            _give_back(handle, exc)
+            raise
+        _give_back(handle, None)
+        return result
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Hold several locks for a ``with`` block, as :meth:`hold` holds one.
@@ -569,14 +590,14 @@ class Lock(LockBase):
             raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
-        scheduler = self._scheduler
-        if handle._armed_at is not None:  # a grant arms a handle that was never armed
-            scheduler.disarm(handle)  # _armed_at is None until the arm below sets it
         wake_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            # The scheduler keeps its own float of that instant in _armed_at, one that the
+            # Arming again leaves the entry at the old instant dead where it is.  The
+            # scheduler keeps its own float of the new instant in _armed_at, one that the
             # locks due with this one share: the section's own (equal) one is dropped.
-            scheduler.arm(wake_at, handle)
+            self._scheduler.arm(wake_at, handle)
+        else:
+            self._scheduler.disarm(handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

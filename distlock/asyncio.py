@@ -368,8 +368,19 @@ class Lock(LockBase):
         **options: Unpack[AsyncHoldOptions],
     ) -> T:
         """``await fn(handle)`` under the lock; see :meth:`hold`."""
-        async with self.hold(id, **options) as handle:
-            return await fn(handle)
+        # What ``async with self.hold(...)`` does, without the two coroutines of the
+        # ``async with`` protocol (this is the cycle a renewed lock pays on every use).
+        hold = _Hold(self, id, options)
+        handle = hold._handle
+        handles = (handle,)
+        await hold._enter(self, handles)
+        try:
+            result = await fn(handle)
+        except BaseException as exc:
+            await hold._exit(self, handles, handle._machine, exc)
+            raise
+        await hold._exit(self, handles, handle._machine, None)
+        return result
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
         """``async with locks.hold_many(ids) as group``: several locks, as :meth:`hold` holds
@@ -679,12 +690,12 @@ class Lock(LockBase):
             raise interrupt
 
     def _arm(self, handle: LockHandle) -> None:
-        timers = self._timers
-        if handle._armed_at is not None:  # a grant arms a handle that was never armed
-            timers.disarm(handle)  # _armed_at is None until the arm below sets it
         wake_at = handle._section.wake_at
         if wake_at is not None and not self._closed:
-            timers.arm(wake_at, handle)  # with the float its bucket's handles share
+            # Arming again leaves the entry at the old instant dead where it is.
+            self._timers.arm(wake_at, handle)  # with the float its bucket's handles share
+        else:
+            self._timers.disarm(handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
