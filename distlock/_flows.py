@@ -85,8 +85,9 @@ class Effects(Protocol[H]):
 
     #: Held around core calls: timers and renewals may run on other threads.  One for the
     #: whole driver, read as an attribute: a method returning it would cost every
-    #: transition a call.
-    _core_guard: Guard
+    #: transition a call.  None for a driver whose core calls all run on one thread (the
+    #: event loop's), which needs none.
+    _core_guard: Guard | None
 
     def _now(self) -> float:
         """The client's monotonic clock, in milliseconds."""
@@ -111,7 +112,8 @@ def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> S
     # Taken and let go by hand: a ``with`` statement costs a transition more than the
     # lock itself does.
     guard = fx._core_guard
-    guard.acquire()
+    if guard is not None:
+        guard.acquire()
     try:
         # Called by its number of arguments: compiled, a call with ``*args`` builds a list,
         # extends it and copies it to a tuple, on every transition of every cycle.
@@ -131,7 +133,8 @@ def act(fx: Effects[H], handle: H, action: Callable[..., Step], *args: Any) -> S
             section.events = []
             fx._record(events)
     finally:
-        guard.release()
+        if guard is not None:
+            guard.release()
     if events:
         fx._notify(handle, events)
     # Most steps send an acquire or a release, which the flow itself sends: the driver is

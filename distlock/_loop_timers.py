@@ -81,9 +81,19 @@ class LoopTimers:
             self._wake(loop, when)
 
     def disarm(self, item: Armed) -> None:
-        """Forget ``item``'s entry (it is dropped lazily)."""
-        if item._armed_at is not None:
-            item._armed_at = None
+        """Forget ``item``'s entry: at once if it is the last of its bucket, else lazily."""
+        when = item._armed_at
+        if when is None:
+            return
+        item._armed_at = None
+        bucket = self._due.get(when)
+        # A body that ends before its first heartbeat (the common case) armed nothing
+        # since: its entry is the last of its bucket and goes now, leaving nothing for a
+        # compaction or the instant's callback to step over.
+        if bucket and bucket[-1] is item:
+            bucket.pop()
+            self._entries -= 1
+        else:
             self._dead += 1
 
     def _compact(self) -> None:

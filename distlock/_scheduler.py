@@ -1,6 +1,6 @@
 """One timer thread per sync ``Lock``: every renewal and deadline watch of that Lock shares it.
 
-A body that finishes before its first heartbeat only pushes and cancels one heap entry; the
+A body that finishes before its first heartbeat only joins its instant's bucket and leaves it; the
 thread is started on the Lock's first watched section, ends after a while with nothing to
 do (so a Lock that is dropped without ``close()`` leaves no thread behind for long), and is
 stopped by ``Lock.close()``.  Callbacks must not block: renewal round trips go to a worker pool so a
@@ -126,10 +126,28 @@ class Scheduler:
         return timer
 
     def disarm(self, item: Armed) -> None:
-        """Forget ``item``'s entry (lazily and lock-free, as :meth:`Timer.cancel`)."""
-        if item._armed_at is not None:
+        """Forget ``item``'s entry: at once if it is the last of its bucket, else lazily
+        (it is dropped when its instant comes up, or by a compaction)."""
+        if item._armed_at is None:
+            return
+        with self._lock:
+            when = item._armed_at
+            if when is None:  # it came up meanwhile
+                return
             item._armed_at = None
-            self._cancelled += 1  # a hint for compaction only, so no lock
+            bucket = self._due.get(when)
+            # A body that ends before its first heartbeat (the common case) armed nothing
+            # since: its entry is the last of its bucket and goes now, leaving nothing for
+            # a compaction or the timer thread to step over.  The instant keeps a bucket,
+            # empty, as it keeps its place in the heap.
+            if bucket is item:
+                self._due[when] = Shared(when, ())
+                self._entries -= 1
+            elif isinstance(bucket, Shared) and bucket and bucket[-1] is item:
+                bucket.pop()
+                self._entries -= 1
+            else:
+                self._cancelled += 1
 
     @staticmethod
     def _dead(when: float, item: Timer | Armed) -> bool:

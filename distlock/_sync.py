@@ -242,7 +242,7 @@ class Lock(LockBase):
         self._mutex = threading.RLock()
         #: The flows' guard (one for the whole Lock rather than one per handle: a core call
         #: holds it for microseconds, and thousands of held locks need no lock object each).
-        self._core_guard: flows.Guard = self._mutex
+        self._core_guard: flows.Guard | None = self._mutex
         self._scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
@@ -71,10 +70,6 @@ from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
-#: The event loop is one thread, so the guard never waits: an uncontended reentrant lock
-#: is only the cheapest context manager there is (its enter and exit are C calls), and
-#: reentrant, so a trace callback that takes another lock's action cannot block on it.
-_NO_GUARD = threading.RLock()
 #: Requests that go on after their caller is cancelled: a release (the key is ours until
 #: Redis answers one) and a withdrawal (the place would hold up the queue until it expires).
 _FINISH_IN_BACKGROUND = frozenset({Op.RELEASE, Op.WITHDRAW})
@@ -264,8 +259,8 @@ class Lock(LockBase):
 
     #: The handle each acquisition gets.
     _handle_type: type[LockHandle] = LockHandle
-    #: The flows' guard (see _NO_GUARD).
-    _core_guard: flows.Guard = _NO_GUARD
+    #: No guard around the flows' core calls: they all run on the event loop's thread.
+    _core_guard: flows.Guard | None = None
 
     def __init__(
         self,

@@ -175,6 +175,29 @@ def test_items_armed_for_one_instant_share_one_bucket_and_each_runs_once_in_arm_
         scheduler.close()
 
 
+def test_a_disarm_of_its_buckets_last_entry_takes_it_out_at_once() -> None:
+    """A body that ends before its first heartbeat leaves nothing in the scheduler: no dead
+    entry for a compaction or the timer thread to step over."""
+    scheduler = Scheduler("test-timer")
+    try:
+        later = 1e12  # never comes up during the test
+        alone, first, second = (_Item(n) for n in ("alone", "first", "second"))
+        scheduler.arm(later, alone)
+        scheduler.disarm(alone)
+        assert scheduler._due == {later: []} and scheduler._heap == [later]
+        scheduler.arm(later, first)
+        scheduler.arm(later, second)
+        scheduler.disarm(second)
+        assert scheduler._due == {later: [first]}
+        assert scheduler._entries == 1 and scheduler._cancelled == 0
+        scheduler.arm(later, second)
+        scheduler.disarm(first)  # not the last: dead where it is, counted for compaction
+        assert scheduler._due == {later: [first, second]}
+        assert scheduler._entries == 2 and scheduler._cancelled == 1
+    finally:
+        scheduler.close()
+
+
 def test_compaction_keeps_each_live_item_once_in_order_and_drops_empty_instants() -> None:
     scheduler = Scheduler("test-timer")
     try:
@@ -219,10 +242,10 @@ def test_loop_timers_run_each_live_item_once_in_instant_order() -> None:
         # All long past, armed with no await between them: they come up in one callback.
         timers.arm(0.0, dropped)
         timers.disarm(dropped)
+        assert timers._due[0.0] == []  # the last entry of its bucket goes at once
         timers.arm(0.0, moved)
         timers.arm(1.0, moved)  # a second arm: only this entry is live
         timers.arm(1.0, twice)
-        timers.disarm(twice)
         timers.arm(1.0, twice)  # in the bucket twice now: it must still run once
         timers.arm(2.0, kept)
         timers.arm(3.0, last)

@@ -325,7 +325,7 @@ class FakeQueue:
 class FakeEffects:
     def __init__(self) -> None:
         self.clock = 0.0
-        self._core_guard: flows.Guard = threading.RLock()
+        self._core_guard: flows.Guard | None = threading.RLock()
 
     def _now(self) -> float:
         return self.clock
