@@ -33,6 +33,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("distlock")
 
 _labels = itertools.count(1)
+#: How many sets of per-call options a Lock keeps validated (see ``LockBase._options``): a
+#: service passes a few (a TTL here, a wait there); past this many, the kept ones are
+#: dropped and kept afresh.
+KEPT_OPTIONS: Final = 64
+#: The types of per-call values kept by value: every option but ``on_renew_error``, whose
+#: hook is validated on each call instead (a hook's equality is its own to define).
+_PLAIN: Final = frozenset({int, float, bool, type(None)})
 
 ClientT = TypeVar("ClientT")
 
@@ -252,6 +259,11 @@ class LockBase:
         self._closed = False
         #: The config of the default options, by (watch, cancel_on_loss).
         self._made: dict[tuple[bool, bool], SectionConfig] = {}
+        #: Per-call options, validated, by the call's keywords (see :meth:`_options`).
+        self._kept: dict[tuple[object, ...], Options] = {}
+        #: The configs of each kept Options, by its id, with the Options itself: while its
+        #: entry lives, no other Options can have its id.
+        self._kept_made: dict[int, tuple[Options, dict[tuple[bool, bool], SectionConfig]]] = {}
 
     #: The clock the flows read (see :class:`distlock._flows.Effects`).
     _now = staticmethod(now_ms)
@@ -267,11 +279,43 @@ class LockBase:
 
     # -- sections and groups ----------------------------------------------------------------
 
+    def _options(self, allowed: frozenset[str], options: Mapping[str, object]) -> Options:
+        """The defaults with one call's ``options`` applied and validated.
+
+        A call without options (the common case) gets the defaults.  A call whose values
+        are all numbers, booleans or None gets the Options validated when the same
+        keywords first came, and the configs made from them since: a service that passes
+        ``ttl_ms=`` on every call would otherwise pay for a validation and a config on
+        every lock cycle.  Values are told apart by type as well as by value (``retries=True``
+        is refused, ``retries=1`` is not), and only options that passed are kept.
+        """
+        if not options:
+            return self.defaults
+        key: list[object] = [allowed]
+        for name, value in options.items():
+            if value.__class__ not in _PLAIN:
+                return self.defaults.override(allowed, options)
+            key += (name, value.__class__, value)
+        kept_key = tuple(key)
+        opts = self._kept.get(kept_key)
+        if opts is None:
+            opts = self.defaults.override(allowed, options)  # raises before anything is kept
+            if len(self._kept) >= KEPT_OPTIONS:
+                self._kept, self._kept_made = {}, {}
+            self._kept_made[id(opts)] = (opts, {})
+            self._kept[kept_key] = opts
+        return opts
+
     def _config(
         self, opts: Options, *, watch: bool, cancel_on_loss: bool
     ) -> SectionConfig:
         cache_key = (watch, cancel_on_loss)
-        made = self._made.get(cache_key) if opts is self.defaults else None
+        if opts is self.defaults:
+            made_for: dict[tuple[bool, bool], SectionConfig] | None = self._made
+        else:
+            kept = self._kept_made.get(id(opts))
+            made_for = kept[1] if kept is not None and kept[0] is opts else None
+        made = made_for.get(cache_key) if made_for is not None else None
         if made is None:
             observers = opts.observers
             if watch and opts.on_renew_error is not None:
@@ -292,8 +336,8 @@ class LockBase:
             )
             made = config
             # Keyed by identity: hashing Options would hash all its fields on every call.
-            if opts is self.defaults:
-                self._made[cache_key] = made
+            if made_for is not None:
+                made_for[cache_key] = made
         return made
 
     def _sections_for(

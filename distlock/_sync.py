@@ -354,7 +354,7 @@ class Lock(LockBase):
         watch: bool,
         keys: frozenset[str] = HOLD_KEYS,
     ) -> tuple[Group, LockGroup]:
-        opts = self.defaults.override(keys, options)
+        opts = self._options(keys, options)
         machine, sections = self._sections_for(
             ids, opts, watch=watch, cancel_on_loss=False
         )
@@ -371,7 +371,7 @@ class Lock(LockBase):
         keys: frozenset[str] = HOLD_KEYS,
     ) -> LockHandle:
         """One lock's handle, with no driver group around it (``acquire`` and ``hold``)."""
-        opts = self.defaults.override(keys, options)
+        opts = self._options(keys, options)
         machine, sections = self._sections_for(
             [id], opts, watch=watch, cancel_on_loss=False
         )
@@ -840,7 +840,7 @@ class ReentrantLock(Lock):
         holder = threading.current_thread()
         outer = self._holders.get(holder, key)
         if outer is not None:
-            self.defaults.override(ACQUIRE_KEYS, options)  # validated all the same
+            self._options(ACQUIRE_KEYS, options)  # validated all the same
             return self._reenter(outer)
         handle = cast("ReentrantHandle | None", super().acquire(id, **options))
         if handle is not None:

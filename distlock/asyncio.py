@@ -404,7 +404,7 @@ class Lock(LockBase):
         watch: bool,
         keys: frozenset[str] = ASYNC_HOLD_KEYS,
     ) -> tuple[Group, LockGroup]:
-        opts = self.defaults.override(keys, options)
+        opts = self._options(keys, options)
         machine, sections = self._sections_for(
             ids, opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
         )
@@ -421,7 +421,7 @@ class Lock(LockBase):
         keys: frozenset[str] = ASYNC_HOLD_KEYS,
     ) -> LockHandle:
         """One lock's handle, with no driver group around it (``acquire`` and ``hold``)."""
-        opts = self.defaults.override(keys, options)
+        opts = self._options(keys, options)
         machine, sections = self._sections_for(
             [id], opts, watch=watch, cancel_on_loss=watch and opts.cancel_on_loss
         )
@@ -906,7 +906,7 @@ class ReentrantLock(Lock):
         holder = _current_task(key)
         outer = self._holders.get(holder, key)
         if outer is not None:
-            self.defaults.override(ACQUIRE_KEYS, options)  # validated all the same
+            self._options(ACQUIRE_KEYS, options)  # validated all the same
             return await self._reenter(outer)
         handle = cast("ReentrantHandle | None", await super().acquire(id, **options))
         if handle is not None:
