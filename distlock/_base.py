@@ -16,6 +16,7 @@ from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
 from distlock._core.section import Section, SectionConfig, lock_section
 from distlock._core.semaphore import SemaphoreSection
+from distlock._scheduler import Timers
 from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Lost, Observer, RenewFailed, Transition
 from distlock.options import (
@@ -267,6 +268,20 @@ class LockBase:
 
     #: The clock the flows read (see :class:`distlock._flows.Effects`).
     _now = staticmethod(now_ms)
+    #: The driver's timers, where its handles' wake-ups are armed (see :meth:`_arm`).
+    _timers: Timers
+
+    def _arm(self, handle: HandleBase) -> None:
+        """Arm ``handle``'s timer for its section's wake-up, or disarm it when there is
+        none or the Lock is closed (see :class:`distlock._flows.Effects`)."""
+        wake_at = handle._section.wake_at
+        if wake_at is not None and not self._closed:
+            # Arming again leaves the entry at the old instant dead where it is.  The
+            # timers keep their own float of the new instant in _armed_at, one that the
+            # handles due with this one share: the section's own (equal) one is dropped.
+            self._timers.arm(wake_at, handle)
+        else:
+            self._timers.disarm(handle)
 
     def key(self, id: str) -> str:
         """The Redis key of lock ``id``."""

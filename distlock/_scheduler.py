@@ -64,6 +64,16 @@ class Armed(Protocol):
     _armed_at: float | None
 
 
+class Timers(Protocol):
+    """A Lock's timers, kept by instant: the sync timer thread's :class:`Scheduler`, or
+    the asyncio driver's ``LoopTimers``.  Both drivers arm their handles through
+    ``LockBase._arm``."""
+
+    def arm(self, when: float, item: Armed) -> None: ...
+
+    def disarm(self, item: Armed) -> None: ...
+
+
 class Shared(list["Timer | Armed"]):
     """The timers due at one instant once a second one joins the first, and that instant:
     the one float every item armed for it keeps (each computed its own, equal, float)."""

@@ -243,7 +243,7 @@ class Lock(LockBase):
         #: The flows' guard (one for the whole Lock rather than one per handle: a core call
         #: holds it for microseconds, and thousands of held locks need no lock object each).
         self._core_guard: flows.Guard | None = self._mutex
-        self._scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
+        self._timers: Scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
         self._workers = Workers(f"distlock-{self._label}-worker")
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
@@ -265,7 +265,7 @@ class Lock(LockBase):
         """Stop the timer thread and background workers; close the client if the Lock made
         it.  A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
         self._closed = True
-        self._scheduler.close()
+        self._timers.close()
         self._workers.close()
         if self._owns_client and self._client is not None:
             self._client.close()
@@ -539,12 +539,12 @@ class Lock(LockBase):
 
     def _renew(self, handle: LockHandle, command: Command) -> None:
         renewal = renewals.begin(self, handle, command)
-        if renewals.alone(self.client, command) or not self._scheduler.on_timer_thread():
+        if renewals.alone(self.client, command) or not self._timers.on_timer_thread():
             self._workers.submit(partial(self._renew_alone, renewal))
             return
         self._renewing.append(renewal)
         if len(self._renewing) == 1:
-            self._scheduler.after_due(self._flush_renewals)
+            self._timers.after_due(self._flush_renewals)
 
     def _flush_renewals(self) -> None:
         batch, self._renewing = self._renewing, []
@@ -589,23 +589,13 @@ class Lock(LockBase):
         if interrupt is not None:
             raise interrupt
 
-    def _arm(self, handle: LockHandle) -> None:
-        wake_at = handle._section.wake_at
-        if wake_at is not None and not self._closed:
-            # Arming again leaves the entry at the old instant dead where it is.  The
-            # scheduler keeps its own float of the new instant in _armed_at, one that the
-            # locks due with this one share: the section's own (equal) one is dropped.
-            self._scheduler.arm(wake_at, handle)
-        else:
-            self._scheduler.disarm(handle)
-
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
 
     def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
         # Ticks run on the timer thread, so that a loss is signalled the moment the thread
         # gets to run; observers do not, so that a slow one delays no other deadline.
-        if self._scheduler.on_timer_thread():
+        if self._timers.on_timer_thread():
             self._workers.submit(lambda: LockBase._notify(self, handle, events))
         else:
             LockBase._notify(self, handle, events)

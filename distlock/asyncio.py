@@ -285,7 +285,7 @@ class Lock(LockBase):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._route = Route(aredis.Redis)
         #: Every section's timer, on one event-loop timer.
-        self._timers = LoopTimers(self._tick)
+        self._timers: LoopTimers = LoopTimers(self._tick)
         #: Renewals sent in the current loop iteration, flushed together at its end.
         self._renewing: list[renewals.Renewal] = []
 
@@ -683,14 +683,6 @@ class Lock(LockBase):
         interrupt = renewals.settle(renewal, reply)
         if interrupt is not None:
             raise interrupt
-
-    def _arm(self, handle: LockHandle) -> None:
-        wake_at = handle._section.wake_at
-        if wake_at is not None and not self._closed:
-            # Arming again leaves the entry at the old instant dead where it is.
-            self._timers.arm(wake_at, handle)  # with the float its bucket's handles share
-        else:
-            self._timers.disarm(handle)
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)

@@ -425,7 +425,7 @@ def test_url_client_is_owned_and_closed(redis_server: RedisServer) -> None:
     locks.close()
     conns = pool._available_connections
     assert conns and all(c._sock is None for c in conns)  # disconnected
-    assert locks._scheduler.running is False
+    assert locks._timers.running is False
 
 
 def test_factory_client_is_called_once_on_first_use(redis_server: RedisServer) -> None:

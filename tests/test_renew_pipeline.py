@@ -110,7 +110,7 @@ def stalled_timer_thread(locks: Lock) -> Iterator[None]:
         busy.set()
         release.wait(WAIT)
 
-    locks._scheduler.call_at(0.0, occupy)
+    locks._timers.call_at(0.0, occupy)
     assert busy.wait(WAIT)
     try:
         yield
