@@ -101,10 +101,15 @@ def check_cluster_client(client: object, cluster: bool, cluster_type: type) -> N
 _MIN_BLOCK_S: Final = 0.001
 
 
-def socket_timeout_of(client: object) -> object:
-    """The read timeout ``client``'s connections use: a plain client's pool keeps it; a
-    Cluster client keeps it for its nodes (``nodes_manager`` in sync redis-py, on the
-    client itself in asyncio).  None when unknown: a block is then not cut short."""
+def socket_timeout_of(client: object, conn: object = None) -> object:
+    """The read timeout ``client``'s connections use: the connection's own, when the block
+    goes out on one we hold (redis-py 8 gives a client made ``from_url`` a timeout its
+    pool's settings do not show); else a plain client's pool keeps it; a Cluster client
+    keeps it for its nodes (``nodes_manager`` in sync redis-py, on the client itself in
+    asyncio).  None when unknown: a block is then cut only by ``LONGEST_BLOCK_MS``."""
+    timeout = getattr(conn, "socket_timeout", None)
+    if isinstance(timeout, int | float):
+        return timeout
     for owner in (
         getattr(client, "connection_pool", None),
         getattr(client, "nodes_manager", None),

@@ -31,7 +31,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from distlock._base import HandleBase
-from distlock._core.commands import Command, Op, Step
+from distlock._core.commands import Command, Kind, Op, Step
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock.errors import UsageError
@@ -57,12 +57,14 @@ class Block:
     """Wait for a wake-up on ``token``'s wake list for ``key``, until ``until_ms`` on the
     client clock at the latest."""
 
-    __slots__ = ("key", "token", "until_ms")
+    __slots__ = ("key", "kind", "token", "until_ms")
 
-    def __init__(self, key: str, token: str, until_ms: float) -> None:
+    def __init__(self, key: str, token: str, until_ms: float, kind: Kind = Kind.LOCK) -> None:
         self.key = key
         self.token = token
         self.until_ms = until_ms
+        #: Whose queue the waiter is in (each kind has its own).
+        self.kind = kind
 
     def __repr__(self) -> str:
         return f"Block({self.key!r}, {self.until_ms})"
@@ -198,7 +200,7 @@ def _block(fx: Effects[H], handle: H) -> Flow[bool]:
     woken = 0
     if until > fx._now():
         try:
-            woken = yield Block(section.key, section.token, until)
+            woken = yield Block(section.key, section.token, until, section.kind)
         except GeneratorExit:
             raise
         except BaseException as exc:

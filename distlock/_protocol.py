@@ -16,7 +16,7 @@ import textwrap
 from typing import Any, Final
 
 from distlock._core.commands import Command, Kind, Op
-from distlock._core.waiting import QUEUE_GRACE_MS
+from distlock._core.waiting import LONGEST_BLOCK_MS, QUEUE_GRACE_MS
 from distlock._slots import key_slot, slot_tag
 
 
@@ -109,7 +109,8 @@ local function wake_head(queue, places, wake) hand_head(queue, places, wake, nil
 #: queue, KEYS[4] its places (KEYS[1], KEYS[2] and ARGV[1], ARGV[2] are the claim's own:
 #: the key, the fence counter, the token, the TTL); ARGV[3] the ms the caller may still
 #: wait (0: its last attempt), ARGV[4] how long a place outlives its block, ms, ARGV[5]
-#: the wake lists' prefix.
+#: the wake lists' prefix.  No block is longer than ``LONGEST_BLOCK``, so neither is a
+#: place's life, less its grace.
 #: ``{fence, 0}`` when granted: if the key is free and nobody waits before us, or if it
 #: is ours already (a resend of an attempt that was granted); our place, our wake list
 #: and any wake-up in it go.  ``{0, ms}`` when refused: we are in
@@ -119,9 +120,9 @@ local function wake_head(queue, places, wake) hand_head(queue, places, wake, nil
 #: the key is free but another waiter is first, the rest of that waiter's place, cut to
 #: one lease (it may take the key and let it lapse).  A place's end never moves earlier.
 #: ``{0, 0}``: the last attempt was refused, and we are out of the queue.
-#: With ``HANDOFF`` (a lock's or a reentrant lock's waiter that asked for it, ARGV[6] = 1),
-#: a refused waiter's place also keeps its TTL (field ``>token``), so that a release can
-#: hand it the key (``hand_head``).
+#: With ``HANDOFF`` (a lock's or a reentrant lock's waiter that asked for it: ARGV[6], the
+#: TTL to hand the key over with, > 0), a refused waiter's place also keeps that TTL
+#: (field ``>token``), so that a release can hand it the key (``hand_head``).
 _WAIT: Final = """local token, queue, places, wake = ARGV[1], KEYS[3], KEYS[4], ARGV[5]
 local now = now_ms()
 local head, head_until = live_head(queue, places, wake, now)
@@ -149,13 +150,15 @@ elseif head and head ~= token then
   recheck = math.min(recheck, head_until - now)
 end
 recheck = math.max(1, recheck)
-local life = math.min(left, recheck) + tonumber(ARGV[4])
+-- The place ends a grace after the longest block we may take, so that a waiter that
+-- died is dropped within LONGEST_BLOCK + grace of its last attempt, whatever the TTL.
+local life = math.min(left, recheck, LONGEST_BLOCK) + tonumber(ARGV[4])
 local had = redis.call('HGET', places, token)
 if not had then redis.call('RPUSH', queue, token) end
 -- A place never ends earlier than it was promised: whoever is behind it counts on that.
 redis.call('HSET', places, token, math.max(tonumber(had or '0'), now + life))
--- The lease a release hands us takes our TTL.
-if HANDOFF then redis.call('HSET', places, '>' .. token, ARGV[2]) end
+-- The TTL a release hands us the key with: short, until our first renewal.
+if HANDOFF then redis.call('HSET', places, '>' .. token, ARGV[6]) end
 -- Whatever a release left in our wake list came before this refusal: a key handed to us
 -- that has since expired (and been taken by another), or a wake-up this attempt answers.
 redis.call('DEL', wake .. token)
@@ -174,23 +177,28 @@ _NO_ROOM: Final = "local function room() return false end\n"
 
 #: Where the key can be handed to a waiter (a lock's, a reentrant lock's): ``claim_as`` (the
 #: primitive's plain acquire for any token and TTL) gives the fence of a handed key, and a
-#: waiter takes a handed key only if its attempts asked for it (ARGV[6] = 1; a waiter whose
-#: grants must reach replicas before its body starts is woken instead, and sends its own).
+#: waiter takes a handed key only if its attempts asked for it (ARGV[6], the TTL to hand it
+#: over with, > 0; a waiter whose grants must reach replicas before its body starts, or
+#: that is not renewed, is woken instead, and sends its own).
 _HANDS_OFF: Final = """local function handed(token, ttl)
   local fence = claim_as(token, ttl)
   if type(fence) == 'table' then fence = fence[2] end
   return fence
 end
 local function claim() return claim_as(ARGV[1], ARGV[2]) end
-local HANDOFF = ARGV[6] == '1'
 """
+#: A waiting attempt's ``HANDOFF``: whether it offered a TTL to be handed the key with.
+_HANDOFF: Final = "local HANDOFF = tonumber(ARGV[6]) > 0\n"
+
+
+_LONGEST_BLOCK: Final = f"local LONGEST_BLOCK = {LONGEST_BLOCK_MS}\n"
 
 
 def _waiting(claim: str, busy: str, room: str = _NO_ROOM, prelude: str = "") -> Script:
     """A primitive's waiting acquire: its ``claim()`` (its plain acquire) in ``claim`` or
     ``prelude``, its ``busy()`` and its ``room()``; ``prelude`` defines what those share,
     and ``HANDOFF``."""
-    return Script(_READ + _QUEUE + prelude + claim + busy + room + _WAIT)
+    return Script(_READ + _QUEUE + prelude + claim + busy + room + _LONGEST_BLOCK + _WAIT)
 
 
 #: A primitive's withdrawal, around its ``busy()``, ``drop()`` and ``GRANT``: KEYS and ARGV
@@ -270,7 +278,9 @@ _BUSY: Final = """local function busy()
   return tonumber(ARGV[4]), false
 end
 """
-W_ACQUIRE: Final = _waiting("", _BUSY, prelude="local FENCES = KEYS[2]\n" + _CLAIM + _HANDS_OFF)
+W_ACQUIRE: Final = _waiting(
+    "", _BUSY, prelude="local FENCES = KEYS[2]\n" + _CLAIM + _HANDS_OFF + _HANDOFF
+)
 #: The lock's withdrawal (see ``_WITHDRAW``): a key handed to the waiter is deleted, and
 #: handed on.
 _DROP: Final = """local function drop() redis.call('DEL', KEYS[1]) return true end
@@ -359,7 +369,7 @@ _R_BUSY: Final = """local function busy()
   return tonumber(ARGV[4]), false
 end
 """
-RW_ACQUIRE: Final = _waiting("", _R_BUSY, prelude=_R_CLAIM + _HANDS_OFF)
+RW_ACQUIRE: Final = _waiting("", _R_BUSY, prelude=_R_CLAIM + _HANDS_OFF + _HANDOFF)
 #: The reentrant lock's withdrawal (see ``_WITHDRAW``).
 R_WITHDRAW: Final = _withdrawing(_R_BUSY, _DROP, _R_CLAIM + _HANDS_OFF)
 
@@ -593,21 +603,29 @@ def permits_released_key(key: str) -> str:
     return f"distlock:sem-released:{{{slot_tag(key_slot(key))}}}:{key}"
 
 
+#: What sets a kind's queue apart from another kind's on the same key: the kinds refuse
+#: each other's keys, so a release must never hand a key to (or wake) another kind's
+#: waiter.  The lock's has no mark; a mark ends before the ``{`` of the slot's tag, which
+#: a key's own name cannot reach.
+_QUEUE_MARK: Final = {Kind.LOCK: "", Kind.REENTRANT: "r:", Kind.SEMAPHORE: "s:"}
+
+
 @functools.lru_cache(maxsize=KEY_NAME_CACHE)
-def queue_keys(key: str) -> tuple[str, str, str]:
-    """``key``'s queue, its places, and the prefix of its waiters' wake lists (a token is
-    appended), all in ``key``'s Cluster slot."""
+def queue_keys(key: str, kind: Kind = Kind.LOCK) -> tuple[str, str, str]:
+    """The queue of ``kind``'s waiters for ``key``, its places, and the prefix of its
+    waiters' wake lists (a token is appended), all in ``key``'s Cluster slot."""
     tag = slot_tag(key_slot(key))
+    mark = _QUEUE_MARK[kind]
     return (
-        f"distlock:queue:{{{tag}}}:{key}",
-        f"distlock:queued:{{{tag}}}:{key}",
-        f"distlock:wake:{{{tag}}}:{key}:",
+        f"distlock:queue:{mark}{{{tag}}}:{key}",
+        f"distlock:queued:{mark}{{{tag}}}:{key}",
+        f"distlock:wake:{mark}{{{tag}}}:{key}:",
     )
 
 
-def wake_key(key: str, token: str) -> str:
+def wake_key(key: str, token: str, kind: Kind = Kind.LOCK) -> str:
     """The list the waiter ``token`` blocks on for a wake-up from ``key``'s release."""
-    return queue_keys(key)[2] + token
+    return queue_keys(key, kind)[2] + token
 
 
 def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
@@ -637,7 +655,7 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
 def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str], list[str | int]]:
     """A waiting attempt, or a withdrawal: both take the queue's KEYS and ARGV."""
     key = command.key
-    queue, places, wake = queue_keys(key)
+    queue, places, wake = queue_keys(key, command.kind)
     argv: list[str | int] = [
         command.token,
         command.ttl_ms,
@@ -649,9 +667,8 @@ def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str]
         # The semaphore's claim counts against the caller's limit; it has no fence.
         argv.append(command.limit)
     else:
-        # A key handed over is granted by the releaser's script, whose writes this waiter
-        # cannot wait for replicas to acknowledge: where it must, it is woken instead.
-        argv.append(0 if command.replicas else 1)
+        # The TTL a release may hand the key over with; 0: woken instead (see Command).
+        argv.append(command.hand_ms)
     return script, [key, fence_key(key), queue, places], argv
 
 
@@ -667,7 +684,7 @@ def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | i
             return _encode_waiting(RW_ACQUIRE, command)
         return R_ACQUIRE, [key, fence_key(key)], [token, command.ttl_ms]
     if op is Op.RELEASE:
-        queue, places, wake = queue_keys(key)
+        queue, places, wake = queue_keys(key, Kind.REENTRANT)
         return (
             R_RELEASE,
             [key, fence_key(key), released_key(key), queue, places],
@@ -688,7 +705,7 @@ def _encode_semaphore(command: Command) -> tuple[Script, list[str], list[str | i
             return _encode_waiting(SW_ACQUIRE, command)
         return S_ACQUIRE, [key], [command.token, command.ttl_ms, command.limit]
     if op is Op.RELEASE:
-        queue, places, wake = queue_keys(key)
+        queue, places, wake = queue_keys(key, Kind.SEMAPHORE)
         return (
             S_RELEASE,
             [key, permits_released_key(key), queue, places],

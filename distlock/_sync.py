@@ -445,7 +445,7 @@ class Lock(LockBase):
         client = self.client
         if not isinstance(client, redis.Redis):
             try:
-                key = wake_key(request.key, request.token)
+                key = wake_key(request.key, request.token, request.kind)
                 timeout = block_seconds(request.until_ms, socket_timeout_of(client))
                 woken = wake_value(client.blpop([key], timeout=timeout))
             except BaseException as exc:
@@ -487,8 +487,9 @@ class Lock(LockBase):
     @staticmethod
     def _blpop(api: Any, conn: Any, request: Block) -> int:
         """BLPOP the waiter's wake list until ``request.until_ms`` (see :func:`wake_value`)."""
-        key = wake_key(request.key, request.token)
-        conn.send_command("BLPOP", key, block_seconds(request.until_ms, socket_timeout_of(api)))
+        key = wake_key(request.key, request.token, request.kind)
+        timeout = block_seconds(request.until_ms, socket_timeout_of(api, conn))
+        conn.send_command("BLPOP", key, timeout)
         return wake_value(api.parse_response(conn, "BLPOP"))
 
     def _attempt(self, conn: Any, command: Command) -> int:

@@ -543,7 +543,7 @@ class Lock(LockBase):
         try:
             client = self._client if self._client is not None else await self.client()
             if not isinstance(client, aredis.Redis):
-                key = wake_key(request.key, request.token)
+                key = wake_key(request.key, request.token, request.kind)
                 timeout = block_seconds(request.until_ms, socket_timeout_of(client))
                 woken = wake_value(await client.blpop([key], timeout=timeout))
                 _raise_swallowed(task, cancels)
@@ -588,8 +588,8 @@ class Lock(LockBase):
     async def _blpop(client: aredis.Redis, conn: Any, request: Block) -> int:
         """BLPOP the waiter's wake list until ``request.until_ms`` (see :func:`wake_value`)."""
         api: Any = client
-        key = wake_key(request.key, request.token)
-        timeout = block_seconds(request.until_ms, socket_timeout_of(client))
+        key = wake_key(request.key, request.token, request.kind)
+        timeout = block_seconds(request.until_ms, socket_timeout_of(client, conn))
         await conn.send_command("BLPOP", key, timeout)
         return wake_value(await api.parse_response(conn, "BLPOP"))
 

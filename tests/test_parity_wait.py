@@ -23,6 +23,7 @@ import pytest
 from distlock._core.actions import CLIENT_ACTIONS, WAIT_ACTIONS, method_name
 from distlock._core.commands import Op, Step
 from distlock._core.section import Outcome, Phase, Section, SectionConfig
+from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS
 from distlock.errors import ProtocolError
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "Wait.tla"
@@ -142,7 +143,9 @@ def test_handed_waiter_holds_the_key() -> None:
     assert step.send is None  # no further attempt
     assert _phase(s) is Phase.HELD and s.fence == 7
     assert not s.queued  # the release took us out of the queue
-    assert s.deadline == s.lease_ms(TTL)  # from the attempt sent at 0, not the wake at 300
+    # From the attempt sent at 0, not the wake at 300, for the short TTL a key is handed
+    # with (renewed at once by a section that renews).
+    assert s.deadline == s.lease_ms(min(TTL, HANDED_TTL_MS))
 
 
 def test_a_waiter_whose_block_ended_before_the_grant_gets_it_by_its_next_attempt() -> None:
@@ -192,8 +195,11 @@ def test_the_attempt_after_the_deadline_is_the_last() -> None:
 def test_a_refused_waiter_blocks_no_longer_than_the_re_check() -> None:
     s = _section(wait_ms=60_000)
     s.acquire(0.0)
-    s.acquire_reply(0.0, -2_500)
-    assert s.block_until == 2_500
+    s.acquire_reply(0.0, -700)
+    assert s.block_until == 700
+    s.acquire(700.0)
+    s.acquire_reply(700.0, -2_500)  # a re-check past the longest block is cut to it
+    assert s.block_until == 700 + LONGEST_BLOCK_MS
 
 
 def test_withdraw_from_a_block_sends_the_leave_and_ends_the_wait() -> None:

@@ -18,6 +18,7 @@ import redis.asyncio as aredis
 
 import distlock
 from distlock import LockNotAcquiredError
+from distlock._core.commands import Kind
 from distlock._protocol import W_ACQUIRE, queue_keys
 from distlock.asyncio import Lock, LockGroup, LockHandle, ReentrantHandle, ReentrantLock
 from tests.garbage import collector_saves_all
@@ -51,7 +52,8 @@ async def until(condition: Callable[[], Awaitable[object]], what: str) -> None:
 
 
 async def queue(admin: aredis.Redis, key: str) -> list[Any]:
-    return await admin.lrange(queue_keys(key)[0], 0, -1)
+    """The waiters queued on ``key``, whatever their kind (each kind has its own queue)."""
+    return [w for kind in Kind for w in await admin.lrange(queue_keys(key, kind)[0], 0, -1)]
 
 
 async def blocked(admin: aredis.Redis) -> int:
@@ -130,25 +132,45 @@ def test_a_release_hands_the_key_to_the_waiter(redis_server: RedisServer, r: red
 
     async def main() -> None:
         admin = client_for(redis_server)
+        inside, leave = asyncio.Event(), asyncio.Event()
+        handles: list[LockHandle] = []
         async with Lock(
             client_for(redis_server), prefix="w", ttl_ms=FOREVER_MS, trace=trace.append
         ) as locks:
             holder = await locks.acquire("k")
             assert holder is not None
-            task = await start_waiting(admin, "w:k", locks.acquire("k", wait_ms=FOREVER_MS))
+
+            async def section() -> None:
+                async with locks.hold("k", wait_ms=FOREVER_MS, ttl_ms=45_000) as handle:
+                    handles.append(handle)
+                    inside.set()
+                    await leave.wait()
+
+            task = await start_waiting(admin, "w:k", section())
             r.config_resetstat()
             assert await holder.release() is True
-            got = await task
-            assert isinstance(got, LockHandle) and got.held
+            await inside.wait()
+            got = handles[0]
             wakes = [(t["woken"], t["fence"]) for t in trace if t["action"] == "Wake"]
             assert wakes == [(True, got.fence)] and got.fence > holder.fence
             assert r.get("w:k") == got.token.encode()
-            assert calls(r)["evalsha"] == 1  # the release, which handed the key over
-            assert await got.release() is True
+            # Handed with the short TTL; the first renewal, sent at once, gives it its own.
+            await until(
+                lambda: _true(any(t["action"] == "RenewReply" for t in trace)),
+                "the first renewal",
+            )
+            assert 40_000 < r.pttl("w:k") <= 45_000
+            assert calls(r)["evalsha"] == 2  # the release, which handed the key over; a renewal
+            leave.set()
+            await task
         await admin.aclose()
 
     arun(main)
     assert waiting_keys(r) == []
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 def test_a_wait_leaves_no_reference_cycle(redis_server: RedisServer, r: redis.Redis) -> None:
@@ -437,9 +459,10 @@ def _actions(trace: list[dict[str, Any]]) -> list[str]:
 def test_sync_and_asyncio_wait_with_the_same_transitions(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
-    """One scenario per driver: handed the key by a release, then timed out (and, for
+    """One scenario per driver: woken by a release, then timed out (and, for
     asyncio, cancelled while blocked)."""
-    woken = ["Acquire", "AcquireReply", "Block", "Wake"]
+    # A manual handle is woken by the release, not handed the key: it attempts again.
+    woken = ["Acquire", "AcquireReply", "Block", "Wake", "Acquire", "AcquireReply"]
     timed_out = ["Acquire", "AcquireReply", "Block", "Wake", "Acquire", "AcquireReply"]
     withdrawn = ["Acquire", "AcquireReply", "Block", "Withdraw", "WithdrawReply"]
 

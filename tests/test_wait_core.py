@@ -25,6 +25,7 @@ from distlock._clock import now_ms
 from distlock._core.commands import Command, Op, Step
 from distlock._core.group import Group
 from distlock._core.section import Outcome, Phase, Section, SectionConfig
+from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS
 from distlock._flows import Block, Flow, Sleep
 from distlock._protocol import W_ACQUIRE, decode, encode, queue_keys, wake_key
 from distlock.errors import LockNotAcquiredError, ValidationError
@@ -166,10 +167,51 @@ def test_a_key_handed_over_is_held_with_the_lease_counted_from_the_last_attempt(
 
 
 def test_a_block_lasts_half_a_ttl_at_most_so_a_key_handed_over_has_half_its_lease() -> None:
-    s = section(wait_ms=60_000)  # a TTL of 10 s
+    s = Section("k", "tok", SectionConfig(ttl_ms=1_000, wait_ms=60_000))
     sent(s.acquire(100.0))
     s.acquire_reply(110.0, -60_000)  # the holder's TTL: a minute
-    assert s.block_until == 110.0 + 5_000
+    assert s.block_until == 110.0 + 500
+
+
+def test_a_block_lasts_a_second_at_most_whatever_the_ttl() -> None:
+    # A waiter looks again (and renews its place) at least once a second, so that a
+    # waiter that died leaves a place that ends soon, and no block nears a socket timeout.
+    s = section(wait_ms=60_000)  # a TTL of 10 s
+    sent(s.acquire(100.0))
+    s.acquire_reply(110.0, -60_000)
+    assert s.block_until == 110.0 + LONGEST_BLOCK_MS
+
+
+def renewed_section(ttl_ms: int = 30_000) -> Section:
+    config = SectionConfig(ttl_ms=ttl_ms, wait_ms=60_000, renew_every_ms=ttl_ms // 3, watch=True)
+    return Section("k", "tok", config)
+
+
+def test_only_a_renewed_waiter_asks_for_a_handed_key_and_for_a_short_ttl() -> None:
+    assert sent(section().acquire(0.0)).hand_ms == 0  # not renewed: woken instead
+    assert sent(renewed_section().acquire(0.0)).hand_ms == HANDED_TTL_MS
+    assert sent(renewed_section(ttl_ms=1_000).acquire(0.0)).hand_ms == 1_000
+
+
+def test_a_key_handed_over_is_leased_for_the_short_ttl_and_renewed_at_once() -> None:
+    s = renewed_section()
+    sent(s.acquire(100.0))
+    s.acquire_reply(110.0, -30_000)
+    s.block(110.0)
+    assert s.wake(600.0, True, 9).loss is None
+    assert phase(s) is Phase.HELD and s.fence == 9
+    # Redis gave the key HANDED_TTL_MS at the release, after the attempt sent at 100.
+    assert 100.0 < s.deadline <= 100.0 + HANDED_TTL_MS
+    assert s.renew_due(600.0)
+    renewal = sent(s.tick(600.0))
+    assert renewal.op is Op.RENEW and renewal.ttl_ms == 30_000
+
+
+def test_a_key_granted_by_an_attempt_keeps_the_whole_ttl_and_the_usual_schedule() -> None:
+    s = renewed_section()
+    sent(s.acquire(100.0))
+    s.acquire_reply(110.0, 9)
+    assert s.deadline > 100.0 + HANDED_TTL_MS and not s.renew_due(110.0)
 
 
 def test_a_key_handed_over_after_its_lease_ran_out_is_lost_and_no_body_starts() -> None:

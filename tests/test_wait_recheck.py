@@ -11,7 +11,7 @@ from __future__ import annotations
 import redis
 
 from distlock._core.commands import Command, Op
-from distlock._core.waiting import QUEUE_GRACE_MS
+from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS, QUEUE_GRACE_MS
 from distlock._protocol import encode, queue_keys
 
 KEY = "rc:k"
@@ -24,7 +24,7 @@ def attempt(
     """One waiting attempt: ``[fence, recheck_ms]``.  Without ``handoff`` the waiter asks
     to be woken rather than handed the key (as one whose grants replicas must confirm)."""
     command = Command(Op.ACQUIRE, KEY, token, ttl_ms, queue_ms=queue_ms)
-    command.replicas = 0 if handoff else 1
+    command.hand_ms = min(ttl_ms, HANDED_TTL_MS) if handoff else 0
     script, keys, args = encode(command)
     return [int(x) for x in r.eval(script.source, len(keys), *keys, *args)]
 
@@ -69,20 +69,45 @@ def test_a_place_never_ends_earlier_than_it_was_promised(r: redis.Redis) -> None
     assert place_ends(r, "w") >= promised
 
 
-def test_a_key_handed_over_takes_the_waiter_s_ttl_and_the_next_blocks_by_it(
+def test_a_key_handed_over_takes_the_short_ttl_and_the_next_blocks_by_it(
     r: redis.Redis,
 ) -> None:
     assert attempt(r, "holder", 0)[0] > 0
     assert attempt(r, "first", LONG_MS, ttl_ms=5_000)[0] == 0
-    assert release(r, "holder") == 1  # handed to "first", with the 5 s it asked for
-    assert r.get(KEY) == b"first" and 4_000 < r.pttl(KEY) <= 5_000
+    assert release(r, "holder") == 1  # handed to "first", with the short TTL it offered
+    assert r.get(KEY) == b"first" and HANDED_TTL_MS - 1_000 < r.pttl(KEY) <= HANDED_TTL_MS
     assert r.lrange(queue_keys(KEY)[2] + "first", 0, -1) == [b"=2"]  # its new fence
     assert r.hkeys(queue_keys(KEY)[1]) == []  # "first" is out of the queue
     fence, recheck = attempt(r, "second", LONG_MS)
-    assert fence == 0 and recheck <= 5_000
+    assert fence == 0 and recheck <= HANDED_TTL_MS
     # "first" never read the element (its block ended): its next attempt finds the key
-    # its own and keeps the fence it was handed.
+    # its own, keeps the fence it was handed, and sets the TTL it asks for (a re-grant
+    # that left the handed TTL would give it less than its clock counts).
     assert attempt(r, "first", LONG_MS, ttl_ms=5_000) == [2, 0]
+    assert r.pttl(KEY) > HANDED_TTL_MS
+
+
+def test_a_dead_waiter_costs_the_queue_a_handed_ttl_not_its_own(r: redis.Redis) -> None:
+    """A waiter with a 30 s TTL that died while queued is handed the key: it idles for
+    the short handed TTL, not 30 s, and the next waiter is told to look again by then."""
+    assert attempt(r, "holder", 0)[0] > 0
+    assert attempt(r, "dead", LONG_MS, ttl_ms=30_000)[0] == 0  # ...and never comes back
+    assert attempt(r, "live", LONG_MS, ttl_ms=30_000)[0] == 0
+    assert release(r, "holder") == 1
+    assert r.get(KEY) == b"dead" and r.pttl(KEY) <= HANDED_TTL_MS
+    fence, recheck = attempt(r, "live", LONG_MS, ttl_ms=30_000)
+    assert fence == 0 and recheck <= HANDED_TTL_MS
+
+
+def test_a_dead_waiter_s_place_ends_a_block_and_a_grace_after_its_last_attempt(
+    r: redis.Redis,
+) -> None:
+    """Whatever the holder's TTL, a waiter's place is renewed by attempts at least once
+    per longest block, so one that died is dropped soon after."""
+    assert attempt(r, "holder", 0)[0] > 0  # held for a minute
+    assert attempt(r, "dead", LONG_MS)[0] == 0
+    now_ms = int(r.time()[0]) * 1000 + int(r.time()[1]) // 1000
+    assert place_ends(r, "dead") <= now_ms + LONGEST_BLOCK_MS + QUEUE_GRACE_MS + 50
 
 
 def withdraw(r: redis.Redis, token: str) -> int:
@@ -99,7 +124,7 @@ def test_a_waiter_that_stops_waiting_hands_a_key_handed_to_it_on(r: redis.Redis)
     # "first" is cancelled before it reads the element: it holds nothing, so the key it
     # was handed goes on to "second", and nothing of "first" is left.
     assert withdraw(r, "first") == 1
-    assert r.get(KEY) == b"second" and r.pttl(KEY) <= 7_000
+    assert r.get(KEY) == b"second" and r.pttl(KEY) <= HANDED_TTL_MS
     assert r.lrange(queue_keys(KEY)[2] + "second", 0, -1) == [b"=3"]
     assert not r.exists(queue_keys(KEY)[2] + "first")
     assert r.llen(queue_keys(KEY)[0]) == 0

@@ -24,7 +24,7 @@ from distlock import (
     ReentrantHandle,
     ReentrantLock,
 )
-from distlock._core.commands import Command, Op
+from distlock._core.commands import Command, Kind, Op
 from distlock._protocol import encode, queue_keys
 from tests.redis_server import RedisServer
 
@@ -48,7 +48,8 @@ def until(condition: Callable[[], object], what: str, limit_s: float = 30.0) -> 
 
 
 def queue(r: redis.Redis, key: str) -> list[Any]:
-    return r.lrange(queue_keys(key)[0], 0, -1)
+    """The waiters queued on ``key``, whatever their kind (each kind has its own queue)."""
+    return [w for kind in Kind for w in r.lrange(queue_keys(key, kind)[0], 0, -1)]
 
 
 def blocked_clients(r: redis.Redis) -> list[dict[str, Any]]:
@@ -142,7 +143,45 @@ def test_the_lock_s_default_wait_applies_and_a_call_overrides_it(r: redis.Redis)
 # -- wake-up on release, and on expiry ---------------------------------------------------
 
 
-def test_a_release_hands_the_key_to_the_waiter(r: redis.Redis) -> None:
+def test_a_release_hands_the_key_to_a_renewed_waiter(r: redis.Redis) -> None:
+    trace: list[dict[str, Any]] = []
+    inside, leave = threading.Event(), threading.Event()
+    handles: list[LockHandle] = []
+    with Lock(r, prefix="w", ttl_ms=FOREVER_MS, trace=trace.append) as locks:
+        holder = locks.acquire("k")
+        assert holder is not None
+
+        def section() -> None:
+            with locks.hold("k", wait_ms=FOREVER_MS, ttl_ms=45_000) as handle:
+                handles.append(handle)
+                inside.set()
+                leave.wait(30)
+
+        waiter = start_waiting(r, "w:k", section)
+        r.config_resetstat()
+        assert holder.release() is True
+        assert inside.wait(30)
+        got = handles[0]
+        # Handed the key by the release (the holder's TTL was a minute away), not by a
+        # re-check, with a new fence.
+        wakes = [t for t in trace if t["action"] == "Wake"]
+        assert [(w["woken"], w["fence"]) for w in wakes] == [(True, got.fence)]
+        assert got.fence > holder.fence
+        assert r.get("w:k") == got.token.encode()
+        # Handed with the short TTL a dead waiter would cost the queue; the live waiter's
+        # first renewal, sent at once, gives it the TTL it asked for, not the holder's.
+        until(lambda: any(t["action"] == "RenewReply" for t in trace), "the first renewal")
+        assert 40_000 < r.pttl("w:k") <= 45_000
+        # The handover cost the waiter no attempt: the release's script and the renewal.
+        assert calls(r)["evalsha"] == 2
+        leave.set()
+        waiter.outcome()
+    assert waiting_keys(r) == []
+
+
+def test_a_release_wakes_a_waiter_that_is_not_renewed(r: redis.Redis) -> None:
+    """A manual handle is never renewed, so a key handed to it could not outlive the short
+    handed TTL: it is woken instead, and takes the key with its own TTL."""
     trace: list[dict[str, Any]] = []
     with Lock(r, prefix="w", ttl_ms=FOREVER_MS, trace=trace.append) as locks:
         holder = locks.acquire("k")
@@ -150,20 +189,12 @@ def test_a_release_hands_the_key_to_the_waiter(r: redis.Redis) -> None:
         waiter = start_waiting(
             r, "w:k", lambda: locks.acquire("k", wait_ms=FOREVER_MS, ttl_ms=45_000)
         )
-        r.config_resetstat()
         assert holder.release() is True
         got = waiter.outcome()
-        assert isinstance(got, LockHandle) and got.held
-        # Handed the key by the release (the holder's TTL was a minute away), not by a
-        # re-check, with a new fence and the TTL the waiter asked for, not the holder's.
+        assert isinstance(got, LockHandle) and got.held and got.fence > holder.fence
         wakes = [t for t in trace if t["action"] == "Wake"]
-        assert [(w["woken"], w["fence"]) for w in wakes] == [(True, got.fence)]
-        assert got.fence > holder.fence
-        assert r.get("w:k") == got.token.encode()
+        assert [(w["woken"], w.get("fence")) for w in wakes] == [(True, None)]
         assert 40_000 < r.pttl("w:k") <= 45_000
-        # The handover cost the releaser nothing and the waiter no attempt: the release's
-        # script is the only one.
-        assert calls(r)["evalsha"] == 1
         assert got.release() is True
     assert waiting_keys(r) == []
 
@@ -181,7 +212,26 @@ def test_a_holder_that_died_is_waited_out_at_its_expiry(locks: Lock, r: redis.Re
     assert waiting_keys(r) == []
 
 
-def test_contended_acquisition_is_two_round_trips(locks: Lock, r: redis.Redis) -> None:
+def test_contended_hold_is_two_round_trips(locks: Lock, r: redis.Redis) -> None:
+    holder = locks.acquire("k")
+    assert holder is not None
+    trace: list[dict[str, Any]] = []
+    with Lock(r, prefix="w", trace=trace.append) as waiting:
+        inside = threading.Event()
+        r.config_resetstat()
+        waiter = start_waiting(
+            r, "w:k", lambda: waiting.run("k", lambda h: inside.set(), wait_ms=FOREVER_MS)
+        )
+        holder.release()
+        waiter.outcome()
+    assert inside.is_set()
+    # Before its body: the waiter's attempt and its BLPOP, which answers with the key.
+    assert [t["action"] for t in trace][:4] == ["Acquire", "AcquireReply", "Block", "Wake"]
+    assert [t for t in trace if t["action"] == "Acquire"] == trace[:1]
+    assert calls(r)["blpop"] == 1
+
+
+def test_contended_manual_acquire_is_three_round_trips(locks: Lock, r: redis.Redis) -> None:
     holder = locks.acquire("k")
     assert holder is not None
     r.config_resetstat()
@@ -190,8 +240,9 @@ def test_contended_acquisition_is_two_round_trips(locks: Lock, r: redis.Redis) -
     got = waiter.outcome()
     assert isinstance(got, LockHandle)
     stats = calls(r)
-    # The waiter: attempt, BLPOP (which answers with the key); the holder: its release.
-    assert stats["evalsha"] == 2 and stats["blpop"] == 1
+    # A manual handle is woken, not handed the key: attempt, BLPOP, attempt; and the
+    # holder's release.
+    assert stats["evalsha"] == 3 and stats["blpop"] == 1
 
 
 def test_waiting_costs_nothing_when_the_lock_is_free(locks: Lock, r: redis.Redis) -> None:

@@ -64,6 +64,7 @@ class Command:
     __slots__ = (
         "best_effort",
         "depth",
+        "hand_ms",
         "key",
         "kind",
         "limit",
@@ -101,6 +102,9 @@ class Command:
         self.depth = depth
         self.limit = limit
         self.queue_ms = queue_ms
+        #: A waiting attempt: the TTL a release may hand the key over with, or 0 to be
+        #: woken instead (see :mod:`distlock._core.waiting`).
+        self.hand_ms = 0
         self.replicas = 0
         self.replica_timeout_ms = 0
 

@@ -28,7 +28,7 @@ added here.
 
 from __future__ import annotations
 
-from distlock._core.commands import NOTHING, Command, Op, Step
+from distlock._core.commands import NOTHING, Command, Kind, Op, Step
 from distlock._core.lease import Write
 from distlock._core.section import Phase, Section, SectionConfig
 from distlock.errors import LossReason, UsageError
@@ -99,10 +99,14 @@ class ReentrantSection(Section):
 
     # -- the outermost level -----------------------------------------------------------------
 
-    def _granted(self, now: float, fence: int) -> Step:
+    @property
+    def kind(self) -> Kind:
+        return Kind.REENTRANT
+
+    def _granted(self, now: float, fence: int, handed: bool = False) -> Step:
         """A grant (an attempt's, or a key handed over) opens the outermost level."""
         self.depth = 1
-        return super()._granted(now, fence)
+        return super()._granted(now, fence, handed)
 
     def check_outermost_exit(self) -> None:
         """Not an action: the outermost level may exit only once no inner level is open."""

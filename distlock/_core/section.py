@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Final
 
-from distlock._core.commands import ACKNOWLEDGED_OPS, NOTHING, Command, Op, Step
+from distlock._core.commands import ACKNOWLEDGED_OPS, NOTHING, Command, Kind, Op, Step
 from distlock._core.config import SectionConfig
 from distlock._core.lease import LeaseClock, Write
 from distlock._core.waiting import Waiting
@@ -392,7 +392,12 @@ class Section(LeaseClock):
                 retries=self.config.retries,
                 **({} if waiting is None else {"wait_ms": waiting.wait_ms, "queue_ms": queue_ms}),
             )
-        return Step(send=self._command(Op.ACQUIRE, ttl, None, queue_ms=queue_ms))
+        command = self._command(Op.ACQUIRE, ttl, None, queue_ms=queue_ms)
+        if waiting is not None and self.config.renew_every_ms is not None:
+            # Only a renewed section may be handed a key, which lives a short TTL until
+            # its first renewal; a replica wait wants its own grant (woken instead).
+            command.hand_ms = 0 if command.replicas else waiting.hand_ms(ttl)
+        return Step(send=command)
 
     def acquire_reply(self, now: float, fence: int) -> Step:
         """AcquireReply: ``fence`` > 0 is granted; otherwise held by another owner, and a
@@ -423,17 +428,25 @@ class Section(LeaseClock):
             self._record("AcquireReply", now, granted=fence > 0, **extra)
         return step
 
-    def _granted(self, now: float, fence: int) -> Step:
-        """The key is ours with ``fence``, by the last attempt's reply or handed over by a
-        release: either way Redis set its TTL after that attempt was sent, so the lease
-        counts from then."""
+    def _granted(self, now: float, fence: int, handed: bool = False) -> Step:
+        """The key is ours with ``fence``, by the last attempt's reply or ``handed`` over by
+        a release: either way Redis set its TTL after that attempt was sent, so the lease
+        counts from then.  A key handed over has the short TTL the attempt offered
+        (``Command.hand_ms``): it is renewed at once, to the section's own TTL."""
         waiting = self.waiting
+        ttl = self.config.ttl_ms
+        renew_from = self.sent_at
         if waiting is not None:
             waiting.queued = False  # the granting script took us out of the queue
+            if handed:
+                ttl = waiting.hand_ms(ttl)
+                every = self.config.renew_every_ms
+                if ttl < self.config.ttl_ms and every is not None:
+                    renew_from = now - every  # due now
         self.phase = Phase.HELD
         self.fence = fence
-        self.lease_grant(self.sent_at, self.config.ttl_ms)
-        self.schedule_renewal(self.sent_at)
+        self.lease_grant(self.sent_at, ttl)
+        self.schedule_renewal(renew_from)
         if self.observed:
             waited = now - self.first_sent_at
             self._emit(Acquired(self.key, self.client, now, fence, self.attempts, waited))
@@ -453,6 +466,11 @@ class Section(LeaseClock):
         return NOTHING
 
     # -- waiting (spec/Wait.tla; WAIT_ACTIONS in distlock._core.actions) ----------------------
+
+    @property
+    def kind(self) -> Kind:
+        """What the key holds: whose queue this section waits in."""
+        return Kind.LOCK
 
     @property
     def block_until(self) -> float | None:
@@ -482,7 +500,7 @@ class Section(LeaseClock):
         self._guard("Wake", self.phase is Phase.WAITING)
         step = NOTHING
         if fence > 0:
-            step = self._granted(now, fence)
+            step = self._granted(now, fence, handed=True)
         if self.recording:
             self._record("Wake", now, woken=woken, **({"fence": fence} if fence > 0 else {}))
         return step

@@ -75,6 +75,10 @@ class SemaphoreSection(Section):
             )
         )
 
+    @property
+    def kind(self) -> Kind:
+        return Kind.SEMAPHORE
+
     def acquire_reply(self, now: float, granted: int) -> Step:
         """AcquireReply (the lock's): 1 is a permit, 0 is no free permit."""
         step = super().acquire_reply(now, granted)

@@ -12,8 +12,17 @@ A release may hand the key straight to the first waiter.  That waiter's lease co
 its last attempt's send time (Redis set the TTL later, at the release), so a block also
 ends half a TTL after it began at the latest: a key handed over during it still has half
 its lease to run on the client's clock, where a block as long as the holder's TTL could
-hand over a lease already spent.  A waiter that waits longer pays one more attempt per
-half TTL.
+hand over a lease already spent.
+
+A waiter can die while queued, and nobody can tell: so whatever a waiter leaves behind
+ends soon, whatever the TTL.  A block lasts at most ``LONGEST_BLOCK_MS`` (each attempt
+renews the waiter's place, which ends ``QUEUE_GRACE_MS`` after the block it was given),
+and a key handed over lives ``HANDED_TTL_MS`` (or the waiter's TTL, if shorter) until
+its new holder renews it, which a live one does at once.  A waiter that dies therefore
+holds up the queue for at most ``HANDED_TTL_MS`` after its last attempt, and a waiter
+pays one attempt per ``LONGEST_BLOCK_MS`` of waiting.  A section that is not renewed (a
+manual handle, ``heartbeat_ms=False``) is never handed a key: it is woken, and takes the
+key with its own attempt and its own TTL.
 
 The instants are on the client's monotonic clock, like every other instant of the core.
 """
@@ -28,6 +37,18 @@ from typing import Final
 #: this).  It is also how often a waiter looks again at a key whose holder set no expiry.
 QUEUE_GRACE_MS: Final = 2_000
 
+#: The longest block, in ms: how often a waiter looks again (and renews its place) at
+#: the latest, so that a dead waiter's place ends within this plus ``QUEUE_GRACE_MS`` of
+#: its last attempt.  Also well under any socket timeout a client is likely to have.
+LONGEST_BLOCK_MS: Final = 1_000
+
+#: The TTL a release gives a key it hands to a waiter whose own TTL is longer, in ms: the
+#: longest a key can idle when its waiter died; the live waiter's first renewal, sent at
+#: once, gives it the waiter's own TTL.  Longer than a block and the grace, so that the
+#: handed lease, counted from the waiter's last attempt, outlasts the block it was handed
+#: in by the grace.
+HANDED_TTL_MS: Final = LONGEST_BLOCK_MS + QUEUE_GRACE_MS
+
 
 class Waiting:
     """The waiting part of one section: its deadline and its place in the queue."""
@@ -36,8 +57,9 @@ class Waiting:
 
     def __init__(self, wait_ms: int, ttl_ms: int) -> None:
         self.wait_ms = wait_ms
-        #: The longest block: half the lease a release may hand over during it.
-        self.longest_block_ms = max(1, ttl_ms // 2)
+        #: The longest block: half the lease a release may hand over during it, and never
+        #: past ``LONGEST_BLOCK_MS``.
+        self.longest_block_ms = max(1, min(ttl_ms // 2, LONGEST_BLOCK_MS))
         #: The deadline; set when the section (or its group) starts acquiring.
         self.until: float | None = None
         #: The end of the current block.
@@ -47,6 +69,10 @@ class Waiting:
         #: Redis may hold a place in the queue for us: a refused attempt left one, or an
         #: attempt's reply never came.  Whoever stops waiting while this is set withdraws.
         self.queued = False
+
+    def hand_ms(self, ttl_ms: int) -> int:
+        """The TTL a release may hand us the key with (see ``HANDED_TTL_MS``)."""
+        return min(ttl_ms, HANDED_TTL_MS)
 
     def start(self, now: float) -> None:
         """The clock starts at the first attempt (of the section, or of its group)."""

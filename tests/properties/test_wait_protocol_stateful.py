@@ -2,11 +2,13 @@
 step against a model of the queue, the key and the wake lists (``spec/Wait.tla``'s Redis).
 
 Tokens: four waiters, two of which ask to be handed the key (as a lock's waiter does) and
-two to be woken (as one whose grants replicas must confirm), and a fail-fast caller.
+two to be woken (as one that is not renewed, or whose grants replicas must confirm), and
+a fail-fast caller.
 Rules: a waiting attempt (with wait left, or the last one), a fail-fast attempt, a
 release, a withdrawal, a waiter reading its wake list (what its ``BLPOP`` would answer),
 and the key's lease running out (the key deleted, as its expiry would).  Places in the
-queue outlive every example, so no outcome depends on the machine's speed.
+queue outlive every example (they last a block and a grace, seconds; an example takes
+milliseconds), so no outcome depends on the machine's speed.
 
 Checked after every step: the key, the queue and every wake list are what the model says,
 and a grant in a wake list belongs to a waiter out of the queue (``NoStaleGrant``: one
@@ -98,7 +100,7 @@ class WaitProtocol(RuleBasedStateMachine):
         if self.holder == token and self.knows:
             return  # a section that holds the key does not ask for it
         command = Command(Op.ACQUIRE, KEY, token, LONG, queue_ms=0 if last else LONG)
-        command.replicas = 0 if token in HANDED else 1
+        command.hand_ms = LONG if token in HANDED else 0
         fence, recheck = (int(x) for x in self._run(command))
         free_for_us = self.holder is None and (not self.queue or self.queue[0] == token)
         if self.holder == token or free_for_us:
