@@ -432,13 +432,13 @@ def test_a_waiting_grant_used_by_a_body_or_given_back_passes() -> None:
     assert check(rec, slack_ms=50).violations == []
 
 
-def _handed(rec: Recorder, end: float, outcome: str) -> Section:
+def _handed(rec: Recorder, end: float, outcome: str, ttl_ms: int = TTL_MS) -> Section:
     """A waiter refused at 0 s, then handed the key by a release (its BLPOP read it), its
     body on it from 50 ms to ``end``."""
     from distlock.tools.chaos.recorder import _record_handover
 
     o = rec.origin
-    s = rec.new_section("waiter0", "k", TTL_MS)
+    s = rec.new_section("waiter0", "k", ttl_ms)
     s.token, s.fence = "handed", 9
     _waiting_attempt(rec, "handed", 0.0, granted=False)
     _record_handover(rec, [b"distlock:wake:{x}:k:handed", b"=9"])
@@ -453,6 +453,19 @@ def test_a_key_handed_over_counts_as_a_grant_sent_with_the_last_attempt() -> Non
     assert check(rec, slack_ms=0).violations == []
     rec = Recorder("synthetic")
     _handed(rec, 0.3, "ok")  # past it: the lease did not start at the BLPOP reply
+    assert any("outlived its lease" in v for v in check(rec, slack_ms=0).violations)
+
+
+def test_a_key_handed_over_lives_the_short_handed_ttl_until_renewed() -> None:
+    """A waiter with a long TTL is handed the key with the short handed TTL: a body that
+    outlives that with no renewal answered outlived its lease, whatever its own TTL."""
+    from distlock._core.waiting import HANDED_TTL_MS
+
+    rec = Recorder("synthetic")
+    _handed(rec, HANDED_TTL_MS / 1000 - 0.5, "ok", ttl_ms=30_000)
+    assert check(rec, slack_ms=0).violations == []
+    rec = Recorder("synthetic")
+    _handed(rec, HANDED_TTL_MS / 1000 + 0.5, "ok", ttl_ms=30_000)
     assert any("outlived its lease" in v for v in check(rec, slack_ms=0).violations)
 
 

@@ -248,7 +248,8 @@ def _check_levels(recorder: Recorder, s: Section, verdict: Verdict) -> None:
         )
         return
     last = recorder.last_ok_send(s, before=inner.end)
-    if last is not None and inner.end > last + s.ttl_ms / 1000.0:
+    lease_end = recorder.lease_end(s, before=inner.end)
+    if last is not None and lease_end is not None and inner.end > lease_end:
         verdict.violations.append(
             f"depth {inner.depth} outlived its lease ({(inner.end - last) * 1000:.0f} ms after "
             f"the last successful send, ttl {s.ttl_ms} ms) without LockLeaseLostError: "
@@ -319,14 +320,15 @@ def _check_lease(
     if s.start is None or s.end is None:
         return
     origin = recorder.origin
-    ttl = s.ttl_ms / 1000.0
     slack = slack_ms / 1000.0
     horizon = s.end if s.signal_at is None else min(s.signal_at, s.end)
     last = recorder.last_ok_send(s, before=horizon)
     if last is None:
         verdict.violations.append(f"no successful acquire on the wire for {s.describe(origin)}")
         return
-    if s.end > last + ttl and s.outcome != "lost":
+    lease_end = recorder.lease_end(s, before=horizon)
+    assert lease_end is not None  # a successful send sets a lease
+    if s.end > lease_end and s.outcome != "lost":
         verdict.violations.append(
             f"body outlived its lease ({(s.end - last) * 1000:.0f} ms after the last successful "
             f"send, ttl {s.ttl_ms} ms) without LockLeaseLostError: {s.describe(origin)}"
@@ -334,7 +336,7 @@ def _check_lease(
     fired_in_body = s.signal_at is not None and s.signal_at <= s.end
     starved_until = _starved_until(s, starvations)
     if starved_until is not None:
-        lapsed = last + ttl < starved_until
+        lapsed = lease_end < starved_until
         resumed = _starvation_end(starved_until, starvations, slack)
         if (
             lapsed
@@ -350,7 +352,7 @@ def _check_lease(
         return
     # A grant whose reply arrives after its own lease ran out cannot be detected before
     # the body starts: then the bound is the body's start (plus the slack).
-    bound = max(last + ttl, s.start) + slack
+    bound = max(lease_end, s.start) + slack
     if s.end > bound and (s.signal_at is None or s.signal_at > bound):
         verdict.violations.append(
             f"loss not detected within ttl + {slack_ms:.0f} ms of the last successful send "
@@ -358,5 +360,5 @@ def _check_lease(
         )
     # A late grant (its lease over before the body started) is not a detection delay of
     # the renewal machinery; the network scenarios (scenarios/network.py) check those.
-    if fired_in_body and s.signal_at is not None and s.start <= last + ttl:
+    if fired_in_body and s.signal_at is not None and s.start <= lease_end:
         verdict.detections_ms.append((s.signal_at - last) * 1000)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import redis
 import redis.asyncio
 
+from distlock._core.waiting import HANDED_TTL_MS
 from distlock._protocol import (
     R_ENTER,
     R_LEAVE,
@@ -372,6 +373,19 @@ class Recorder:
             if c.ok and c.lease_write and c.replied <= before
         ]
         return max(sends) if sends else None
+
+    def lease_end(self, section: Section, before: float) -> float | None:
+        """When the lease given by the successful lease writes answered before ``before``
+        ends at the earliest: each write's send plus the TTL it set (a key handed over
+        gets the short handed TTL, which its holder's first renewal replaces)."""
+        ttl = section.ttl_ms / 1000.0
+        handed = min(section.ttl_ms, HANDED_TTL_MS) / 1000.0
+        ends = [
+            c.sent + (handed if c.args and c.args[0] == HANDOVER else ttl)
+            for c in self.commands_of(section)
+            if c.ok and c.lease_write and c.replied <= before
+        ]
+        return max(ends) if ends else None
 
     def entered(self) -> list[Section]:
         with self._cond:
