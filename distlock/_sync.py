@@ -55,6 +55,7 @@ from distlock._flows import Block, Flow, Request, Sleep
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
 from distlock._scheduler import Scheduler
+from distlock._waiter_connections import WaiterConnections
 from distlock._workers import Workers
 from distlock.errors import UsageError, ValidationError
 from distlock.events import Event, Transition
@@ -208,8 +209,8 @@ class Lock(LockBase):
     ``client`` is a ``redis.Redis``, a URL (the Lock then owns the client and closes it in
     :meth:`close`), or a zero-argument factory called on first use.  Options (see
     :class:`distlock.options.LockOptions`) are the defaults of every call.  A caller that
-    waits (``wait_ms``) holds one of the client's connections while blocked: size the
-    client's pool for the callers that may wait at once.
+    waits (``wait_ms``) blocks on a connection of its own, made from the client's settings
+    but outside its pool, so that waiters never leave a holder without a connection.
 
     >>> locks = Lock("redis://127.0.0.1:6379/0", prefix="order", ttl_ms=10_000)  # doctest: +SKIP
     >>> locks.run("42", lambda handle: charge(handle.fence))  # doctest: +SKIP
@@ -248,6 +249,7 @@ class Lock(LockBase):
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
         self._route = Route(redis.Redis)
+        self._waiter_conns = WaiterConnections()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -267,6 +269,8 @@ class Lock(LockBase):
         self._closed = True
         self._timers.close()
         self._workers.close()
+        for conn in self._waiter_conns.close():
+            conn.disconnect()
         if self._owns_client and self._client is not None:
             self._client.close()
 
@@ -433,14 +437,15 @@ class Lock(LockBase):
         """Run ``request`` (a block) and the attempt a wake-up leads to; returns the flow's
         request after them.
 
-        The ``BLPOP`` goes out on a connection taken from the pool for the purpose, so that
-        whatever interrupts it (``KeyboardInterrupt``, a socket error) disconnects it: a
-        connection still blocked in Redis is never handed back to the pool, and Redis
-        forgets the blocked client when the socket closes.  The attempt that follows goes
-        out on that same connection the moment the reply is in (see
-        :func:`rides_on_waiter_connection`): no pool round trip between the release and the
-        woken waiter's attempt.  Errors are thrown into the flow at the request they
-        interrupted, as :meth:`_run` does.
+        The ``BLPOP`` goes out on a connection of the waiter's own, outside the client's
+        pool (:mod:`distlock._waiter_connections`: waiters never starve a holder of
+        connections), so that whatever interrupts it (``KeyboardInterrupt``, a socket
+        error) disconnects it: a connection still blocked in Redis is never kept for
+        another block, and Redis forgets the blocked client when the socket closes.  The
+        attempt that follows goes out on that same connection the moment the reply is in
+        (see :func:`rides_on_waiter_connection`): no pool round trip between the release
+        and the woken waiter's attempt.  Errors are thrown into the flow at the request
+        they interrupted, as :meth:`_run` does.
         """
         client = self.client
         if not isinstance(client, redis.Redis):
@@ -453,36 +458,52 @@ class Lock(LockBase):
             return flow.send(woken)
         # Typed Any: parts of redis-py's connection API carry no annotations.
         api: Any = client
-        pool: Any = client.connection_pool
         try:
-            conn: Any = pool.get_connection()
+            conn: Any = self._waiter_connection(client.connection_pool)
             try:
                 woken = self._blpop(api, conn, request)
             except BaseException:
                 conn.disconnect()
-                pool.release(conn)
                 raise
         except BaseException as exc:
             return flow.throw(exc)
         try:
             attempt = flow.send(woken)
         except BaseException:
-            pool.release(conn)
+            self._keep(conn)
             raise
         try:
             if not rides_on_waiter_connection(self._route, client, attempt):
-                pool.release(conn)
+                self._keep(conn)
                 return attempt
             assert isinstance(attempt, Command)
             try:
                 fence = self._attempt(conn, attempt)
             finally:
-                pool.release(conn)
+                self._keep(conn)
         except BaseException as exc:
             # At the attempt's yield: interrupted before or after it went out, the flow
             # cleans up as for any attempt whose reply never came.
             return flow.throw(exc)
         return flow.send(fence)
+
+    def _waiter_connection(self, pool: Any) -> Any:
+        """A connection to block on (see :mod:`distlock._waiter_connections`); one kept from
+        an earlier block is checked first, as the pool checks its own: one the server
+        closed meanwhile (its ``timeout``, a restart) is reconnected, not failed on."""
+        conn, kept = self._waiter_conns.take(pool)
+        if kept:
+            try:
+                if conn.can_read():
+                    conn.disconnect()
+            except (redis.ConnectionError, OSError):
+                conn.disconnect()
+        conn.connect()  # a no-op when connected; a failure to connect surfaces here
+        return conn
+
+    def _keep(self, conn: Any) -> None:
+        if not self._waiter_conns.give_back(conn):
+            conn.disconnect()
 
     @staticmethod
     def _blpop(api: Any, conn: Any, request: Block) -> int:

@@ -56,6 +56,7 @@ from distlock._flows import Block, Flow, Request, Sleep
 from distlock._loop_timers import LoopTimers
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_async
+from distlock._waiter_connections import WaiterConnections
 from distlock.errors import UsageError
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -253,8 +254,9 @@ class Lock(LockBase):
     ``client`` is a ``redis.asyncio.Redis``, a URL (the Lock then owns the client and closes
     it in :meth:`aclose`), or a zero-argument factory, sync or async, called on first use.
     Options (see :class:`distlock.options.AsyncLockOptions`) are the defaults of every call.
-    A task that waits (``wait_ms``) holds one of the client's connections while blocked:
-    size the client's pool for the tasks that may wait at once.
+    A task that waits (``wait_ms``) blocks on a connection of its own, made from the
+    client's settings but outside its pool, so that waiters never leave a holder without a
+    connection.
     """
 
     #: The handle each acquisition gets.
@@ -288,6 +290,7 @@ class Lock(LockBase):
         self._timers: LoopTimers = LoopTimers(self._tick)
         #: Renewals sent in the current loop iteration, flushed together at its end.
         self._renewing: list[renewals.Renewal] = []
+        self._waiter_conns = WaiterConnections()
 
     @property
     def cancel_on_loss(self) -> bool:
@@ -318,6 +321,8 @@ class Lock(LockBase):
                 task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        for conn in self._waiter_conns.close():
+            await conn.disconnect()
         if self._owns_client and self._client is not None:
             await self._client.aclose()
 
@@ -529,14 +534,16 @@ class Lock(LockBase):
         request after them, or the flow's end (a coroutine may not let ``StopIteration``
         out).
 
-        The ``BLPOP`` goes out on a connection taken from the pool for the purpose, so that
-        a cancellation (or any error) disconnects it: a connection still blocked in Redis
-        is never handed back to the pool, and Redis forgets the blocked client when the
-        socket closes.  The attempt that follows goes out on that same connection the
-        moment the reply is in (see :func:`rides_on_waiter_connection`): no pool round trip
-        (and its lock) between the release and the woken waiter's attempt.  Errors, and a
-        cancellation swallowed below us, are thrown into the flow at the request they
-        interrupted, as :meth:`_run` does.
+        The ``BLPOP`` goes out on a connection of the waiter's own, outside the client's
+        pool (:mod:`distlock._waiter_connections`: waiters never starve a holder of
+        connections), so that a cancellation (or any error) disconnects it: a connection
+        still blocked in Redis is never kept for another block, and Redis forgets the
+        blocked client when the socket closes.  The attempt that follows goes out on that
+        same connection the moment the reply is in (see
+        :func:`rides_on_waiter_connection`): no pool round trip (and its lock) between the
+        release and the woken waiter's attempt.  Errors, and a cancellation swallowed below
+        us, are thrown into the flow at the request they interrupted, as :meth:`_run`
+        does.
         """
         cancels = task.cancelling() if task is not None else 0
         conn: Any = None
@@ -549,14 +556,12 @@ class Lock(LockBase):
                 _raise_swallowed(task, cancels)
             else:
                 # Typed Any: parts of redis-py's connection API carry no annotations.
-                pool: Any = client.connection_pool
-                conn = await pool.get_connection()
+                conn = await self._waiter_connection(client.connection_pool)
                 try:
                     woken = await self._blpop(client, conn, request)
                     _raise_swallowed(task, cancels)
                 except BaseException:
                     await conn.disconnect(nowait=True)
-                    await pool.release(conn)
                     raise
         except BaseException as exc:
             return _advance(flow.throw, exc)
@@ -565,24 +570,42 @@ class Lock(LockBase):
         try:
             attempt = _advance(flow.send, woken)
         except BaseException:
-            await pool.release(conn)
+            await self._keep(conn)
             raise
         cancels = task.cancelling() if task is not None else 0
         try:
             if not rides_on_waiter_connection(self._route, client, attempt):
-                await pool.release(conn)
+                await self._keep(conn)
                 return attempt
             assert isinstance(attempt, Command)
             try:
                 fence = await self._attempt(client, conn, attempt)
             finally:
-                await pool.release(conn)
+                await self._keep(conn)
             _raise_swallowed(task, cancels)
         except BaseException as exc:
             # At the attempt's yield: interrupted before or after it went out, the flow
             # cleans up as for any attempt whose reply never came.
             return _advance(flow.throw, exc)
         return _advance(flow.send, fence)
+
+    async def _waiter_connection(self, pool: Any) -> Any:
+        """A connection to block on (see :mod:`distlock._waiter_connections`); one kept from
+        an earlier block is checked first, as the pool checks its own: one the server
+        closed meanwhile (its ``timeout``, a restart) is reconnected, not failed on."""
+        conn, kept = self._waiter_conns.take(pool)
+        if kept:
+            try:
+                if await conn.can_read_destructive():
+                    await conn.disconnect()
+            except (aredis.ConnectionError, OSError):
+                await conn.disconnect()
+        await conn.connect()  # a no-op when connected; a failure to connect surfaces here
+        return conn
+
+    async def _keep(self, conn: Any) -> None:
+        if not self._waiter_conns.give_back(conn):
+            await conn.disconnect()
 
     @staticmethod
     async def _blpop(client: aredis.Redis, conn: Any, request: Block) -> int:
