@@ -648,11 +648,15 @@ def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str]
     if command.kind is Kind.SEMAPHORE:
         # The semaphore's claim counts against the caller's limit; it has no fence.
         argv.append(command.limit)
+        # KEYS[2], never touched, is the key again: Redis checks a user's rights on every
+        # key passed, and the semaphore's documented ACL has none on the fence counters.
+        counter = key
     else:
         # A key handed over is granted by the releaser's script, whose writes this waiter
         # cannot wait for replicas to acknowledge: where it must, it is woken instead.
         argv.append(0 if command.replicas else 1)
-    return script, [key, fence_key(key), queue, places], argv
+        counter = fence_key(key)
+    return script, [key, counter, queue, places], argv
 
 
 _WITHDRAWALS: Final = {Kind.LOCK: WITHDRAW, Kind.REENTRANT: R_WITHDRAW, Kind.SEMAPHORE: S_WITHDRAW}

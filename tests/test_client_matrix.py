@@ -405,6 +405,38 @@ def test_async_a_key_deleted_under_its_holder_fires_the_signal(
     arun(config, endpoint.url(config, kind), case)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_async_a_cancelled_waiter_withdraws_under_the_restricted_user(
+    kind: str,
+    endpoint: Endpoint,
+    key_id: str,
+    admin: redis.Redis,
+    async_admin: Callable[[], aredis.Redis],
+) -> None:
+    """A withdrawal passes the waiting attempt's keys: the documented ACL must allow them
+    too, or the place is left in the queue (holding up the next waiter) until it expires."""
+    config = BY_NAME["acl"]
+
+    async def case(client: Any) -> None:
+        async with async_primitive(kind, client) as mine, async_primitive(kind, client) as other:
+            holder = await mine.acquire(key_id)
+            assert holder is not None
+            watcher = async_admin()
+            waiter = await start_waiting_task(
+                watcher, holder.key, other.acquire(key_id, wait_ms=LONG_MS)
+            )
+            await watcher.aclose()
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            # Withdrawn before the cancellation left: nothing of the waiter is left behind.
+            assert admin.exists(*queue_keys(holder.key)[:2]) == 0
+            assert await holder.release() is True
+            leaves_nothing(admin, holder.key)
+
+    arun(config, endpoint.url(config, kind), case)
+
+
 @pytest.mark.parametrize("names", [("from_url", "url")])
 def test_async_a_wait_longer_than_the_default_socket_timeout(
     names: tuple[str, ...],
