@@ -164,6 +164,20 @@ def leaves_nothing(admin: redis.Redis, key: str) -> None:
     assert admin.keys(queue_keys(key)[2] + "*") == []
 
 
+def no_lock_for(outcomes: dict[str, object], handle_type: type) -> None:
+    """Fail, naming each config whose waiter did not get the lock and what it got instead
+    (the first error chained, for its traceback)."""
+    failed = {n: o for n, o in outcomes.items() if not isinstance(o, handle_type)}
+    if failed:
+        said = "; ".join(
+            f"{n}: {type(o).__module__}.{type(o).__name__}: {o}" for n, o in failed.items()
+        )
+        errors = [o for o in failed.values() if isinstance(o, BaseException)]
+        raise AssertionError(f"waiters that did not get the lock: {said}") from (
+            errors[0] if errors else None
+        )
+
+
 # -- sync -------------------------------------------------------------------------------
 
 
@@ -280,8 +294,7 @@ def test_sync_a_wait_longer_than_the_default_socket_timeout(
     for name, (_, close) in made.items():
         locks[name].close()
         close()
-    failed = {n: o for n, o in outcomes.items() if not isinstance(o, distlock.LockHandle)}
-    assert not failed, f"waiters that did not get the lock: {failed!r}"
+    no_lock_for(outcomes, distlock.LockHandle)
     for handle in outcomes.values():
         assert isinstance(handle, distlock.LockHandle)
         leaves_nothing(admin, handle.key)
@@ -485,8 +498,7 @@ def test_async_a_wait_longer_than_the_default_socket_timeout(
             await close()
 
     asyncio.run(main())
-    failed = {n: o for n, o in outcomes.items() if not isinstance(o, distlock.asyncio.LockHandle)}
-    assert not failed, f"waiters that did not get the lock: {failed!r}"
+    no_lock_for(outcomes, distlock.asyncio.LockHandle)
     for handle in outcomes.values():
         assert isinstance(handle, distlock.asyncio.LockHandle)
         leaves_nothing(admin, handle.key)
