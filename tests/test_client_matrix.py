@@ -284,18 +284,23 @@ def test_sync_a_wait_longer_than_the_default_socket_timeout(
     # The scenario: the holders keep the lock 6 s while the waiters block.
     threading.Event().wait(6)
     outcomes: dict[str, object] = {}
+    released: dict[str, bool] = {}
     for name in names:
         holder = holders[name]
         assert holder is not None
         assert holder.release() is True
         try:
-            outcomes[name] = waiters[name].outcome()
+            got = outcomes[name] = waiters[name].outcome()
         except BaseException as exc:  # reported per config below
             outcomes[name] = exc
+        else:
+            if isinstance(got, distlock.LockHandle):
+                released[name] = got.release()
     for name, (_, close) in made.items():
         locks[name].close()
         close()
     no_lock_for(outcomes, distlock.LockHandle)
+    assert released == dict.fromkeys(names, True)
     for handle in outcomes.values():
         assert isinstance(handle, distlock.LockHandle)
         leaves_nothing(admin, handle.key)
@@ -470,6 +475,7 @@ def test_async_a_wait_longer_than_the_default_socket_timeout(
     lock; the two configs wait side by side, so the case costs one such wait."""
     key_id = uuid.uuid4().hex
     outcomes: dict[str, object] = {}
+    released: dict[str, bool] = {}
 
     async def main() -> None:
         made = {n: BY_NAME[n].asyncio(endpoint.url(BY_NAME[n], "lock")) for n in names}
@@ -491,15 +497,19 @@ def test_async_a_wait_longer_than_the_default_socket_timeout(
         for name in names:
             assert await holders[name].release() is True
             try:
-                outcomes[name] = await asyncio.wait_for(waiters[name], LONG_MS / 1000)
+                got = outcomes[name] = await asyncio.wait_for(waiters[name], LONG_MS / 1000)
             except BaseException as exc:  # reported per config below
                 outcomes[name] = exc
+            else:
+                if isinstance(got, distlock.asyncio.LockHandle):
+                    released[name] = await got.release()
         for name, (_, close) in made.items():
             await locks[name].aclose()
             await close()
 
     asyncio.run(main())
     no_lock_for(outcomes, distlock.asyncio.LockHandle)
+    assert released == dict.fromkeys(names, True)
     for handle in outcomes.values():
         assert isinstance(handle, distlock.asyncio.LockHandle)
         leaves_nothing(admin, handle.key)
