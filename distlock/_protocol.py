@@ -666,10 +666,14 @@ def _encode_waiting(script: Script, command: Command) -> tuple[Script, list[str]
     if command.kind is Kind.SEMAPHORE:
         # The semaphore's claim counts against the caller's limit; it has no fence.
         argv.append(command.limit)
+        # KEYS[2], never touched, is the key again: Redis checks a user's rights on every
+        # key passed, and the semaphore's documented ACL has none on the fence counters.
+        counter = key
     else:
         # The TTL a release may hand the key over with; 0: woken instead (see Command).
         argv.append(command.hand_ms)
-    return script, [key, fence_key(key), queue, places], argv
+        counter = fence_key(key)
+    return script, [key, counter, queue, places], argv
 
 
 _WITHDRAWALS: Final = {Kind.LOCK: WITHDRAW, Kind.REENTRANT: R_WITHDRAW, Kind.SEMAPHORE: S_WITHDRAW}

@@ -22,9 +22,9 @@ from typing import Any, Final, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, ResponseError
-from redis.retry import Retry
 
 from distlock import _flows as flows
 from distlock import _renewals as renewals
@@ -70,6 +70,7 @@ from distlock.options import (
 from distlock.signal import AsyncLeaseSignal
 
 T = TypeVar("T")
+#: asyncio's own Retry: given a sync one, redis-py 8 warns on every connection it makes.
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
 #: Requests that go on after their caller is cancelled: a release (the key is ours until
 #: Redis answers one) and a withdrawal (the place would hold up the queue until it expires).
