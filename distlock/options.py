@@ -311,11 +311,11 @@ class Options:
             )
         changes = {name: _CHECKS[name](value) for name, value in options.items()}
         check_wait_or_retries(changes)
-        # The level that asked for one way of meeting a held lock turns the other off.
-        if changes.get("wait_ms") and "retries" not in changes:
-            changes["retries"] = 0
-        elif changes.get("retries") and "wait_ms" not in changes:
-            changes["wait_ms"] = 0
+        if not WAITING_KEYS.isdisjoint(changes):
+            # A call that says how to meet a held lock says it in full: what it leaves out
+            # is the default, never the constructor's (``wait_ms=0`` on a Lock made with
+            # ``retries=3`` fails fast, as it reads, instead of retrying).
+            changes = {**_WAITING_DEFAULTS, **changes}
         merged = replace(self, **changes)  # type: ignore[arg-type]
         # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.
         check_heartbeat(merged.heartbeat_ms, merged.ttl_ms)
@@ -338,6 +338,15 @@ _CHECKS: Final[dict[str, Callable[[object], object]]] = {
     "cluster": check_cluster,
     "replicas": check_replicas,
     "replica_timeout_ms": check_replica_timeout,
+}
+
+#: The options that say how a call meets a held lock: a call naming any of them replaces
+#: the constructor's three (see :meth:`Options.override`).
+WAITING_KEYS: Final = frozenset({"wait_ms", "retries", "retry_delay_ms"})
+_WAITING_DEFAULTS: Final[dict[str, object]] = {
+    "wait_ms": DEFAULT_WAIT_MS,
+    "retries": DEFAULT_RETRIES,
+    "retry_delay_ms": float(DEFAULT_RETRY_DELAY_MS),
 }
 
 #: What each call accepts: the keys of its TypedDict.

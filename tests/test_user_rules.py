@@ -1,0 +1,198 @@
+"""Rules of the public API that a user meets directly, for both drivers, against a real
+redis-server: how a call's waiting options replace the constructor's, what a reentrant
+level may do at the outermost exit, where a sync ReentrantLock may run, what ``run``
+accepts as a body, and which ids and prefixes are refused before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+import redis
+import redis.asyncio as aredis
+
+import distlock
+import distlock.asyncio
+from distlock import LockNotAcquiredError
+from tests.redis_server import RedisServer
+
+T = TypeVar("T")
+#: A constructor's long wait: a call that failed to replace it would block this long.
+LONG_WAIT_MS = 2_000
+
+
+def arun(fn: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with asyncio.timeout(30):
+            return await fn()
+
+    return asyncio.run(main())
+
+
+def _sync_primitive(kind: str, client: Any, **options: Any) -> distlock.Lock:
+    if kind == "semaphore":
+        return distlock.Semaphore(client, limit=1, **options)
+    if kind == "reentrant":
+        return distlock.ReentrantLock(client, **options)
+    return distlock.Lock(client, **options)
+
+
+def _async_primitive(kind: str, client: Any, **options: Any) -> distlock.asyncio.Lock:
+    if kind == "semaphore":
+        return distlock.asyncio.Semaphore(client, limit=1, **options)
+    if kind == "reentrant":
+        return distlock.asyncio.ReentrantLock(client, **options)
+    return distlock.asyncio.Lock(client, **options)
+
+
+KINDS = ["lock", "reentrant", "semaphore"]
+#: (primitive, how the lock is taken): only a Lock takes several keys at once.
+CALLS = [(kind, how) for kind in KINDS for how in ("acquire", "hold", "run")] + [
+    ("lock", "run_many")
+]
+
+
+class Recorder:
+    """The trace of a Lock: every transition, by action."""
+
+    def __init__(self) -> None:
+        self.actions: list[str] = []
+
+    def __call__(self, transition: dict[str, Any]) -> None:
+        self.actions.append(transition["action"])
+
+    def count(self, action: str) -> int:
+        return self.actions.count(action)
+
+
+@pytest.fixture
+def url(redis_server: RedisServer, r: redis.Redis) -> str:
+    """The server's URL, its data flushed (by ``r``)."""
+    return redis_server.url
+
+
+# -- 1. a call's waiting options replace the constructor's as a whole ----------------------
+
+#: (constructor's waiting options, the call's): the call asks to fail fast each time.
+FAIL_FAST_CALLS = [
+    ({"retries": 3, "retry_delay_ms": 1}, {"wait_ms": 0}),
+    ({"retries": 3, "retry_delay_ms": 1}, {"retry_delay_ms": 1}),
+    ({"wait_ms": LONG_WAIT_MS}, {"retries": 0}),
+    ({"wait_ms": LONG_WAIT_MS}, {"retry_delay_ms": 5}),
+]
+
+
+def _sync_try(locks: distlock.Lock, how: str, call: dict[str, Any]) -> bool:
+    """Whether the call got the lock, taken by ``how``."""
+    if how == "acquire":
+        handle = locks.acquire("k", **call)
+        if handle is None:
+            return False
+        handle.release()
+        return True
+    try:
+        if how == "hold":
+            with locks.hold("k", **call):
+                pass
+        elif how == "run":
+            locks.run("k", lambda h: None, **call)
+        else:
+            locks.run_many(["k", "other"], lambda g: None, **call)
+    except LockNotAcquiredError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("kind", "how"), CALLS)
+@pytest.mark.parametrize(("made", "call"), FAIL_FAST_CALLS)
+def test_sync_call_waiting_options_replace_the_constructors(
+    url: str, kind: str, how: str, made: dict[str, Any], call: dict[str, Any]
+) -> None:
+    trace = Recorder()
+    client = redis.Redis.from_url(url)
+    with _sync_primitive(kind, client, prefix="rules-wait") as holder, _sync_primitive(
+        kind, client, prefix="rules-wait", trace=trace, **made
+    ) as locks:
+        held = holder.acquire("k")
+        assert held is not None
+        try:
+            assert not _sync_try(locks, how, call)
+        finally:
+            held.release()
+    # One attempt, refused; no retry and no block in the queue.
+    assert trace.count("AcquireReply") == 1
+    assert trace.count("Block") == 0
+    client.close()
+
+
+async def _async_try(locks: distlock.asyncio.Lock, how: str, call: dict[str, Any]) -> bool:
+    async def body(_: object) -> None:
+        return None
+
+    if how == "acquire":
+        handle = await locks.acquire("k", **call)
+        if handle is None:
+            return False
+        await handle.release()
+        return True
+    try:
+        if how == "hold":
+            async with locks.hold("k", **call):
+                pass
+        elif how == "run":
+            await locks.run("k", body, **call)
+        else:
+            await locks.run_many(["k", "other"], body, **call)
+    except LockNotAcquiredError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("kind", "how"), CALLS)
+@pytest.mark.parametrize(("made", "call"), FAIL_FAST_CALLS)
+def test_async_call_waiting_options_replace_the_constructors(
+    url: str, kind: str, how: str, made: dict[str, Any], call: dict[str, Any]
+) -> None:
+    trace = Recorder()
+
+    async def main() -> bool:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with _async_primitive(
+                kind, client, prefix="rules-wait"
+            ) as holder, _async_primitive(
+                kind, client, prefix="rules-wait", trace=trace, **made
+            ) as locks:
+                held = await holder.acquire("k")
+                assert held is not None
+                try:
+                    return await _async_try(locks, how, call)
+                finally:
+                    await held.release()
+        finally:
+            await client.aclose()
+
+    assert not arun(main)
+    assert trace.count("AcquireReply") == 1
+    assert trace.count("Block") == 0
+
+
+def test_what_a_waiting_call_leaves_out_is_the_default_not_the_constructors(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    with distlock.Lock(client, prefix="rules-wait", retries=5, retry_delay_ms=7) as locks:
+        for _ in range(2):  # the second time from the options kept for these keywords
+            handle = locks.acquire("free", retries=1)
+            assert handle is not None
+            config = handle._section.config
+            assert (config.retries, config.retry_delay_ms, config.wait_ms) == (1, 100, 0)
+            assert handle.release()
+        # Options that say nothing of waiting keep the constructor's waiting.
+        handle = locks.acquire("free", ttl_ms=5_000)
+        assert handle is not None
+        config = handle._section.config
+        assert (config.retries, config.retry_delay_ms, config.ttl_ms) == (5, 7, 5_000)
+        assert handle.release()
+        assert (locks.defaults.retries, locks.defaults.retry_delay_ms) == (5, 7)
+    client.close()
