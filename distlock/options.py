@@ -53,17 +53,51 @@ def check_limit(limit: object) -> int:
     return count
 
 
+def _encodable(text: str, what: str) -> None:
+    """A key is sent as UTF-8: a lone surrogate (``"a\\ud800"``, from a bad decode) would
+    fail as the command is encoded, so it is refused before anything is sent."""
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            raise ValidationError(
+                f"{what} must be encodable as UTF-8 (Redis keys are sent as UTF-8), got "
+                f"{text!r}: {exc.reason} at position {exc.start}"
+            ) from None
+
+
 def check_id(id: object) -> str:
     if not isinstance(id, str):
         raise ValidationError(f"lock id must be a str, got {type(id).__name__}: {id!r}")
     if not id:
         raise ValidationError("lock id must be a non-empty str")
+    _encodable(id, "lock id")
     return id
+
+
+#: The namespace of distlock's own keys (fence counters, release records, queues: see
+#: :mod:`distlock._protocol`).
+INTERNAL_PREFIX: Final = "distlock"
 
 
 def check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or not prefix:
         raise ValidationError(f"prefix must be a non-empty str, got {prefix!r}")
+    _encodable(prefix, "prefix")
+    return prefix
+
+
+def check_lock_prefix(prefix: object) -> str:
+    """A Lock's prefix: one whose keys cannot be distlock's own (``inspect`` may still
+    read under ``distlock``: that is where it finds them)."""
+    prefix = check_prefix(prefix)
+    if prefix == INTERNAL_PREFIX or prefix.startswith(f"{INTERNAL_PREFIX}:"):
+        raise ValidationError(
+            f"prefix {prefix!r} would make lock keys under {INTERNAL_PREFIX}:, where distlock "
+            "keeps its own keys (fence counters, release records, wait queues): a lock id "
+            "such as 'fence:...' could then name one of them; use another prefix, such as "
+            f"{DEFAULT_PREFIX!r} (the default) or your application's name"
+        )
     return prefix
 
 
@@ -332,7 +366,7 @@ _CHECKS: Final[dict[str, Callable[[object], object]]] = {
     "on_renew_error": check_hook,
     "cancel_on_loss": check_cancel,
     "drift_factor": check_drift,
-    "prefix": check_prefix,
+    "prefix": check_lock_prefix,
     "observers": check_observers,
     "trace": check_trace,
     "cluster": check_cluster,

@@ -15,7 +15,7 @@ import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
-from distlock import LockNotAcquiredError
+from distlock import LockNotAcquiredError, ValidationError
 from tests.redis_server import RedisServer
 
 T = TypeVar("T")
@@ -196,3 +196,102 @@ def test_what_a_waiting_call_leaves_out_is_the_default_not_the_constructors(url:
         assert handle.release()
         assert (locks.defaults.retries, locks.defaults.retry_delay_ms) == (5, 7)
     client.close()
+
+
+# -- 6. an id that cannot be sent ----------------------------------------------------------
+
+BAD_IDS = ["a\ud800", "\udcff", "x\udfff\ud800y"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_sync_unencodable_id_is_a_validation_error_before_any_command(
+    url: str, r: redis.Redis, kind: str, bad: str
+) -> None:
+    trace = Recorder()
+    client = redis.Redis.from_url(url, decode_responses=True)
+    with _sync_primitive(kind, client, prefix="rules-id", trace=trace) as locks:
+        with pytest.raises(ValidationError, match="UTF-8"):
+            locks.acquire(bad)
+        with pytest.raises(ValidationError, match="UTF-8"), locks.hold(bad):
+            pass
+        with pytest.raises(ValidationError, match="UTF-8"):
+            locks.run(bad, lambda h: None)
+        with pytest.raises(ValidationError, match="UTF-8"):
+            locks.key(bad)
+        if kind == "lock":
+            with pytest.raises(ValidationError, match="UTF-8"):
+                locks.run_many(["ok", bad], lambda g: None)
+        # A non-ASCII id that is valid text is a key as any other.
+        assert locks.run("caf\u00e9", lambda h: h.key) == "rules-id:caf\u00e9"
+    assert trace.count("Acquire") == 1  # that one lock's, the only command sent
+    assert r.keys("rules-id:*") == []
+    client.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_async_unencodable_id_is_a_validation_error_before_any_command(
+    url: str, r: redis.Redis, kind: str, bad: str
+) -> None:
+    trace = Recorder()
+
+    async def body(handle: object) -> None:
+        return None
+
+    async def main() -> None:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with _async_primitive(kind, client, prefix="rules-id", trace=trace) as locks:
+                with pytest.raises(ValidationError, match="UTF-8"):
+                    await locks.acquire(bad)
+                with pytest.raises(ValidationError, match="UTF-8"):
+                    async with locks.hold(bad):
+                        pass
+                with pytest.raises(ValidationError, match="UTF-8"):
+                    await locks.run(bad, body)
+                if kind == "lock":
+                    with pytest.raises(ValidationError, match="UTF-8"):
+                        await locks.run_many(["ok", bad], body)
+        finally:
+            await client.aclose()
+
+    arun(main)
+    assert trace.actions == []
+    assert r.dbsize() == 0
+
+
+def test_unencodable_prefix_is_refused_at_construction() -> None:
+    for make in (
+        lambda: distlock.Lock("redis://127.0.0.1:1", prefix="p\ud800"),
+        lambda: distlock.Semaphore("redis://127.0.0.1:1", limit=1, prefix="p\ud800"),
+        lambda: distlock.asyncio.ReentrantLock("redis://127.0.0.1:1", prefix="\udc80"),
+    ):
+        with pytest.raises(ValidationError, match="UTF-8"):
+            make()
+
+
+# -- 7. a prefix among distlock's own keys -------------------------------------------------
+
+INTERNAL_PREFIXES = ["distlock", "distlock:fence", "distlock:queue:{x}", "distlock:"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("prefix", INTERNAL_PREFIXES)
+def test_a_prefix_among_distlocks_own_keys_is_refused(kind: str, prefix: str) -> None:
+    url = "redis://127.0.0.1:1"  # never connected to: refused before
+    with pytest.raises(ValidationError, match="distlock keeps its own keys"):
+        _sync_primitive(kind, url, prefix=prefix)
+    with pytest.raises(ValidationError, match="distlock keeps its own keys"):
+        _async_primitive(kind, url, prefix=prefix)
+
+
+def test_the_default_prefix_and_lookalikes_are_accepted(url: str) -> None:
+    assert distlock.Lock(url).prefix == "lock"
+    assert distlock.Semaphore(url, limit=1).prefix == "sem"
+    client = redis.Redis.from_url(url)
+    for prefix in ("distlocks", "my-distlock", "Distlock", "app:distlock"):
+        with distlock.Lock(client, prefix=prefix) as locks:
+            assert locks.run("k", lambda h: h.key) == f"{prefix}:k"
+    client.close()
+
