@@ -776,6 +776,9 @@ class _ReentrantHold:
         inner = self._inner
         if inner is None:
             handle = cast(ReentrantHandle, self._hold._handle)
+            # As a manual release of the outermost level: refused while an inner level is
+            # open, the key still held and renewed (the core's rule, for both drivers).
+            cast(ReentrantSection, handle._section).check_outermost_exit()
             try:
                 self._hold.__exit__(et, ev, tb)
             finally:

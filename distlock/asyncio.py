@@ -838,6 +838,17 @@ class _ReentrantHold:
         if inner is None:
             handle = cast(ReentrantHandle, self._hold._handle)
             try:
+                # As a manual release of the outermost level: refused while an inner level
+                # is open, the key still held and renewed (the core's rule, for both
+                # drivers).
+                cast(ReentrantSection, handle._section).check_outermost_exit()
+            except UsageError:
+                # The block is over, so a later loss has no body to cancel: the cancel a
+                # loss already sent is consumed, and the hold lets go.
+                self._hold._take_loss_cancel(ev)
+                _let_go((handle,))
+                raise
+            try:
                 await self._hold.__aexit__(et, ev, tb)
             finally:
                 handle._level_open = False

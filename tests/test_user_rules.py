@@ -15,7 +15,7 @@ import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
-from distlock import LockNotAcquiredError, ValidationError
+from distlock import LockNotAcquiredError, UsageError, ValidationError
 from tests.redis_server import RedisServer
 
 T = TypeVar("T")
@@ -52,6 +52,34 @@ KINDS = ["lock", "reentrant", "semaphore"]
 CALLS = [(kind, how) for kind in KINDS for how in ("acquire", "hold", "run")] + [
     ("lock", "run_many")
 ]
+
+
+#: The primitives whose run takes a body, and "many": a Lock's run_many.
+BODY_KINDS = [*KINDS, "many"]
+
+
+def _enter(locks: distlock.Lock, id: str) -> None:
+    """Enter and leave ``locks.hold(id)``."""
+    with locks.hold(id):
+        pass
+
+
+async def _aenter(locks: distlock.asyncio.Lock, id: str) -> None:
+    async with locks.hold(id):
+        pass
+
+
+def _run_body(locks: distlock.Lock, kind: str, fn: Any) -> Any:
+    """``fn`` run under ``locks`` by ``run``, or by ``run_many`` for the kind "many"."""
+    if kind == "many":
+        return locks.run_many(["a", "b"], fn)
+    return locks.run("k", fn)
+
+
+async def _arun_body(locks: distlock.asyncio.Lock, kind: str, fn: Any) -> Any:
+    if kind == "many":
+        return await locks.run_many(["a", "b"], fn)
+    return await locks.run("k", fn)
 
 
 class Recorder:
@@ -198,6 +226,127 @@ def test_what_a_waiting_call_leaves_out_is_the_default_not_the_constructors(url:
     client.close()
 
 
+# -- 2. the outermost hold's exit with an inner level open --------------------------------
+
+
+def test_sync_outermost_hold_exit_with_an_inner_level_open_is_refused(
+    url: str, r: redis.Redis
+) -> None:
+    client = redis.Redis.from_url(url)
+    with distlock.ReentrantLock(client, prefix="rules-rl") as locks:
+        levels: list[distlock.ReentrantHandle] = []
+
+        def leave_an_inner_level_open() -> None:
+            with locks.hold("k") as outer:
+                levels.append(outer)
+                inner = locks.acquire("k")
+                assert inner is not None and inner.depth == 2
+                levels.append(inner)
+
+        with pytest.raises(UsageError, match=r"level 2\b.*release the inner"):
+            leave_an_inner_level_open()
+        outer, inner = levels
+        # Nothing was freed: the key is ours, its renewal still armed, nothing signalled.
+        assert outer.held and inner.held
+        assert r.hget("rules-rl:k", outer.token) == b"2"
+        assert outer._armed_at is not None
+        assert not outer.signal.aborted
+        # Still this thread's: a re-entry, not a refusal.
+        again = locks.acquire("k")
+        assert again is not None and again.depth == 3
+        assert again.release()
+        # What the message says to do frees the key.
+        assert inner.release()
+        assert outer.release()
+        assert r.exists("rules-rl:k") == 0
+        assert outer._armed_at is None
+    client.close()
+
+
+def test_sync_outermost_run_exit_with_an_inner_level_open_is_refused(
+    url: str, r: redis.Redis
+) -> None:
+    client = redis.Redis.from_url(url)
+    with distlock.ReentrantLock(client, prefix="rules-rl") as locks:
+        levels: list[distlock.ReentrantHandle] = []
+
+        def body(handle: distlock.ReentrantHandle) -> None:
+            levels.append(handle)
+            inner = locks.acquire("k")
+            assert inner is not None
+            levels.append(inner)
+
+        with pytest.raises(UsageError, match="still open"):
+            locks.run("k", body)
+        outer, inner = levels
+        assert r.exists("rules-rl:k") == 1 and outer.held
+        assert inner.release() and outer.release()
+        assert r.exists("rules-rl:k") == 0
+    client.close()
+
+
+def test_async_outermost_hold_exit_with_an_inner_level_open_is_refused(
+    url: str, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with distlock.asyncio.ReentrantLock(client, prefix="rules-rl") as locks:
+                levels: list[distlock.asyncio.ReentrantHandle] = []
+
+                async def leave_an_inner_level_open() -> None:
+                    async with locks.hold("k") as outer:
+                        levels.append(outer)
+                        inner = await locks.acquire("k")
+                        assert inner is not None and inner.depth == 2
+                        levels.append(inner)
+
+                with pytest.raises(UsageError, match=r"level 2\b.*release the inner"):
+                    await leave_an_inner_level_open()
+                outer, inner = levels
+                assert outer.held and inner.held
+                assert await client.hget("rules-rl:k", outer.token) == b"2"
+                assert outer._armed_at is not None
+                assert not outer.signal.aborted
+                # The block is over: a loss now would have no body to cancel.
+                assert outer._holding is None
+                assert await inner.release()
+                assert await outer.release()
+                assert await client.exists("rules-rl:k") == 0
+                assert outer._armed_at is None
+        finally:
+            await client.aclose()
+
+    arun(main)
+
+
+def test_async_outermost_run_exit_with_an_inner_level_open_is_refused(
+    url: str, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with distlock.asyncio.ReentrantLock(client, prefix="rules-rl") as locks:
+                levels: list[distlock.asyncio.ReentrantHandle] = []
+
+                async def body(handle: distlock.asyncio.ReentrantHandle) -> None:
+                    levels.append(handle)
+                    inner = await locks.acquire("k")
+                    assert inner is not None
+                    levels.append(inner)
+
+                with pytest.raises(UsageError, match="still open"):
+                    await locks.run("k", body)
+                outer, inner = levels
+                assert await client.exists("rules-rl:k") == 1 and outer.held
+                assert await inner.release() and await outer.release()
+                assert await client.exists("rules-rl:k") == 0
+        finally:
+            await client.aclose()
+
+    arun(main)
+
+
 # -- 6. an id that cannot be sent ----------------------------------------------------------
 
 BAD_IDS = ["a\ud800", "\udcff", "x\udfff\ud800y"]
@@ -213,8 +362,8 @@ def test_sync_unencodable_id_is_a_validation_error_before_any_command(
     with _sync_primitive(kind, client, prefix="rules-id", trace=trace) as locks:
         with pytest.raises(ValidationError, match="UTF-8"):
             locks.acquire(bad)
-        with pytest.raises(ValidationError, match="UTF-8"), locks.hold(bad):
-            pass
+        with pytest.raises(ValidationError, match="UTF-8"):
+            _enter(locks, bad)
         with pytest.raises(ValidationError, match="UTF-8"):
             locks.run(bad, lambda h: None)
         with pytest.raises(ValidationError, match="UTF-8"):
@@ -246,8 +395,7 @@ def test_async_unencodable_id_is_a_validation_error_before_any_command(
                 with pytest.raises(ValidationError, match="UTF-8"):
                     await locks.acquire(bad)
                 with pytest.raises(ValidationError, match="UTF-8"):
-                    async with locks.hold(bad):
-                        pass
+                    await _aenter(locks, bad)
                 with pytest.raises(ValidationError, match="UTF-8"):
                     await locks.run(bad, body)
                 if kind == "lock":
