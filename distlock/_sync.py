@@ -9,6 +9,7 @@ slow observer holds up another section's deadline.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import threading
@@ -674,6 +675,20 @@ def _check_body(fn: Callable[..., object]) -> None:
 # -- the reentrant lock ------------------------------------------------------------------------
 
 
+def _holder_thread(key: str) -> threading.Thread:
+    """The holder of a sync reentrant level: the current thread, unless an event loop runs
+    in it.  Every task on that loop shares the thread, so a second task would be taken for
+    a re-entry and let in beside the first: refused instead."""
+    if asyncio._get_running_loop() is not None:
+        raise UsageError(
+            f"a sync ReentrantLock's holder is the thread, and this thread runs an asyncio "
+            f"event loop, whose tasks would all count as one holder of {key!r}: use "
+            "distlock.asyncio.ReentrantLock, whose holder is the task",
+            key,
+        )
+    return threading.current_thread()
+
+
 class ReentrantHandle(LockHandle):
     """One level of a :class:`ReentrantLock` held by the current thread.
 
@@ -761,7 +776,7 @@ class _ReentrantHold:
         lock = self._lock
         key = self._hold._handle.key
         lock._check_open(key)
-        holder = threading.current_thread()
+        holder = _holder_thread(key)
         outer = lock._holders.get(holder, key)
         if outer is not None:
             self._inner = lock._reenter(outer)
@@ -830,7 +845,7 @@ class ReentrantLock(Lock):
         """
         key = self.key(id)
         self._check_open(key)
-        holder = threading.current_thread()
+        holder = _holder_thread(key)
         outer = self._holders.get(holder, key)
         if outer is not None:
             self._options(ACQUIRE_KEYS, options)  # validated all the same

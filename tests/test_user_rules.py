@@ -347,6 +347,74 @@ def test_async_outermost_run_exit_with_an_inner_level_open_is_refused(
     arun(main)
 
 
+# -- 3. a sync ReentrantLock in an event loop's thread -------------------------------------
+
+
+def test_sync_reentrant_lock_is_refused_in_an_event_loops_thread(
+    url: str, r: redis.Redis
+) -> None:
+    client = redis.Redis.from_url(url)
+    trace = Recorder()
+    with distlock.ReentrantLock(client, prefix="rules-loop", trace=trace) as locks:
+
+        async def main() -> None:
+            with pytest.raises(UsageError, match=r"distlock\.asyncio\.ReentrantLock"):
+                locks.acquire("k")
+            with pytest.raises(UsageError, match=r"distlock\.asyncio\.ReentrantLock"):
+                _enter(locks, "k")
+            with pytest.raises(UsageError, match=r"distlock\.asyncio\.ReentrantLock"):
+                locks.run("k", lambda h: None)
+            # Off the loop's thread, the holder is that thread, as anywhere else.
+            assert await asyncio.to_thread(locks.run, "k", lambda h: h.depth) == 1
+
+        arun(main)
+        assert trace.actions.count("Acquire") == 1  # the one from the worker thread
+        assert r.exists("rules-loop:k") == 0
+        # Outside a loop, as before.
+        assert locks.run("k", lambda h: h.depth) == 1
+    client.close()
+
+
+def test_two_tasks_cannot_share_a_sync_reentrant_lock_through_their_thread(url: str) -> None:
+    """What the refusal prevents: the second task taken for a re-entry of the first."""
+    client = redis.Redis.from_url(url)
+    with distlock.ReentrantLock(client, prefix="rules-loop") as locks:
+        inside = asyncio.Event()
+        entered: list[str] = []
+
+        async def first() -> None:
+            try:
+                with locks.hold("k"):
+                    entered.append("first")
+            finally:
+                inside.set()
+
+        async def second() -> None:
+            await inside.wait()
+            with locks.hold("k"):
+                entered.append("second")
+
+        async def main() -> list[BaseException | None]:
+            results = await asyncio.gather(first(), second(), return_exceptions=True)
+            return list(results)
+
+        results = arun(main)
+        assert entered == []
+        assert all(isinstance(result, UsageError) for result in results)
+    client.close()
+
+
+def test_a_sync_lock_in_an_event_loops_thread_is_left_alone(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    with distlock.Lock(client, prefix="rules-loop") as locks:
+
+        async def main() -> int:
+            return locks.run("k", lambda h: 7)
+
+        assert arun(main) == 7
+    client.close()
+
+
 # -- 6. an id that cannot be sent ----------------------------------------------------------
 
 BAD_IDS = ["a\ud800", "\udcff", "x\udfff\ud800y"]
