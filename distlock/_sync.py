@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
-from types import FunctionType, TracebackType
+from types import CoroutineType, FunctionType, TracebackType
 from typing import Any, Final, Self, TypeVar, Unpack, cast
 
 import redis
@@ -323,7 +323,7 @@ class Lock(LockBase):
             _give_back(handle, exc)
             raise
         _give_back(handle, None)
-        return result
+        return _not_awaitable(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Hold several locks for a ``with`` block, as :meth:`hold` holds one.
@@ -343,7 +343,8 @@ class Lock(LockBase):
         """Run ``fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
         _check_body(fn)
         with self.hold_many(ids, **options) as group:
-            return fn(group)
+            result = fn(group)
+        return _not_awaitable(fn, result)
 
     # -- groups ------------------------------------------------------------------------------
 
@@ -665,11 +666,28 @@ def _check_body(fn: Callable[..., object]) -> None:
     code = getattr(fn, "__code__", None)
     if type(fn) is FunctionType and code is not None and not code.co_flags & _ASYNC_FLAGS:
         return  # a plain function (the common case), told apart without inspect's unwrapping
-    if inspect.iscoroutinefunction(fn):
+    if not callable(fn):
+        raise ValidationError(f"the body must be a function, got {fn!r:.80}")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         raise ValidationError(
-            f"{getattr(fn, '__name__', fn)!r} is a coroutine function: the sync Lock would "
+            f"{getattr(fn, '__name__', fn)!r} is an async def function: the sync Lock would "
             "not await it; use distlock.asyncio.Lock"
         )
+
+
+def _not_awaitable(fn: Callable[..., object], result: T) -> T:
+    """``result``, unless the body returned a coroutine (a lambda around an ``async def``,
+    which :func:`_check_body` cannot see through): its work would run, if ever, after the
+    lock was released.  It is closed unstarted (nothing of it ran) and refused, after the
+    release, as a body that raised would be."""
+    if isinstance(result, CoroutineType):
+        result.close()
+        raise ValidationError(
+            f"the body {getattr(fn, '__name__', fn)!r} returned a coroutine, which the sync "
+            "Lock cannot await: it was closed without running, and the lock released; use "
+            "distlock.asyncio.Lock for async work"
+        )
+    return result
 
 
 # -- the reentrant lock ------------------------------------------------------------------------
@@ -867,7 +885,8 @@ class ReentrantLock(Lock):
         current thread already holds ``id`` through this lock."""
         _check_body(fn)
         with self.hold(id, **options) as handle:
-            return fn(handle)
+            result = fn(handle)
+        return _not_awaitable(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Not offered: a reentrant lock is taken one key at a time (use :class:`Lock`'s
@@ -1013,7 +1032,8 @@ class Semaphore(SemaphoreBase, Lock):
         """Run ``fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""
         _check_body(fn)
         with self.hold(id, **options) as permit:
-            return fn(permit)
+            result = fn(permit)
+        return _not_awaitable(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Not offered: a semaphore gives one permit of one id at a time."""

@@ -6,7 +6,10 @@ accepts as a body, and which ids and prefixes are refused before anything is sen
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import functools
+import inspect
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -413,6 +416,163 @@ def test_a_sync_lock_in_an_event_loops_thread_is_left_alone(url: str) -> None:
 
         assert arun(main) == 7
     client.close()
+
+
+# -- 4. a sync run whose body returns a coroutine ------------------------------------------
+
+
+async def _work(handle: object) -> str:
+    return "never awaited"
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_sync_run_refuses_a_body_returning_a_coroutine(
+    url: str, r: redis.Redis, kind: str
+) -> None:
+    client = redis.Redis.from_url(url)
+    made: list[Coroutine[Any, Any, str]] = []
+
+    def body(handle: object) -> Coroutine[Any, Any, str]:
+        made.append(_work(handle))
+        return made[-1]
+
+    with _sync_primitive(
+        "lock" if kind == "many" else kind, client, prefix="rules-body"
+    ) as locks:
+        with pytest.raises(ValidationError, match="returned a coroutine"):
+            _run_body(locks, kind, body)
+        # Released, and the coroutine closed without running (no "never awaited").
+        assert r.keys("rules-body:*") == []
+        assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
+        # The lock is free for the next caller.
+        assert locks.run("k", lambda h: "ok") == "ok"
+    client.close()
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_sync_run_refuses_an_async_def_body_before_any_command(
+    url: str, kind: str
+) -> None:
+    client = redis.Redis.from_url(url)
+    trace = Recorder()
+
+    async def body(handle: object) -> None:
+        return None
+
+    async def agen(handle: object) -> Any:
+        yield handle
+
+    with _sync_primitive(
+        "lock" if kind == "many" else kind, client, prefix="rules-body", trace=trace
+    ) as locks:
+        for fn in (body, functools.partial(body), agen, 42):
+            with pytest.raises(ValidationError):
+                _run_body(locks, kind, fn)
+    assert trace.actions == []
+    client.close()
+
+
+# -- 5. an asyncio run given a body that gives nothing to await ----------------------------
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_async_run_refuses_what_certainly_gives_nothing_to_await_before_any_command(
+    url: str, kind: str
+) -> None:
+    trace = Recorder()
+
+    def gen(handle: object) -> Iterator[object]:
+        yield handle
+
+    async def agen(handle: object) -> Any:
+        yield handle
+
+    async def main() -> None:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with _async_primitive(
+                "lock" if kind == "many" else kind, client, prefix="rules-abody", trace=trace
+            ) as locks:
+                for fn in (gen, agen, functools.partial(agen), 42):
+                    with pytest.raises(ValidationError):
+                        await _arun_body(locks, kind, fn)
+        finally:
+            await client.aclose()
+
+    arun(main)
+    assert trace.actions == []
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_async_run_refuses_a_plain_result_after_releasing(
+    url: str, r: redis.Redis, kind: str
+) -> None:
+    async def main() -> None:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with _async_primitive(
+                "lock" if kind == "many" else kind, client, prefix="rules-abody"
+            ) as locks:
+                with pytest.raises(ValidationError, match="not an awaitable"):
+                    await _arun_body(locks, kind, lambda h: 42)
+                assert await client.keys("rules-abody:*") == []
+        finally:
+            await client.aclose()
+
+    arun(main)
+
+
+class _Service:
+    async def work(self, handle: object, suffix: str = "") -> str:
+        return f"method{suffix}"
+
+
+@pytest.mark.parametrize("kind", BODY_KINDS)
+def test_async_run_still_takes_every_form_of_async_body(url: str, kind: str) -> None:
+    async def body(handle: object, suffix: str = "") -> str:
+        await asyncio.sleep(0)
+        return f"body{suffix}"
+
+    def plain_returning_a_coroutine(handle: object) -> Awaitable[str]:
+        return body(handle, "+plain")
+
+    def plain_returning_a_future(handle: object) -> Awaitable[str]:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future.set_result("future")
+        return future
+
+    @types.coroutine
+    def generator_based(handle: object) -> Generator[Any, None, str]:
+        yield from ()  # a generator, made awaitable by types.coroutine
+        return "legacy"
+
+    service = _Service()
+    bodies: list[tuple[Callable[[Any], Awaitable[str]], str]] = [
+        (body, "body"),
+        (functools.partial(body, suffix="+partial"), "body+partial"),
+        (functools.partial(functools.partial(body), suffix="+2"), "body+2"),
+        (lambda h: body(h, "+lambda"), "body+lambda"),
+        (plain_returning_a_coroutine, "body+plain"),
+        (plain_returning_a_future, "future"),
+        (generator_based, "legacy"),
+        (service.work, "method"),
+        (functools.partial(service.work, suffix="+p"), "method+p"),
+    ]
+
+    async def main() -> list[str]:
+        client = aredis.Redis.from_url(url)
+        got = []
+        try:
+            async with _async_primitive(
+                "lock" if kind == "many" else kind, client, prefix="rules-abody"
+            ) as locks:
+                for fn, _ in bodies:
+                    got.append(await _arun_body(locks, kind, fn))
+        finally:
+            await client.aclose()
+        return got
+
+    assert arun(main) == [want for _, want in bodies]
 
 
 # -- 6. an id that cannot be sent ----------------------------------------------------------
