@@ -379,23 +379,30 @@ def test_sync_reentrant_lock_is_refused_in_an_event_loops_thread(
 
 
 def test_two_tasks_cannot_share_a_sync_reentrant_lock_through_their_thread(url: str) -> None:
-    """What the refusal prevents: the second task taken for a re-entry of the first."""
+    """What the refusal prevents: a second task, while the first holds the key, taken
+    for a re-entry of the first and let in beside it."""
     client = redis.Redis.from_url(url)
     with distlock.ReentrantLock(client, prefix="rules-loop") as locks:
         inside = asyncio.Event()
-        entered: list[str] = []
+        done = asyncio.Event()
+        entered: list[tuple[str, int]] = []
 
         async def first() -> None:
             try:
-                with locks.hold("k"):
-                    entered.append("first")
+                with locks.hold("k") as handle:
+                    entered.append(("first", handle.depth))
+                    inside.set()
+                    await done.wait()  # holding the key while the second task tries
             finally:
                 inside.set()
 
         async def second() -> None:
             await inside.wait()
-            with locks.hold("k"):
-                entered.append("second")
+            try:
+                with locks.hold("k") as handle:
+                    entered.append(("second", handle.depth))
+            finally:
+                done.set()
 
         async def main() -> list[BaseException | None]:
             results = await asyncio.gather(first(), second(), return_exceptions=True)
