@@ -9,6 +9,7 @@ slow observer holds up another section's deadline.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import threading
@@ -16,7 +17,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
-from types import FunctionType, TracebackType
+from types import CoroutineType, FunctionType, TracebackType
 from typing import Any, Final, Self, TypeVar, Unpack, cast
 
 import redis
@@ -326,7 +327,7 @@ class Lock(LockBase):
             _give_back(handle, exc)
             raise
         _give_back(handle, None)
-        return result
+        return _not_awaitable(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Hold several locks for a ``with`` block, as :meth:`hold` holds one.
@@ -346,7 +347,8 @@ class Lock(LockBase):
         """Run ``fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
         _check_body(fn)
         with self.hold_many(ids, **options) as group:
-            return fn(group)
+            result = fn(group)
+        return _not_awaitable(fn, result)
 
     # -- groups ------------------------------------------------------------------------------
 
@@ -686,14 +688,45 @@ def _check_body(fn: Callable[..., object]) -> None:
     code = getattr(fn, "__code__", None)
     if type(fn) is FunctionType and code is not None and not code.co_flags & _ASYNC_FLAGS:
         return  # a plain function (the common case), told apart without inspect's unwrapping
-    if inspect.iscoroutinefunction(fn):
+    if not callable(fn):
+        raise ValidationError(f"the body must be a function, got {fn!r:.80}")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         raise ValidationError(
-            f"{getattr(fn, '__name__', fn)!r} is a coroutine function: the sync Lock would "
+            f"{getattr(fn, '__name__', fn)!r} is an async def function: the sync Lock would "
             "not await it; use distlock.asyncio.Lock"
         )
 
 
+def _not_awaitable(fn: Callable[..., object], result: T) -> T:
+    """``result``, unless the body returned a coroutine (a lambda around an ``async def``,
+    which :func:`_check_body` cannot see through): its work would run, if ever, after the
+    lock was released.  It is closed unstarted (nothing of it ran) and refused, after the
+    release, as a body that raised would be."""
+    if isinstance(result, CoroutineType):
+        result.close()
+        raise ValidationError(
+            f"the body {getattr(fn, '__name__', fn)!r} returned a coroutine, which the sync "
+            "Lock cannot await: it was closed without running, and the lock released; use "
+            "distlock.asyncio.Lock for async work"
+        )
+    return result
+
+
 # -- the reentrant lock ------------------------------------------------------------------------
+
+
+def _holder_thread(key: str) -> threading.Thread:
+    """The holder of a sync reentrant level: the current thread, unless an event loop runs
+    in it.  Every task on that loop shares the thread, so a second task would be taken for
+    a re-entry and let in beside the first: refused instead."""
+    if asyncio._get_running_loop() is not None:
+        raise UsageError(
+            f"a sync ReentrantLock's holder is the thread, and this thread runs an asyncio "
+            f"event loop, whose tasks would all count as one holder of {key!r}: use "
+            "distlock.asyncio.ReentrantLock, whose holder is the task",
+            key,
+        )
+    return threading.current_thread()
 
 
 class ReentrantHandle(LockHandle):
@@ -783,7 +816,7 @@ class _ReentrantHold:
         lock = self._lock
         key = self._hold._handle.key
         lock._check_open(key)
-        holder = threading.current_thread()
+        holder = _holder_thread(key)
         outer = lock._holders.get(holder, key)
         if outer is not None:
             self._inner = lock._reenter(outer)
@@ -798,6 +831,9 @@ class _ReentrantHold:
         inner = self._inner
         if inner is None:
             handle = cast(ReentrantHandle, self._hold._handle)
+            # As a manual release of the outermost level: refused while an inner level is
+            # open, the key still held and renewed (the core's rule, for both drivers).
+            cast(ReentrantSection, handle._section).check_outermost_exit()
             try:
                 self._hold.__exit__(et, ev, tb)
             finally:
@@ -849,7 +885,7 @@ class ReentrantLock(Lock):
         """
         key = self.key(id)
         self._check_open(key)
-        holder = threading.current_thread()
+        holder = _holder_thread(key)
         outer = self._holders.get(holder, key)
         if outer is not None:
             self._options(ACQUIRE_KEYS, options)  # validated all the same
@@ -871,7 +907,8 @@ class ReentrantLock(Lock):
         current thread already holds ``id`` through this lock."""
         _check_body(fn)
         with self.hold(id, **options) as handle:
-            return fn(handle)
+            result = fn(handle)
+        return _not_awaitable(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Not offered: a reentrant lock is taken one key at a time (use :class:`Lock`'s
@@ -1017,7 +1054,8 @@ class Semaphore(SemaphoreBase, Lock):
         """Run ``fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""
         _check_body(fn)
         with self.hold(id, **options) as permit:
-            return fn(permit)
+            result = fn(permit)
+        return _not_awaitable(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
         """Not offered: a semaphore gives one permit of one id at a time."""

@@ -17,7 +17,7 @@ import inspect
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
-from types import TracebackType
+from types import CoroutineType, FunctionType, TracebackType
 from typing import Any, Final, Self, TypeVar, Unpack, cast
 
 import redis
@@ -57,7 +57,7 @@ from distlock._loop_timers import LoopTimers
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_async
 from distlock._waiter_connections import WaiterConnections
-from distlock.errors import UsageError
+from distlock.errors import UsageError, ValidationError
 from distlock.options import (
     ACQUIRE_KEYS,
     ASYNC_HOLD_KEYS,
@@ -371,12 +371,16 @@ class Lock(LockBase):
         """``await fn(handle)`` under the lock; see :meth:`hold`."""
         # What ``async with self.hold(...)`` does, without the two coroutines of the
         # ``async with`` protocol (this is the cycle a renewed lock pays on every use).
+        _check_body(fn)
         hold = _Hold(self, id, options)
         handle = hold._handle
         handles = (handle,)
         await hold._enter(self, handles)
         try:
-            result = await fn(handle)
+            body = fn(handle)
+            if body.__class__ is not CoroutineType:
+                body = _awaitable(fn, body)
+            result = await body
         except BaseException as exc:
             await hold._exit(self, handles, handle._machine, exc)
             raise
@@ -397,8 +401,9 @@ class Lock(LockBase):
         **options: Unpack[AsyncHoldOptions],
     ) -> T:
         """``await fn(group)`` holding every lock in ``ids``; see :meth:`hold_many`."""
+        _check_body(fn)
         async with self.hold_many(ids, **options) as group:
-            return await fn(group)
+            return await _awaitable(fn, fn(group))
 
     # -- groups ------------------------------------------------------------------------------
 
@@ -712,6 +717,51 @@ class Lock(LockBase):
         flows.tick(self, handle)
 
 
+# -- bodies ------------------------------------------------------------------------------------
+
+
+def _check_body(fn: object) -> None:
+    """Refuse, before any command, a body that certainly gives nothing to await.
+
+    Only what is certain: a plain ``def`` may return a coroutine (``lambda h: work(h)``), and
+    a ``functools.partial`` of an ``async def`` is one, so both pass; what they return is
+    checked when they return it (:func:`_awaitable`).  A generator function's generator
+    is not awaitable (unless ``types.coroutine`` made it a coroutine), nor an async
+    generator function's.
+    """
+    code = getattr(fn, "__code__", None)
+    if type(fn) is FunctionType and code is not None and code.co_flags & inspect.CO_COROUTINE:
+        return  # an async def (the common case), told apart without unwrapping
+    if not callable(fn):
+        raise ValidationError(f"the body must be an async function, got {fn!r:.80}")
+    target: object = fn
+    while isinstance(target, partial):
+        target = target.func
+    target = getattr(target, "__func__", target)  # a bound method's function
+    flags = getattr(getattr(target, "__code__", None), "co_flags", 0)
+    if not isinstance(flags, int):
+        return
+    if flags & inspect.CO_ASYNC_GENERATOR or (
+        flags & inspect.CO_GENERATOR and not flags & inspect.CO_ITERABLE_COROUTINE
+    ):
+        raise ValidationError(
+            f"{getattr(fn, '__name__', fn)!r} is a generator function: what it returns cannot "
+            "be awaited; give run an async def function (or one returning an awaitable)"
+        )
+
+
+def _awaitable(fn: object, body: Awaitable[T]) -> Awaitable[T]:
+    """What the body returned, if it can be awaited; otherwise a ValidationError, which the
+    hold releases the lock for as for any exception of the body (nothing is awaited)."""
+    if body.__class__ is CoroutineType or inspect.isawaitable(body):
+        return body
+    raise ValidationError(
+        f"the body {getattr(fn, '__name__', fn)!r} returned {type(body).__name__}, not an "
+        "awaitable: the asyncio Lock awaits what the body returns; make it an async def "
+        "function, or use the sync distlock.Lock for a plain function"
+    )
+
+
 # -- the reentrant lock ------------------------------------------------------------------------
 
 
@@ -862,6 +912,17 @@ class _ReentrantHold:
         if inner is None:
             handle = cast(ReentrantHandle, self._hold._handle)
             try:
+                # As a manual release of the outermost level: refused while an inner level
+                # is open, the key still held and renewed (the core's rule, for both
+                # drivers).
+                cast(ReentrantSection, handle._section).check_outermost_exit()
+            except UsageError:
+                # The block is over, so a later loss has no body to cancel: the cancel a
+                # loss already sent is consumed, and the hold lets go.
+                self._hold._take_loss_cancel(ev)
+                _let_go((handle,))
+                raise
+            try:
                 await self._hold.__aexit__(et, ev, tb)
             finally:
                 handle._level_open = False
@@ -942,8 +1003,9 @@ class ReentrantLock(Lock):
     ) -> T:
         """``await fn(handle)`` under the lock, re-entering if the current task already
         holds ``id`` through this lock; see :meth:`hold`."""
+        _check_body(fn)
         async with self.hold(id, **options) as handle:
-            return await fn(handle)
+            return await _awaitable(fn, fn(handle))
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
         """Not offered: a reentrant lock is taken one key at a time (use :class:`Lock`'s
@@ -1086,8 +1148,9 @@ class Semaphore(SemaphoreBase, Lock):
         **options: Unpack[AsyncHoldOptions],
     ) -> T:
         """``await fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""
+        _check_body(fn)
         async with self.hold(id, **options) as permit:
-            return await fn(permit)
+            return await _awaitable(fn, fn(permit))
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
         """Not offered: a semaphore gives one permit of one id at a time."""

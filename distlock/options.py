@@ -53,17 +53,51 @@ def check_limit(limit: object) -> int:
     return count
 
 
+def _encodable(text: str, what: str) -> None:
+    """A key is sent as UTF-8: a lone surrogate (``"a\\ud800"``, from a bad decode) would
+    fail as the command is encoded, so it is refused before anything is sent."""
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            raise ValidationError(
+                f"{what} must be encodable as UTF-8 (Redis keys are sent as UTF-8), got "
+                f"{text!r}: {exc.reason} at position {exc.start}"
+            ) from None
+
+
 def check_id(id: object) -> str:
     if not isinstance(id, str):
         raise ValidationError(f"lock id must be a str, got {type(id).__name__}: {id!r}")
     if not id:
         raise ValidationError("lock id must be a non-empty str")
+    _encodable(id, "lock id")
     return id
+
+
+#: The namespace of distlock's own keys (fence counters, release records, queues: see
+#: :mod:`distlock._protocol`).
+INTERNAL_PREFIX: Final = "distlock"
 
 
 def check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or not prefix:
         raise ValidationError(f"prefix must be a non-empty str, got {prefix!r}")
+    _encodable(prefix, "prefix")
+    return prefix
+
+
+def check_lock_prefix(prefix: object) -> str:
+    """A Lock's prefix: one whose keys cannot be distlock's own (``inspect`` may still
+    read under ``distlock``: that is where it finds them)."""
+    prefix = check_prefix(prefix)
+    if prefix == INTERNAL_PREFIX or prefix.startswith(f"{INTERNAL_PREFIX}:"):
+        raise ValidationError(
+            f"prefix {prefix!r} would make lock keys under {INTERNAL_PREFIX}:, where distlock "
+            "keeps its own keys (fence counters, release records, wait queues): a lock id "
+            "such as 'fence:...' could then name one of them; use another prefix, such as "
+            f"{DEFAULT_PREFIX!r} (the default) or your application's name"
+        )
     return prefix
 
 
@@ -311,11 +345,11 @@ class Options:
             )
         changes = {name: _CHECKS[name](value) for name, value in options.items()}
         check_wait_or_retries(changes)
-        # The level that asked for one way of meeting a held lock turns the other off.
-        if changes.get("wait_ms") and "retries" not in changes:
-            changes["retries"] = 0
-        elif changes.get("retries") and "wait_ms" not in changes:
-            changes["wait_ms"] = 0
+        if not WAITING_KEYS.isdisjoint(changes):
+            # A call that says how to meet a held lock says it in full: what it leaves out
+            # is the default, never the constructor's (``wait_ms=0`` on a Lock made with
+            # ``retries=3`` fails fast, as it reads, instead of retrying).
+            changes = {**_WAITING_DEFAULTS, **changes}
         merged = replace(self, **changes)  # type: ignore[arg-type]
         # A Lock-level explicit heartbeat must still fit a shorter per-call TTL.
         check_heartbeat(merged.heartbeat_ms, merged.ttl_ms)
@@ -332,12 +366,21 @@ _CHECKS: Final[dict[str, Callable[[object], object]]] = {
     "on_renew_error": check_hook,
     "cancel_on_loss": check_cancel,
     "drift_factor": check_drift,
-    "prefix": check_prefix,
+    "prefix": check_lock_prefix,
     "observers": check_observers,
     "trace": check_trace,
     "cluster": check_cluster,
     "replicas": check_replicas,
     "replica_timeout_ms": check_replica_timeout,
+}
+
+#: The options that say how a call meets a held lock: a call naming any of them replaces
+#: the constructor's three (see :meth:`Options.override`).
+WAITING_KEYS: Final = frozenset({"wait_ms", "retries", "retry_delay_ms"})
+_WAITING_DEFAULTS: Final[dict[str, object]] = {
+    "wait_ms": DEFAULT_WAIT_MS,
+    "retries": DEFAULT_RETRIES,
+    "retry_delay_ms": float(DEFAULT_RETRY_DELAY_MS),
 }
 
 #: What each call accepts: the keys of its TypedDict.

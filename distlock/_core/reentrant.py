@@ -109,11 +109,21 @@ class ReentrantSection(Section):
         return super()._granted(now, fence, handed)
 
     def check_outermost_exit(self) -> None:
-        """Not an action: the outermost level may exit only once no inner level is open."""
+        """Not an action: the outermost level may exit only once no inner level is open.
+
+        The one rule of every outermost exit (a manual ``release()``, ``with handle:``, and
+        the end of the ``hold``/``run`` block): refused, nothing sent, nothing changed.
+        The key stays held (and renewed, for a ``hold``/``run``), so an inner level still
+        in use is never left holding a key already freed, and nothing is left unsignalled;
+        the caller exits the inner levels and then releases the outermost handle.
+        """
         if self.depth > 1 and self.phase is Phase.HELD:
+            levels = "level 2" if self.depth == 2 else f"levels 2 to {self.depth}"
             raise UsageError(
-                f"{self.depth - 1} inner level(s) of {self.key!r} are still open: exit them "
-                "(innermost first) before the outermost level",
+                f"{self.depth - 1} inner level(s) of {self.key!r} still open ({levels}), "
+                "so the outermost level cannot exit: the key stays held (and renewed under "
+                "hold/run); release the inner levels' handles, innermost first, then the "
+                "outermost level's handle",
                 self.key,
             )
 
