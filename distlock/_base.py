@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
+from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Section, SectionConfig, lock_section
 from distlock._core.semaphore import SemaphoreSection
 from distlock._scheduler import Timers
@@ -157,17 +158,35 @@ def rides_on_waiter_connection(route: Route, client: object, request: object) ->
     )
 
 
+def _error_text(error: BaseException | None) -> str:
+    """``Type: message``: the class says what kind of failure, the message which one (a
+    repr hides neither, but puts the message in quotes and escapes)."""
+    if error is None:
+        return "no error given"
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
 def _log_failure(handle: HandleBase, event: Lost | RenewFailed) -> None:
-    """The happy path logs nothing; a failed renewal is a warning, a loss an error."""
+    """The happy path logs nothing; a failed renewal is a warning, a loss an error.  The
+    message names the primitive: a lost permit is not a lost lock to whoever reads it."""
     extra = {"distlock_key": event.key, "distlock_token": handle.token[:8]}
+    section = handle._section
     if isinstance(event, RenewFailed):
+        what = "a permit of semaphore " if isinstance(section, SemaphoreSection) else ""
         log.warning(
-            "distlock: renewal of %r failed (%d in a row): %r; the next heartbeat retries",
-            event.key, event.failures, event.error, extra=extra,
+            "distlock: renewal of %s%r failed (%d in a row): %s; the next heartbeat retries",
+            what, event.key, event.failures, _error_text(event.error), extra=extra,
         )
     else:
+        if isinstance(section, SemaphoreSection):
+            what = "semaphore %r: permit lost"
+        elif isinstance(section, ReentrantSection):
+            what = "reentrant lock %r lost"
+        else:
+            what = "lock %r lost"
         log.error(
-            "distlock: lock %r lost (%s), %.0f ms after the last confirmed send",
+            "distlock: " + what + " (%s), %.0f ms after the last confirmed send",
             event.key, event.reason.name, event.detection_delay_ms, extra=extra,
         )
 
