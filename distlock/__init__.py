@@ -6,6 +6,7 @@
 import logging
 
 from distlock import events
+from distlock._operator import LockOwner
 from distlock._sync import (
     Lock,
     LockGroup,
@@ -48,6 +49,7 @@ __all__ = [
     "LockLeaseLostError",
     "LockNotAcquiredError",
     "LockOptions",
+    "LockOwner",
     "LossReason",
     "NotReplicatedError",
     "PermitHandle",

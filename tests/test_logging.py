@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import redis
-import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
