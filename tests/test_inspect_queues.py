@@ -11,6 +11,7 @@ import redis
 import distlock
 from distlock._protocol import permits_released_key, queue_keys, released_key
 from distlock.tools.inspect import (
+    LIMIT_NOTE,
     QUEUE,
     QUEUE_PLACES,
     RELEASE_RECORD,
@@ -145,10 +146,9 @@ def test_a_semaphore_row_says_the_limit_is_not_stored(r: redis.Redis) -> None:
         [row] = inspect(r, "ils").held
         assert (row.kind, row.permit_count) == (SEMAPHORE, 1)
         table = format_table(inspect(r, "ils"))
-        assert "ils:k: 1 permits (the limit is not stored: each caller passes its own): " in (
-            table
-        )
-        assert permit.token[:8] in table
+        assert f"ils:k: 1 permits: {permit.token[:8]} " in table
+        assert LIMIT_NOTE in table.splitlines()
+    assert LIMIT_NOTE not in format_table(inspect(r, "ils"))  # said only under a semaphore
 
 
 def test_the_read_only_acl_reads_queues(fresh_redis: RedisServer) -> None:

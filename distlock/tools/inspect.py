@@ -787,6 +787,13 @@ FENCE_NOTE: Final = (
 )
 
 
+#: Said under any semaphore's permits: a permit count has no limit to compare with.
+LIMIT_NOTE: Final = (
+    "a semaphore's limit is not stored in Redis: each caller passes its own, so a count of "
+    "permits is all that can be read"
+)
+
+
 def _cell(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
@@ -822,6 +829,8 @@ def format_table(inspection: Inspection) -> str:
     )
     if any(h.kind == LOCK and h.fence_counter is not None for h in held):
         lines.append(FENCE_NOTE)
+    if any(h.kind == SEMAPHORE for h in held):
+        lines.append(LIMIT_NOTE)
     persistent = [h.key for h in held if h.stuck]
     if persistent:
         lines.append(
@@ -836,10 +845,7 @@ def format_table(inspection: Inspection) -> str:
                 for p in h.permits
             )
             more = "" if h.permit_count == len(h.permits) else f" (first {len(h.permits)})"
-            lines.append(
-                f"{_cell(h.key)}: {h.permit_count} permits{more} (the limit is not stored: "
-                f"each caller passes its own): {shown}"
-            )
+            lines.append(f"{_cell(h.key)}: {h.permit_count} permits{more}: {shown}")
         if h.waiters is not None:
             more = "" if h.waiter_count == len(h.waiters) else f" (first {len(h.waiters)})"
             lines.append(
