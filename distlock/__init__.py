@@ -3,7 +3,10 @@
 >>> from distlock import Lock, LockNotAcquiredError, LockLeaseLostError, ReentrantLock, Semaphore
 """
 
+import logging
+
 from distlock import events
+from distlock._operator import LockOwner
 from distlock._sync import (
     Lock,
     LockGroup,
@@ -27,6 +30,11 @@ from distlock.errors import (
 from distlock.options import AcquireOptions, AsyncHoldOptions, HoldOptions, LockOptions
 from distlock.signal import AsyncLeaseSignal, LeaseSignal
 
+# The library convention: the application decides where distlock's warnings go (a
+# handler on the ``distlock`` logger, or ``logging.basicConfig``); without one, nothing is
+# printed behind its back by Python's last-resort handler.
+logging.getLogger("distlock").addHandler(logging.NullHandler())
+
 __all__ = [
     "AcquireOptions",
     "AsyncHoldOptions",
@@ -41,6 +49,7 @@ __all__ = [
     "LockLeaseLostError",
     "LockNotAcquiredError",
     "LockOptions",
+    "LockOwner",
     "LossReason",
     "NotReplicatedError",
     "PermitHandle",

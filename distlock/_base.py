@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
 from distlock._core.group import Group, acquisition_order
+from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Section, SectionConfig, lock_section
 from distlock._core.semaphore import SemaphoreSection
+from distlock._operator import MARK_BITS
 from distlock._scheduler import Timers
 from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Lost, Observer, RenewFailed, Transition
@@ -162,17 +164,35 @@ def rides_on_waiter_connection(route: Route, client: object, request: object) ->
     )
 
 
+def _error_text(error: BaseException | None) -> str:
+    """``Type: message``: the class says what kind of failure, the message which one (a
+    repr hides neither, but puts the message in quotes and escapes)."""
+    if error is None:
+        return "no error given"
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
 def _log_failure(handle: HandleBase, event: Lost | RenewFailed) -> None:
-    """The happy path logs nothing; a failed renewal is a warning, a loss an error."""
+    """The happy path logs nothing; a failed renewal is a warning, a loss an error.  The
+    message names the primitive: a lost permit is not a lost lock to whoever reads it."""
     extra = {"distlock_key": event.key, "distlock_token": handle.token[:8]}
+    section = handle._section
     if isinstance(event, RenewFailed):
+        what = "a permit of semaphore " if isinstance(section, SemaphoreSection) else ""
         log.warning(
-            "distlock: renewal of %r failed (%d in a row): %r; the next heartbeat retries",
-            event.key, event.failures, event.error, extra=extra,
+            "distlock: renewal of %s%r failed (%d in a row): %s; the next heartbeat retries",
+            what, event.key, event.failures, _error_text(event.error), extra=extra,
         )
     else:
+        if isinstance(section, SemaphoreSection):
+            what = "semaphore %r: permit lost"
+        elif isinstance(section, ReentrantSection):
+            what = "reentrant lock %r lost"
+        else:
+            what = "lock %r lost"
         log.error(
-            "distlock: lock %r lost (%s), %.0f ms after the last confirmed send",
+            "distlock: " + what + " (%s), %.0f ms after the last confirmed send",
             event.key, event.reason.name, event.detection_delay_ms, extra=extra,
         )
 
@@ -213,7 +233,9 @@ class HandleBase:
 
     @property
     def token(self) -> str:
-        """128 random bits as 32 hex digits: the value stored under the key while we hold it."""
+        """128 bits as 32 hex digits, the value stored under the key while we hold it: 80
+        random bits of this acquisition, then 48 that name the Lock object that made it
+        (how ``Lock.owner`` tells its own holders from others)."""
         return self._section.token
 
     @property
@@ -244,9 +266,10 @@ class HandleBase:
 HandleT = TypeVar("HandleT", bound=HandleBase)
 
 
-def _token() -> int:
-    """128 random bits (what secrets.token_hex(16) draws, as a number)."""
-    return int.from_bytes(os.urandom(16), "big")
+def _token(mark: int) -> int:
+    """A new token: 80 random bits (unguessable, and unique to this acquisition), then the
+    48 bits of ``mark``, the Lock object's (see :attr:`LockBase._mark`)."""
+    return int.from_bytes(os.urandom(10), "big") << MARK_BITS | mark
 
 
 class LockBase:
@@ -261,6 +284,8 @@ class LockBase:
         self.prefix = self.defaults.prefix
         self._trace = self.defaults.trace
         self._label = f"L{next(_labels)}"
+        #: The low bits of every token this Lock object makes: ``owner`` reads them back.
+        self._mark = int.from_bytes(os.urandom(MARK_BITS // 8), "big")
         self._sections = itertools.count(1)
         self._closed = False
         #: The config of the default options, by (watch, cancel_on_loss).
@@ -371,7 +396,7 @@ class LockBase:
         # observers; when nobody records or observes, no event of it leaves the Lock, so
         # the Lock's own label serves and a held lock carries no string of its own.
         label = self._label
-        # The token: 128 random bits, kept as an int; on the wire, 32 hex digits (Section.token).
+        # The token: 128 bits (see _token), kept as an int; on the wire, 32 hex digits.
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
             if self._closed:  # tested here first: every lock cycle passes
@@ -379,7 +404,7 @@ class LockBase:
             if named:
                 label = f"{label}.{next(self._sections)}"
             sections: tuple[Section, ...] = (
-                new_section(key, _token(), config, label, record),
+                new_section(key, _token(self._mark), config, label, record),
             )
         else:
             keys = acquisition_order([self.key(id) for id in ids])
@@ -387,7 +412,7 @@ class LockBase:
             serial = self._sections
             sections = tuple(
                 new_section(
-                    key, _token(), config,
+                    key, _token(self._mark), config,
                     f"{label}.{next(serial)}" if named else label, record,
                 )
                 for key in keys

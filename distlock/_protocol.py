@@ -551,6 +551,57 @@ return 0
 """
 )
 
+# -- for operators: who holds a key, and taking it away ------------------------------------
+#
+# Not part of any lock cycle: ``Lock.owner`` / ``locked`` (a Semaphore's) and
+# ``Lock.force_unlock`` send these (see :mod:`distlock._operator`).
+
+#: KEYS[1] the key.  Read only: false when the key is free, else ``{type, pttl, token,
+#: fence, count}``, whatever the key's type (never a WRONGTYPE error): a string's value as
+#: the token; a hash of two fields (a reentrant lock's) its token field and its fence (as
+#: text: a fence may exceed a Lua number's exact range); a sorted set's (a semaphore's)
+#: permits live by Redis's clock as ``count``.  '' and '' where a part is unknown.
+OWNER: Final = Script(
+    """local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then return false end
+local ttl = redis.call('PTTL', KEYS[1])
+if kind == 'string' then
+  return {kind, ttl, redis.call('GETRANGE', KEYS[1], 0, 63), '', 1}
+end
+if kind == 'hash' then
+  if redis.call('HLEN', KEYS[1]) ~= 2 then return {kind, ttl, '', '', 0} end
+  local fields = redis.call('HGETALL', KEYS[1])
+  local token, fence = '', ''
+  for i = 1, #fields, 2 do
+    if fields[i] == 'fence' then fence = fields[i + 1] else token = fields[i] end
+  end
+  return {kind, ttl, token, fence, 1}
+end
+if kind == 'zset' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local live = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
+  return {kind, ttl, '', '', live}
+end
+return {kind, ttl, '', '', 0}
+"""
+)
+
+#: KEYS[1] the key, KEYS[2] its slot's fence counter, KEYS[3] its queue, KEYS[4] the
+#: queue's places; ARGV[1] the wake lists' prefix.  Deletes the key whatever holds it and
+#: bumps the fence counter in the same step, so every later owner's fence is larger than
+#: the evicted holder's even if a resource saw that one; wakes the first waiter (a lock's
+#: is woken, not handed the key: its own attempt takes it, with a fence of its own).  1 if
+#: a key was deleted, else 0.
+FORCE_UNLOCK: Final = Script(
+    _QUEUE
+    + """local deleted = redis.call('DEL', KEYS[1])
+redis.call('INCR', KEYS[2])
+wake_head(KEYS[3], KEYS[4], ARGV[1])
+return deleted
+"""
+)
+
 SCRIPTS: Final = {Op.ACQUIRE: ACQUIRE, Op.RENEW: EXTEND, Op.EXTEND: EXTEND, Op.RELEASE: RELEASE}
 #: The reentrant lock's scripts, by the operation they carry out.
 R_SCRIPTS: Final = {

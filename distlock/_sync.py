@@ -53,6 +53,7 @@ from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section
 from distlock._direct import Route, packed_evalsha
 from distlock._flows import Block, Flow, Request, Sleep
+from distlock._operator import LockOwner, force_unlock_call, owner_call, permits_full, read_owner
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
 from distlock._scheduler import Scheduler
@@ -624,6 +625,46 @@ class Lock(LockBase):
         else:
             LockBase._notify(self, handle, events)
 
+    # -- reads and an operator's tool, outside any lock cycle ----------------------------------
+
+    def locked(self, id: str) -> bool:
+        """Whether anyone holds ``id`` now (one ``EXISTS``).
+
+        A snapshot: the answer may be stale by the time it is returned, so never decide to
+        take the lock on it; :meth:`acquire` decides and takes in one step.
+        """
+        return bool(self.client.exists(self.key(id)))
+
+    def owner(self, id: str) -> LockOwner | None:
+        """Who holds ``id`` now, or None if nobody does: a read-only snapshot (one script
+        that reads ``TYPE``, ``PTTL`` and the key's value as fits its type, so a key held
+        by another primitive is reported, never a ``WRONGTYPE`` error).  See
+        :class:`~distlock.LockOwner` for what it holds, and ``handle.held`` for what a
+        holder itself knows."""
+        key = self.key(id)
+        return read_owner(key, _eval(self.client, *owner_call(key)), self._mark)
+
+    def force_unlock(self, id: str) -> bool:
+        """For operators: delete ``id``'s key whoever holds it, and bump its slot's fence
+        counter in the same step, so every later owner's fence is larger than the evicted
+        holder's; the first waiter, if any, is woken.  Returns whether a key was deleted.
+
+        Not a way to release: the evicted holder is not told now.  It learns at its next
+        renewal (its lease is lost: its ``signal`` fires and ``run``/``hold`` raise
+        :class:`~distlock.LockLeaseLostError`); a manual handle, at its next ``extend`` or
+        ``release``.  Until then it may still act: fences are what stops its writes.
+        """
+        return bool(_eval(self.client, *force_unlock_call(self.key(id))))
+
+
+def _eval(client: Client, script: Script, keys: list[str], args: list[str | int]) -> Any:
+    """``script``'s reply through ``execute_command`` (no lock cycle goes this way)."""
+    api: Any = client
+    try:
+        return api.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except NoScriptError:
+        return api.execute_command("EVAL", script.source, len(keys), *keys, *args)
+
 
 def _direct(client: redis.Redis, script: Script, keys: list[str], args: list[str | int]) -> object:
     """``script``'s reply, sent on a connection of the client's pool rather than through
@@ -1066,6 +1107,18 @@ class Semaphore(SemaphoreBase, Lock):
     ) -> T:
         """Not offered: see :meth:`hold_many`."""
         raise UsageError("Semaphore takes one permit at a time: nest run() calls")
+
+    def locked(self, id: str) -> bool:
+        """Whether no permit of ``id`` could be taken now by this semaphore: ``limit``
+        permits are live by Redis's clock (or the key is another primitive's).  One
+        read-only script; a snapshot, as :meth:`Lock.locked` is."""
+        key = self.key(id)
+        return permits_full(_eval(self.client, *owner_call(key)), self.limit)
+
+    def owner(self, id: str) -> LockOwner | None:
+        """Not offered: a semaphore's permits have several holders at once (``python -m
+        distlock inspect`` lists them)."""
+        raise UsageError("a Semaphore has no one owner: its permits have several holders")
 
 
 __all__ = [

@@ -31,7 +31,8 @@ from distlock.errors import LossReason
 class Acquired:
     """The lock was granted. ``attempts`` counts refusals too; ``waited_ms`` is from the
     first attempt's send to the grant's arrival.  A semaphore permit has no fence: its
-    ``fence`` is 1, the acquire script's "granted"."""
+    ``fence`` is 1, the acquire script's "granted", and ``permit`` is True (an exporter
+    must not report that 1 as a fence)."""
 
     key: str
     client: str
@@ -39,6 +40,7 @@ class Acquired:
     fence: int
     attempts: int
     waited_ms: float
+    permit: bool = False
 
 
 @dataclass(frozen=True, slots=True)

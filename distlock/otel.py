@@ -34,7 +34,8 @@ name follows the library's own vocabulary and the metric namespace below.  Kind
   reason's sentence as description), ``error.type`` and ``distlock.loss.reason`` (the
   :class:`~distlock.errors.LossReason` name in lower case, e.g. ``renew_rejected``) and
   ``distlock.loss.detection_delay`` (seconds since the last send Redis confirmed).
-- Attributes: ``distlock.key``, ``distlock.fence``, ``distlock.attempts``,
+- Attributes: ``distlock.key``, ``distlock.fence`` (not on a semaphore permit's span: a
+  permit has no fence), ``distlock.attempts``,
   ``distlock.acquire.wait_time`` (s), ``distlock.client`` (the section's label, as in
   ``trace=`` records), and at the end ``distlock.outcome`` (``released`` or ``lost``),
   ``distlock.release.ok`` when a release answered, ``distlock.renewals`` and
@@ -363,24 +364,26 @@ class OpenTelemetryObserver:
         wait_s = max(0.0, event.waited_ms) / 1000.0
         self._wait_time.record(wait_s, metric_attrs)
         granted_ns = self._epoch_ns(event.t)
+        # A permit has no fence (its event's 1 is the script's "granted"): a fence
+        # attribute on it would be read as one.
+        granted: dict[str, AttributeValue] = (
+            {"distlock.attempts": event.attempts}
+            if event.permit
+            else {"distlock.fence": event.fence, "distlock.attempts": event.attempts}
+        )
         span = self._tracer.start_span(
             SPAN_NAME,
             kind=SpanKind.INTERNAL,
             attributes={
                 **self._attributes,
                 "distlock.key": event.key,
-                "distlock.fence": event.fence,
-                "distlock.attempts": event.attempts,
+                **granted,
                 "distlock.acquire.wait_time": wait_s,
                 "distlock.client": event.client,
             },
             start_time=granted_ns - round(wait_s * 1_000_000_000),
         )
-        span.add_event(
-            "distlock.acquired",
-            {"distlock.fence": event.fence, "distlock.attempts": event.attempts},
-            timestamp=granted_ns,
-        )
+        span.add_event("distlock.acquired", granted, timestamp=granted_ns)
         self._held.add(1, metric_attrs)
         section = _Section(span, event.t, metric_attrs)
         evicted: _Section | None = None

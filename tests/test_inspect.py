@@ -526,9 +526,10 @@ def test_cli_table_and_json(redis_server: RedisServer, r: redis.Redis) -> None:
         # A reentrant lock's fields are there for every key, null where they do not apply.
         assert all(row["depth"] is None and row["fence"] is None for row in rows)
         assert rows[0]["fence_counter"] is not None
-        # A semaphore's fields are null for a lock; none for primitives that do not exist yet.
+        # A semaphore's, a queue's and a release memory's fields are null for a lock.
         assert rows[0]["permits"] is None and rows[0]["permit_count"] is None
-        assert "waiters" not in rows[0]
+        assert rows[0]["waiters"] is None and rows[0]["waiter_count"] is None
+        assert rows[0]["remembered"] is None and rows[0]["remembered_count"] is None
         a.release()
         b.release()
 

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+import distlock
 import distlock.asyncio
 from distlock import (
     Lock,
@@ -629,3 +630,61 @@ def test_the_global_providers_are_the_fallback(redis_server: RedisServer) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+# -- semaphore permits --------------------------------------------------------------------
+
+
+def test_a_permit_span_has_no_fence(tel: Telemetry, redis_server: RedisServer) -> None:
+    """A permit has no fence: its span and its grant event carry no ``distlock.fence``
+    (the acquire script's "granted" 1 is not a fence a resource could check), while a
+    lock's span, from the same observer, still does."""
+    client = redis.Redis.from_url(redis_server.url)
+    with distlock.Semaphore(client, limit=2, prefix="otel-sem",
+                            observers=[tel.observer]) as sem:
+        sem.run("k", lambda permit: None)
+    with Lock(client, prefix="otel-lock", observers=[tel.observer]) as locks:
+        fence = locks.run("k", lambda handle: handle.fence)
+    lock_span, permit_span = sorted(tel.spans(), key=lambda s: attrs(s)["distlock.key"])
+    assert attrs(lock_span)["distlock.key"] == "otel-lock:k"
+    assert attrs(lock_span)["distlock.fence"] == fence
+    a = attrs(permit_span)
+    assert a["distlock.key"] == "otel-sem:k" and a["distlock.outcome"] == "released"
+    assert "distlock.fence" not in a
+    (granted,) = [e for e in permit_span.events if e.name == "distlock.acquired"]
+    assert "distlock.fence" not in (granted.attributes or {})
+    client.close()
+
+
+def test_an_asyncio_permit_span_has_no_fence(tel: Telemetry, redis_server: RedisServer) -> None:
+    async def main() -> None:
+        client = aredis.Redis.from_url(redis_server.url)
+        async with distlock.asyncio.Semaphore(
+            client, limit=1, prefix="otel-asem", observers=[tel.observer]
+        ) as sem:
+            async def body(permit: object) -> None:
+                return None
+
+            await sem.run("k", body)
+        await client.aclose()
+
+    asyncio.run(main())
+    (span,) = tel.spans()
+    assert "distlock.fence" not in attrs(span)
+    assert attrs(span)["distlock.outcome"] == "released"
+
+
+def test_acquired_says_whether_it_is_a_permit(redis_server: RedisServer) -> None:
+    seen: list[Acquired] = []
+
+    def observe(event: Event) -> None:
+        if isinstance(event, Acquired):
+            seen.append(event)
+
+    client = redis.Redis.from_url(redis_server.url)
+    with distlock.Semaphore(client, limit=1, prefix="ev-sem", observers=[observe]) as sem:
+        sem.run("k", lambda permit: None)
+    with Lock(client, prefix="ev-lock", observers=[observe]) as locks:
+        locks.run("k", lambda handle: None)
+    assert [event.permit for event in seen] == [True, False]
+    client.close()

@@ -24,6 +24,7 @@ from distlock._core.commands import Command, Kind, Op, Step
 from distlock._core.lease import Write
 from distlock._core.section import Section, SectionConfig
 from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason
+from distlock.events import Acquired, Event
 
 __all__ = ["SemaphoreSection"]
 
@@ -87,6 +88,15 @@ class SemaphoreSection(Section):
             # The lock's machine kept the reply as a fence; a permit has none.
             self.fence = None
         return step
+
+    def _emit(self, event: Event) -> None:
+        # The lock's grant event, marked as a permit's: its fence is the script's 1.
+        if isinstance(event, Acquired):
+            event = Acquired(
+                event.key, event.client, event.t, event.fence, event.attempts,
+                event.waited_ms, permit=True,
+            )
+        super()._emit(event)
 
     def _loss_error(self, reason: LossReason) -> LockLeaseLostError:
         return LockLeaseLostError(self.key, reason, permit=True)

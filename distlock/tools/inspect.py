@@ -6,12 +6,15 @@ and ``GET`` of the fence counters of their slots.  A batch that holds hashes tak
 round trip, for its hashes only: ``HLEN``, ``HRANDFIELD <key> 2 WITHVALUES`` and ``PTTL``,
 so at most two fields of any hash are read, however large it is; a batch that holds sorted
 sets takes one more, for them only: ``TIME``, then ``ZCARD``, ``ZRANGE <key> 0 63
-WITHSCORES`` and ``PTTL``.  It sends no write and no
+WITHSCORES`` and ``PTTL``; one that holds waiting queues takes two more: ``TIME``,
+``LLEN``, ``LRANGE <queue> 0 63`` and ``PTTL``, then ``HMGET`` of the places of the
+waiters read.  It sends no write and no
 script, so it is safe on a production Redis; a user limited to these read commands is
 enough (:func:`read_only_acl`; for the prefix ``lock``)::
 
     ACL SETUSER inspector on >s3cret resetkeys %R~lock:* %R~distlock:fence:*
         -@all +scan +type +pttl +getrange +get +hlen +hrandfield +zcard +zrange +time
+        +llen +lrange +hmget
 
 (one line in redis-cli).
 
@@ -24,9 +27,14 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
 - ``semaphore``: a sorted set of tokens scored by their expiry instants in Redis's clock,
   the key of a :class:`distlock.Semaphore`: its permits (:class:`Permit`) are listed with
   the time each has left, measured on Redis's clock (``TIME``), never the inspector's;
-- ``fence-counter`` and ``release-record``: distlock's own bookkeeping
-  (``distlock:fence:{<tag>}``, ``distlock:released:{<tag>}:<key>`` and a semaphore's
-  ``distlock:sem-released:{<tag>}:<key>``).  They live under
+- ``fence-counter``, ``release-record``, ``queue``, ``queue-places`` and ``wake-list``:
+  distlock's own bookkeeping, ``distlock:<word>:{<tag>}`` or
+  ``distlock:<word>:{<tag>}:<key>``, told by the ending of ``<word>`` (so that a family
+  added later is recognised): ``fence``, ``...released`` (a release record, a string
+  holding a token, or a release memory, a sorted set of token -> forget instant, such as
+  a semaphore's ``sem-released``), ``...queue`` (a waiting queue: its waiters,
+  :class:`Waiter`, in order with the time each one's place has left), ``...queued`` (a
+  queue's places) and ``...wake`` (a waiter's wake list).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
   these kinds rather than as locks, only when the prefix is ``distlock`` (or starts with
   ``distlock:``);
@@ -80,12 +88,21 @@ REENTRANT: Final = "reentrant"
 SEMAPHORE: Final = "semaphore"
 FENCE_COUNTER: Final = "fence-counter"
 RELEASE_RECORD: Final = "release-record"
+QUEUE: Final = "queue"
+QUEUE_PLACES: Final = "queue-places"
+WAKE_LIST: Final = "wake-list"
 UNKNOWN: Final = "unknown"
 
-#: The two families of distlock's bookkeeping keys.
+#: distlock's bookkeeping keys: ``distlock:<word>:{<tag>}`` (a fence counter) or
+#: ``distlock:<word>:{<tag>}:<key>``.  The word says what the key is, read by its ending
+#: so that a family added later (a second queue, another release memory) is recognised:
+#: ``...released`` a release record or memory, ``...queue`` a waiting queue, ``...queued``
+#: a queue's places, ``...wake`` a waiter's wake list, ``fence`` a counter.
+_INTERNAL: Final = re.compile(r"distlock:([a-z][a-z-]*):\{[^}]*\}(?::(.*))?", re.S)
 _FENCE_PREFIX: Final = "distlock:fence:"
-_RELEASED_PREFIX: Final = "distlock:released:"
-_PERMITS_RELEASED_PREFIX: Final = "distlock:sem-released:"
+
+#: How many waiters of one queue are read (the first ones: the head and those next).
+WAITERS_READ: Final = 64
 
 #: How many permits of one semaphore key are read (the soonest to expire first): the key
 #: may hold as many as its callers' limit, and an operator needs the first few, not all.
@@ -142,6 +159,31 @@ class Permit:
 
 
 @dataclass(frozen=True, slots=True)
+class Waiter:
+    """One waiter of a queue, in arrival order: its token (first 8 characters), the time
+    its place has left by Redis's clock (``place_ms``; 0 or less: expired, dropped by the
+    next script that reads the head; None: no place, it is leaving), and the TTL a release
+    hands it the key with (``handoff_ttl_ms``; None: it is woken instead, a semaphore's
+    waiter or one that waits for replicas)."""
+
+    token_prefix: str
+    place_ms: int | None
+    handoff_ttl_ms: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.place_ms is not None and self.place_ms > 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "token_prefix": self.token_prefix,
+            "place_ms": self.place_ms,
+            "handoff_ttl_ms": self.handoff_ttl_ms,
+            "live": self.live,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Held:
     """One key found under the prefix.
 
@@ -155,7 +197,12 @@ class Held:
     deep its holder has entered, and the exact fence it was granted (stored in its hash);
     None for every other kind.  ``permits`` and ``permit_count`` are a semaphore's: its
     permits, soonest to expire first (at most :data:`PERMITS_READ` of them), and how many
-    members its key holds, expired ones not yet evicted included.
+    members its key holds, expired ones not yet evicted included (the limit is not stored:
+    each caller passes its own).  ``waiters`` and ``waiter_count`` are a queue's: its
+    first waiters in arrival order (the head first; at most :data:`WAITERS_READ`), and
+    how many it holds.  ``remembered`` and
+    ``remembered_count`` are a release memory's (a sorted set): the releases it remembers
+    (token, and the ms before it forgets each), soonest forgotten first.
     """
 
     key: str
@@ -168,6 +215,15 @@ class Held:
     fence: int | None = None
     permits: tuple[Permit, ...] | None = None
     permit_count: int | None = None
+    waiters: tuple[Waiter, ...] | None = None
+    waiter_count: int | None = None
+    remembered: tuple[Permit, ...] | None = None
+    remembered_count: int | None = None
+
+    @property
+    def head(self) -> Waiter | None:
+        """A queue's first waiter: the one a release wakes (or hands the key to)."""
+        return self.waiters[0] if self.waiters else None
 
     @property
     def expires(self) -> bool:
@@ -195,6 +251,12 @@ class Held:
             "fence": self.fence,
             "permits": None if self.permits is None else [p.as_dict() for p in self.permits],
             "permit_count": self.permit_count,
+            "waiters": None if self.waiters is None else [w.as_dict() for w in self.waiters],
+            "waiter_count": self.waiter_count,
+            "remembered": (
+                None if self.remembered is None else [p.as_dict() for p in self.remembered]
+            ),
+            "remembered_count": self.remembered_count,
         }
 
 
@@ -221,6 +283,27 @@ class Probe:
     fields: tuple[tuple[str, str], ...] = ()  # at most two (field, value) pairs of a hash
     #: A sorted set's first members and the ms each has left by Redis's clock.
     members: tuple[tuple[str, int], ...] = ()
+    #: A queue's first waiters, read with their places (None: not read).
+    waiters: tuple[Waiter, ...] | None = None
+
+
+def internal_word(key: str) -> str | None:
+    """The ``<word>`` of one of distlock's own keys (``distlock:<word>:{<tag>}...``), else
+    None."""
+    found = _INTERNAL.fullmatch(key)
+    return None if found is None else found.group(1)
+
+
+def _is_queue(word: str | None) -> bool:
+    return word is not None and word.endswith("queue")
+
+
+def places_key(queue: str) -> str:
+    """The places hash of the queue ``queue`` (``distlock:<word>d:...``: ``queue`` ->
+    ``queued``, and so for any queue family)."""
+    word = internal_word(queue)
+    assert word is not None
+    return f"distlock:{word}d:" + queue[len(f"distlock:{word}:"):]
 
 
 def _read_string(probe: Probe) -> Held:
@@ -228,18 +311,28 @@ def _read_string(probe: Probe) -> Held:
     head = probe.head or ""
     token = head if _TOKEN.fullmatch(head) else None
     key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    word = internal_word(key)
     if key.startswith(_FENCE_PREFIX) and head.isdigit():
         return Held(key, FENCE_COUNTER, redis_type, ttl_ms, fence_counter=int(head))
-    if key.startswith(_RELEASED_PREFIX) and token is not None:
+    if word is not None and word.endswith("released") and token is not None:
         return Held(key, RELEASE_RECORD, redis_type, ttl_ms, token_prefix=token[:8])
+    if word is not None:
+        return Held(key, UNKNOWN, redis_type, ttl_ms)
     if token is not None:
         return Held(key, LOCK, redis_type, ttl_ms, token[:8], probe.counter)
     return Held(key, UNKNOWN, redis_type, ttl_ms)
 
 
 def _read_hash(probe: Probe) -> Held:
-    """A hash: a reentrant lock when it is exactly ``{<token>: depth, "fence": fence}``."""
+    """A hash: a reentrant lock when it is exactly ``{<token>: depth, "fence": fence}``; a
+    queue's places (``distlock:...queued:``), listed by kind only (the queue's own row
+    shows each waiter's place)."""
     key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    word = internal_word(key)
+    if word is not None:
+        if word.endswith("queued"):
+            return Held(key, QUEUE_PLACES, redis_type, ttl_ms)
+        return Held(key, UNKNOWN, redis_type, ttl_ms)
     fields = dict(probe.fields)
     fence = fields.pop(_FENCE_FIELD, None)
     if (
@@ -257,17 +350,39 @@ def _read_hash(probe: Probe) -> Held:
 
 
 def _read_zset(probe: Probe) -> Held:
-    """A sorted set: a semaphore when every member read is a token; a semaphore's release
-    memory under ``distlock:sem-released:``."""
+    """A sorted set: a semaphore when every member read is a token; a release memory (a
+    semaphore's ``distlock:sem-released:``, or any ``distlock:...released:`` kept as token
+    -> forget instant), with the releases it remembers and how long each is kept."""
     key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    word = internal_word(key)
     if not all(_TOKEN.fullmatch(member) for member, _ in probe.members):
         return Held(key, UNKNOWN, redis_type, ttl_ms)
-    if key.startswith(_PERMITS_RELEASED_PREFIX):
-        return Held(key, RELEASE_RECORD, redis_type, ttl_ms)
+    if word is not None:
+        if not word.endswith("released"):
+            return Held(key, UNKNOWN, redis_type, ttl_ms)
+        remembered = tuple(Permit(member[:8], left) for member, left in probe.members)
+        return Held(
+            key, RELEASE_RECORD, redis_type, ttl_ms, remembered=remembered,
+            remembered_count=probe.length,
+        )
     permits = tuple(Permit(member[:8], left) for member, left in probe.members)
     return Held(
         key, SEMAPHORE, redis_type, ttl_ms, permits=permits, permit_count=probe.length
     )
+
+
+def _read_list(probe: Probe) -> Held:
+    """A list: a waiting queue (``distlock:...queue:``), its waiters in order with their
+    places; a waiter's wake list (``distlock:wake:``).  Any other list is ``unknown``."""
+    key, redis_type, ttl_ms = probe.key, probe.redis_type, probe.ttl_ms
+    word = internal_word(key)
+    if _is_queue(word) and probe.waiters is not None:
+        return Held(
+            key, QUEUE, redis_type, ttl_ms, waiters=probe.waiters, waiter_count=probe.length
+        )
+    if word is not None and word.endswith("wake"):
+        return Held(key, WAKE_LIST, redis_type, ttl_ms)
+    return Held(key, UNKNOWN, redis_type, ttl_ms)
 
 
 #: Redis TYPE -> how a key of that type is read.  Every other type is ``unknown``.
@@ -275,6 +390,7 @@ READERS: Final[dict[str, Callable[[Probe], Held]]] = {
     "string": _read_string,
     "hash": _read_hash,
     "zset": _read_zset,
+    "list": _read_list,
 }
 
 #: The Redis types read by a second round trip of their own (:func:`_read_hashes`).
@@ -283,12 +399,13 @@ _SECOND_READ: Final = frozenset({"hash"})
 
 def read_only_acl(prefix: str = DEFAULT_PREFIX) -> list[str]:
     """The ACL rules (after ``ACL SETUSER <user>``) of a user that can inspect ``prefix``
-    and nothing more: read access to its keys and the fence counters, and the ten read
-    commands :func:`inspect` sends.  Add ``on`` and a password (``>...``)."""
+    and nothing more: read access to its keys and the fence counters, and the read
+    commands :func:`inspect` sends (``LLEN``, ``LRANGE`` and ``HMGET`` read waiting
+    queues, under the prefix ``distlock``).  Add ``on`` and a password (``>...``)."""
     return [
         "resetkeys", f"%R~{match_pattern(prefix)}", "%R~distlock:fence:*",
         "-@all", "+scan", "+type", "+pttl", "+getrange", "+get", "+hlen", "+hrandfield",
-        "+zcard", "+zrange", "+time",
+        "+zcard", "+zrange", "+time", "+llen", "+lrange", "+hmget",
     ]
 
 
@@ -405,6 +522,7 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
         probes.append((raw, probe))
     held: list[Held] = []
     probes = _read_sorted_sets(client, probes, pattern)
+    probes = _read_queues(client, probes, pattern)
     for probe in _read_hashes(client, probes, pattern):
         reader = READERS.get(probe.redis_type)
         if reader is None:
@@ -516,6 +634,84 @@ def _read_sorted_sets(
     return kept
 
 
+def _read_queues(
+    client: redis.Redis, probes: list[tuple[Any, Probe]], pattern: str
+) -> list[tuple[Any, Probe]]:
+    """The probes of a batch, its waiting queues completed by two more round trips:
+    ``TIME``, then ``LLEN``, ``LRANGE <queue> 0 63`` and ``PTTL`` of each queue; then
+    ``HMGET`` of the places of the waiters read (their place's end, and the TTL a handoff
+    gives them).  No round trip when the batch has no queue.  One gone since its TYPE, or
+    no longer a list, is left out."""
+    queues = [
+        i for i, (_, probe) in enumerate(probes)
+        if probe.redis_type == "list" and _is_queue(internal_word(probe.key))
+    ]
+    if not queues:
+        return probes
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    for raw, _ in (probes[i] for i in queues):
+        pipe.llen(raw)
+        pipe.lrange(raw, 0, WAITERS_READ - 1)
+        pipe.pttl(raw)
+    with _translated("a pipeline of TIME, LLEN, LRANGE and PTTL", "+time +llen +lrange +pttl"):
+        replies = pipe.execute(raise_on_error=False)
+    clock = replies[0]
+    _check(clock, "TIME", "", pattern)
+    seconds, micros = clock
+    now = int(seconds) * 1000 + int(micros) // 1000
+    read: dict[int, tuple[int, int | None, list[str]]] = {}
+    completed: dict[int, Probe | None] = {}
+    for n, i in enumerate(queues):
+        key = probes[i][1].key
+        length, tokens, ttl = replies[1 + 3 * n : 4 + 3 * n]
+        if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, tokens)):
+            completed[i] = None
+            continue
+        _check(length, "LLEN", key, pattern)
+        _check(tokens, "LRANGE", key, pattern)
+        _check(ttl, "PTTL", key, pattern)
+        if length == 0 or ttl == -2:
+            completed[i] = None
+            continue
+        read[i] = (int(length), _ttl(ttl), [_text(t) for t in tokens])
+    if read:
+        pipe = client.pipeline(transaction=False)
+        for i, (_, _, tokens) in read.items():
+            fields = [*tokens, *(">" + t for t in tokens)]
+            pipe.hmget(places_key(probes[i][1].key), fields)
+        with _translated("HMGET", "+hmget"):
+            places = pipe.execute(raise_on_error=False)
+        for (i, (length, ttl_ms, tokens)), values in zip(read.items(), places, strict=True):
+            probe = probes[i][1]
+            if isinstance(values, Exception) and _wrong_type(values):
+                values = [None] * (2 * len(tokens))
+            _check(values, "HMGET", places_key(probe.key), pattern)
+            ends, handoffs = values[: len(tokens)], values[len(tokens) :]
+            completed[i] = Probe(
+                key=probe.key,
+                redis_type=probe.redis_type,
+                ttl_ms=ttl_ms,
+                head=None,
+                counter=probe.counter,
+                length=length,
+                waiters=tuple(
+                    Waiter(
+                        token[:8],
+                        None if (end := _int_or_none(e)) is None else end - now,
+                        _int_or_none(h),
+                    )
+                    for token, e, h in zip(tokens, ends, handoffs, strict=True)
+                ),
+            )
+    kept: list[tuple[Any, Probe]] = []
+    for i, (raw, probe) in enumerate(probes):
+        now_probe = completed.get(i, probe)
+        if now_probe is not None:
+            kept.append((raw, now_probe))
+    return kept
+
+
 def _pairs(reply: object) -> tuple[tuple[str, str], ...]:
     """HRANDFIELD ... WITHVALUES as (field, value) pairs: a flat list under RESP2, a list
     of pairs under RESP3."""
@@ -591,6 +787,13 @@ FENCE_NOTE: Final = (
 )
 
 
+#: Said under any semaphore's permits: a permit count has no limit to compare with.
+LIMIT_NOTE: Final = (
+    "a semaphore's limit is not stored in Redis: each caller passes its own, so a count of "
+    "permits is all that can be read"
+)
+
+
 def _cell(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
@@ -626,6 +829,8 @@ def format_table(inspection: Inspection) -> str:
     )
     if any(h.kind == LOCK and h.fence_counter is not None for h in held):
         lines.append(FENCE_NOTE)
+    if any(h.kind == SEMAPHORE for h in held):
+        lines.append(LIMIT_NOTE)
     persistent = [h.key for h in held if h.stuck]
     if persistent:
         lines.append(
@@ -641,9 +846,32 @@ def format_table(inspection: Inspection) -> str:
             )
             more = "" if h.permit_count == len(h.permits) else f" (first {len(h.permits)})"
             lines.append(f"{_cell(h.key)}: {h.permit_count} permits{more}: {shown}")
+        if h.waiters is not None:
+            more = "" if h.waiter_count == len(h.waiters) else f" (first {len(h.waiters)})"
+            lines.append(
+                f"{_cell(h.key)}: {h.waiter_count} waiters{more}, head first: "
+                + ", ".join(_waiter_text(w) for w in h.waiters)
+            )
+        if h.remembered is not None:
+            shown = ", ".join(
+                f"{p.token_prefix} for {p.ttl_ms} ms" if p.live else f"{p.token_prefix} expired"
+                for p in h.remembered
+            )
+            lines.append(f"{_cell(h.key)}: remembers {h.remembered_count} releases: {shown}")
     if inspection.truncated:
         lines.append("stopped at --limit: more keys may be held")
     return "\n".join(lines)
+
+
+def _waiter_text(waiter: Waiter) -> str:
+    if waiter.place_ms is None:
+        place = "no place (leaving)"
+    elif waiter.live:
+        place = f"place {waiter.place_ms} ms"
+    else:
+        place = "place expired"
+    handoff = "" if waiter.handoff_ttl_ms is None else f", handed ttl {waiter.handoff_ttl_ms}"
+    return f"{waiter.token_prefix} {place}{handoff}"
 
 
 def _positive(text: str) -> int:

@@ -1,0 +1,92 @@
+"""What both drivers' ``locked``, ``owner`` and ``force_unlock`` share: the scripts' KEYS
+and ARGV, and how a reply becomes a :class:`LockOwner`.
+
+These are reads for dashboards and a tool for operators, never part of a lock cycle:
+what they report is a snapshot, stale the moment it is returned.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from distlock._protocol import FORCE_UNLOCK, OWNER, Script, fence_key, queue_keys
+
+#: How many low bits of a token name the Lock object that made it (the rest, 80 bits, are
+#: random per acquisition): enough that two Lock objects of one service do not share a
+#: mark by chance, few enough that a token stays unguessable.
+MARK_BITS: Final = 48
+_MARK_MASK: Final = (1 << MARK_BITS) - 1
+_TOKEN: Final = re.compile(r"[0-9a-f]{32}")
+_FENCE: Final = re.compile(r"[1-9][0-9]{0,18}")
+
+
+@dataclass(frozen=True, slots=True)
+class LockOwner:
+    """Who holds a key, as Redis saw it at one instant (see ``Lock.owner``).
+
+    ``ttl_ms`` is the time the key has left (None: it has no TTL and never expires).
+    ``fence`` is the holder's fence where Redis stores it (a ``ReentrantLock``'s); a
+    ``Lock``'s holder's fence lives only in its handle, so it is None there.
+    ``token_prefix`` is the first 8 digits of the holder's token (what the ``distlock``
+    logger and ``python -m distlock inspect`` show), None when the key holds no token
+    (another primitive's key).  ``mine`` is True when the token was made by the Lock object
+    asked: one of its handles holds the key by Redis's record, whatever that handle knows.
+    """
+
+    key: str
+    ttl_ms: int | None
+    fence: int | None
+    token_prefix: str | None
+    mine: bool
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+def owner_call(key: str) -> tuple[Script, list[str], list[str | int]]:
+    return OWNER, [key], []
+
+
+def force_unlock_call(key: str) -> tuple[Script, list[str], list[str | int]]:
+    queue, places, wake = queue_keys(key)
+    return FORCE_UNLOCK, [key, fence_key(key), queue, places], [wake]
+
+
+def read_owner(key: str, reply: Any, mark: int) -> LockOwner | None:
+    """The :class:`LockOwner` of ``OWNER``'s reply (None: the key is free)."""
+    if not reply:
+        return None
+    kind, ttl, token, fence = _text(reply[0]), int(reply[1]), _text(reply[2]), _text(reply[3])
+    if kind == "zset" and int(reply[4]) == 0:
+        return None  # a semaphore whose permits all expired holds nothing
+    is_token = _TOKEN.fullmatch(token) is not None
+    return LockOwner(
+        key=key,
+        ttl_ms=None if ttl < 0 else ttl,
+        fence=int(fence) if kind == "hash" and _FENCE.fullmatch(fence) else None,
+        token_prefix=token[:8] if is_token else None,
+        mine=is_token and int(token, 16) & _MARK_MASK == mark,
+    )
+
+
+def permits_full(reply: Any, limit: int) -> bool:
+    """Whether ``OWNER``'s reply shows a key on which a semaphore of ``limit`` grants no
+    permit now: ``limit`` permits live, or another primitive's key."""
+    if not reply:
+        return False
+    if _text(reply[0]) != "zset":
+        return True
+    return int(reply[4]) >= limit
+
+
+__all__ = [
+    "MARK_BITS",
+    "LockOwner",
+    "force_unlock_call",
+    "owner_call",
+    "permits_full",
+    "read_owner",
+]
