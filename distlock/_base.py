@@ -17,7 +17,6 @@ from distlock._core.group import Group, acquisition_order
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Section, SectionConfig, lock_section
 from distlock._core.semaphore import SemaphoreSection
-from distlock._operator import MARK_BITS
 from distlock._scheduler import Timers
 from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Lost, Observer, RenewFailed, Transition
@@ -233,9 +232,7 @@ class HandleBase:
 
     @property
     def token(self) -> str:
-        """128 bits as 32 hex digits, the value stored under the key while we hold it: 80
-        random bits of this acquisition, then 48 that name the Lock object that made it
-        (how ``Lock.owner`` tells its own holders from others)."""
+        """128 random bits as 32 hex digits: the value stored under the key while we hold it."""
         return self._section.token
 
     @property
@@ -266,10 +263,9 @@ class HandleBase:
 HandleT = TypeVar("HandleT", bound=HandleBase)
 
 
-def _token(mark: int) -> int:
-    """A new token: 80 random bits (unguessable, and unique to this acquisition), then the
-    48 bits of ``mark``, the Lock object's (see :attr:`LockBase._mark`)."""
-    return int.from_bytes(os.urandom(10), "big") << MARK_BITS | mark
+def _token() -> int:
+    """128 random bits (what secrets.token_hex(16) draws, as a number)."""
+    return int.from_bytes(os.urandom(16), "big")
 
 
 class LockBase:
@@ -284,8 +280,6 @@ class LockBase:
         self.prefix = self.defaults.prefix
         self._trace = self.defaults.trace
         self._label = f"L{next(_labels)}"
-        #: The low bits of every token this Lock object makes: ``owner`` reads them back.
-        self._mark = int.from_bytes(os.urandom(MARK_BITS // 8), "big")
         self._sections = itertools.count(1)
         self._closed = False
         #: The config of the default options, by (watch, cancel_on_loss).
@@ -396,7 +390,7 @@ class LockBase:
         # observers; when nobody records or observes, no event of it leaves the Lock, so
         # the Lock's own label serves and a held lock carries no string of its own.
         label = self._label
-        # The token: 128 bits (see _token), kept as an int; on the wire, 32 hex digits.
+        # The token: 128 random bits, kept as an int; on the wire, 32 hex digits (Section.token).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
             key = self.key(ids[0])
             if self._closed:  # tested here first: every lock cycle passes
@@ -404,7 +398,7 @@ class LockBase:
             if named:
                 label = f"{label}.{next(self._sections)}"
             sections: tuple[Section, ...] = (
-                new_section(key, _token(self._mark), config, label, record),
+                new_section(key, _token(), config, label, record),
             )
         else:
             keys = acquisition_order([self.key(id) for id in ids])
@@ -412,7 +406,7 @@ class LockBase:
             serial = self._sections
             sections = tuple(
                 new_section(
-                    key, _token(self._mark), config,
+                    key, _token(), config,
                     f"{label}.{next(serial)}" if named else label, record,
                 )
                 for key in keys

@@ -11,13 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from distlock._core.commands import Kind
 from distlock._protocol import FORCE_UNLOCK, OWNER, Script, fence_key, queue_keys
 
-#: How many low bits of a token name the Lock object that made it (the rest, 80 bits, are
-#: random per acquisition): enough that two Lock objects of one service do not share a
-#: mark by chance, few enough that a token stays unguessable.
-MARK_BITS: Final = 48
-_MARK_MASK: Final = (1 << MARK_BITS) - 1
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")
 _FENCE: Final = re.compile(r"[1-9][0-9]{0,18}")
 
@@ -31,15 +27,13 @@ class LockOwner:
     ``Lock``'s holder's fence lives only in its handle, so it is None there.
     ``token_prefix`` is the first 8 digits of the holder's token (what the ``distlock``
     logger and ``python -m distlock inspect`` show), None when the key holds no token
-    (another primitive's key).  ``mine`` is True when the token was made by the Lock object
-    asked: one of its handles holds the key by Redis's record, whatever that handle knows.
+    (another primitive's key): compare it with ``handle.token[:8]`` to tell your own.
     """
 
     key: str
     ttl_ms: int | None
     fence: int | None
     token_prefix: str | None
-    mine: bool
 
 
 def _text(value: Any) -> str:
@@ -51,11 +45,18 @@ def owner_call(key: str) -> tuple[Script, list[str], list[str | int]]:
 
 
 def force_unlock_call(key: str) -> tuple[Script, list[str], list[str | int]]:
-    queue, places, wake = queue_keys(key)
-    return FORCE_UNLOCK, [key, fence_key(key), queue, places], [wake]
+    """The key, its fence counter, then each kind's queue and places; each kind's wake
+    lists' prefix: whatever kind held the key, the first waiter of every kind looks again."""
+    keys = [key, fence_key(key)]
+    wakes: list[str | int] = []
+    for kind in Kind:
+        queue, places, wake = queue_keys(key, kind)
+        keys += [queue, places]
+        wakes.append(wake)
+    return FORCE_UNLOCK, keys, wakes
 
 
-def read_owner(key: str, reply: Any, mark: int) -> LockOwner | None:
+def read_owner(key: str, reply: Any) -> LockOwner | None:
     """The :class:`LockOwner` of ``OWNER``'s reply (None: the key is free)."""
     if not reply:
         return None
@@ -68,7 +69,6 @@ def read_owner(key: str, reply: Any, mark: int) -> LockOwner | None:
         ttl_ms=None if ttl < 0 else ttl,
         fence=int(fence) if kind == "hash" and _FENCE.fullmatch(fence) else None,
         token_prefix=token[:8] if is_token else None,
-        mine=is_token and int(token, 16) & _MARK_MASK == mark,
     )
 
 
@@ -83,7 +83,6 @@ def permits_full(reply: Any, limit: int) -> bool:
 
 
 __all__ = [
-    "MARK_BITS",
     "LockOwner",
     "force_unlock_call",
     "owner_call",

@@ -587,17 +587,17 @@ return {kind, ttl, '', '', 0}
 """
 )
 
-#: KEYS[1] the key, KEYS[2] its slot's fence counter, KEYS[3] its queue, KEYS[4] the
-#: queue's places; ARGV[1] the wake lists' prefix.  Deletes the key whatever holds it and
-#: bumps the fence counter in the same step, so every later owner's fence is larger than
-#: the evicted holder's even if a resource saw that one; wakes the first waiter (a lock's
-#: is woken, not handed the key: its own attempt takes it, with a fence of its own).  1 if
-#: a key was deleted, else 0.
+#: KEYS[1] the key, KEYS[2] its slot's fence counter, then each kind's queue and its
+#: places (KEYS[1 + 2i], KEYS[2 + 2i]); ARGV[i] that kind's wake lists' prefix.  Deletes
+#: the key whatever holds it and bumps the fence counter in the same step, so every later
+#: owner's fence is larger than the evicted holder's even if a resource saw that one;
+#: wakes each kind's first waiter (woken, not handed the key: its own attempt takes it,
+#: with a fence of its own).  1 if a key was deleted, else 0.
 FORCE_UNLOCK: Final = Script(
     _QUEUE
     + """local deleted = redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[2])
-wake_head(KEYS[3], KEYS[4], ARGV[1])
+for i = 1, #ARGV do wake_head(KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[i]) end
 return deleted
 """
 )

@@ -736,7 +736,7 @@ class Lock(LockBase):
         :class:`~distlock.LockOwner` for what it holds, and ``handle.held`` for what a
         holder itself knows."""
         key = self.key(id)
-        return read_owner(key, await _eval(await self.client(), *owner_call(key)), self._mark)
+        return read_owner(key, await _eval(await self.client(), *owner_call(key)))
 
     async def force_unlock(self, id: str) -> bool:
         """For operators: delete ``id``'s key whoever holds it, and bump its slot's fence

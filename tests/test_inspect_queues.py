@@ -58,7 +58,8 @@ def test_a_queue_lists_its_waiters_in_order_with_the_head_and_their_places(
         for waiter in row.waiters:
             assert waiter.live and waiter.place_ms is not None
             assert 0 < waiter.place_ms <= FOREVER_MS + 10_000
-            assert waiter.handoff_ttl_ms == FOREVER_MS  # a release hands it the key
+            # A manual handle is never renewed: a release wakes it rather than hand it the key.
+            assert waiter.handoff_ttl_ms is None
         assert row.ttl_ms is not None and row.ttl_ms > 0
         assert found[places].kind == QUEUE_PLACES
         table = format_table(inspect(r, "distlock"))
@@ -165,3 +166,13 @@ def test_the_read_only_acl_reads_queues(fresh_redis: RedisServer) -> None:
     assert row.kind == QUEUE and row.head is not None and row.head.live
     reader.close()
     admin.close()
+
+
+def test_each_kind_s_queue_is_recognised_with_its_places() -> None:
+    from distlock._core.commands import Kind
+    from distlock.tools.inspect import internal_word, places_key
+
+    for kind in Kind:
+        queue_key, places, wake = queue_keys("iq:k", kind)
+        assert internal_word(queue_key) == "queue" and places_key(queue_key) == places
+        assert internal_word(places) == "queued" and internal_word(wake + "t") == "wake"

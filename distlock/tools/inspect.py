@@ -97,8 +97,10 @@ UNKNOWN: Final = "unknown"
 #: ``distlock:<word>:{<tag>}:<key>``.  The word says what the key is, read by its ending
 #: so that a family added later (a second queue, another release memory) is recognised:
 #: ``...released`` a release record or memory, ``...queue`` a waiting queue, ``...queued``
-#: a queue's places, ``...wake`` a waiter's wake list, ``fence`` a counter.
-_INTERNAL: Final = re.compile(r"distlock:([a-z][a-z-]*):\{[^}]*\}(?::(.*))?", re.S)
+#: a queue's places, ``...wake`` a waiter's wake list, ``fence`` a counter.  A queue's
+#: family may carry its kind's mark before the tag (``distlock:queue:r:{<tag>}:<key>``, a
+#: reentrant lock's; see ``distlock._protocol.queue_keys``).
+_INTERNAL: Final = re.compile(r"distlock:([a-z][a-z-]*):(?:[a-z]:)?\{[^}]*\}(?::(.*))?", re.S)
 _FENCE_PREFIX: Final = "distlock:fence:"
 
 #: How many waiters of one queue are read (the first ones: the head and those next).
