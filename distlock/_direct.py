@@ -118,11 +118,16 @@ def packed_evalsha(
     if not plain:
         return None
     encoder = conn.encoder
-    # A sync connection packs with its packer: hiredis's encodes text as strict UTF-8,
-    # whatever the client's encoding; redis-py's own, and an asyncio connection, with the
-    # client's encoding.  Another packer is the user's: it is given the command.
+    # A sync connection packs with its packer: redis-py's own, and an asyncio connection,
+    # with the client's encoding; hiredis's too where redis-py hands it the encoder's
+    # ``encode`` (redis-py 8), else as strict UTF-8 whatever the client's encoding.
+    # Another packer is the user's: it is given the command.
     packer = getattr(conn, "_command_packer", None)
-    if packer is None or type(packer) is _PYTHON_PACKER:
+    if (
+        packer is None
+        or type(packer) is _PYTHON_PACKER
+        or (type(packer) is _HIREDIS_PACKER and getattr(packer, "_encode", None) is not None)
+    ):
         return [pack_evalsha(script, keys, args, encoder.encoding, encoder.encoding_errors)]
     if type(packer) is _HIREDIS_PACKER:
         return [pack_evalsha(script, keys, args, "utf-8", "strict")]
