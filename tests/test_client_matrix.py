@@ -25,6 +25,7 @@ import redis.asyncio as aredis
 import distlock
 import distlock.asyncio
 from distlock import LockLeaseLostError, LockNotAcquiredError
+from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
 from distlock.errors import LossReason
 from distlock.events import Renewed
@@ -33,6 +34,16 @@ from tests import test_wait_sync as wait_sync
 from tests.client_matrix import BY_NAME, CONFIGS, ClientConfig
 from tests.redis_server import RedisServer
 from tests.test_semaphore_sync import SEMAPHORE_ACL
+
+
+def queues(key: str) -> list[str]:
+    """Every kind's queue of ``key`` (each kind waits in its own)."""
+    return [queue_keys(key, kind)[0] for kind in Kind]
+
+
+def queue_and_places(key: str) -> list[str]:
+    return [name for kind in Kind for name in queue_keys(key, kind)[:2]]
+
 
 KINDS = ("lock", "reentrant", "semaphore")
 #: The prefixes the README's restricted users are given rights on; ids are unique per case.
@@ -132,7 +143,7 @@ def start_waiting(admin: redis.Redis, key: str, call: Callable[[], object]) -> w
     waiter = wait_sync.Waiter(call)
     waiter.start()
     wait_sync.until(
-        lambda: admin.exists(queue_keys(key)[0]) or not waiter.is_alive(),
+        lambda: admin.exists(*queues(key)) or not waiter.is_alive(),
         f"a waiter queued on {key}",
     )
     if not waiter.is_alive():
@@ -151,7 +162,7 @@ async def start_waiting_task(
     task = asyncio.get_running_loop().create_task(wrapped())
 
     async def queued() -> bool:
-        return task.done() or bool(await admin.exists(queue_keys(key)[0]))
+        return task.done() or bool(await admin.exists(*queues(key)))
 
     await wait_async.until(queued, f"a waiter queued on {key}")
     if task.done():
@@ -161,8 +172,8 @@ async def start_waiting_task(
 
 def leaves_nothing(admin: redis.Redis, key: str) -> None:
     """Neither the key nor anything of its queue is left once every holder released."""
-    assert admin.exists(key, *queue_keys(key)[:2]) == 0
-    assert admin.keys(queue_keys(key)[2] + "*") == []
+    assert admin.exists(key, *queue_and_places(key)) == 0
+    assert [w for kind in Kind for w in admin.keys(queue_keys(key, kind)[2] + "*")] == []
 
 
 def no_lock_for(outcomes: dict[str, object], handle_type: type) -> None:
@@ -457,7 +468,7 @@ def test_async_a_cancelled_waiter_withdraws(
                     await waiter
             assert [str(w.message) for w in warned] == []
             # Withdrawn before the cancellation left: nothing of the waiter is left behind.
-            assert admin.exists(*queue_keys(holder.key)[:2]) == 0
+            assert admin.exists(*queue_and_places(holder.key)) == 0
             assert await holder.release() is True
             leaves_nothing(admin, holder.key)
 
