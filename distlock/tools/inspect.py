@@ -25,7 +25,7 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
   the key of a :class:`distlock.Semaphore`: its permits (:class:`Permit`) are listed with
   the time each has left, measured on Redis's clock (``TIME``), never the inspector's;
 - ``fence-counter`` and ``release-record``: distlock's own bookkeeping
-  (``distlock:fence:{<tag>}``, ``distlock:released:{<tag>}:<key>`` and a semaphore's
+  (``distlock:fence:{<tag>}``, ``distlock:released:{<tag>}:<token>:<key>`` and a semaphore's
   ``distlock:sem-released:{<tag>}:<key>``).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
   these kinds rather than as locks, only when the prefix is ``distlock`` (or starts with
