@@ -35,8 +35,8 @@ from typing import Final
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROTOCOL: Final = Path("distlock/_protocol.py")
 
-#: What is not copied to the scratch checkout: history, caches, build products (a compiled
-#: ``_protocol`` would be imported instead of the mutated source), results.
+#: Outside git, what is not copied to the scratch checkout: history, caches, build products
+#: (a compiled ``_protocol`` would be imported instead of the mutated source), results.
 IGNORED: Final = shutil.ignore_patterns(
     ".git", "__pycache__", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache",
     "*.so", "*.egg-info", "build", "dist", "bench-results", "states", "traces", ".venv",
@@ -376,11 +376,28 @@ def _scratch_imports_itself(scratch: Path) -> None:
         raise SystemExit(f"the scratch checkout imports {where}, not its own distlock")
 
 
+def copy_checkout(root: Path, scratch: Path) -> None:
+    """The checkout as the tests see it: tracked and new files, nothing git ignores (no
+    build products, caches or results); outside git, everything but :data:`IGNORED`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root, capture_output=True, check=False,
+    )
+    if listed.returncode != 0:
+        shutil.copytree(root, scratch, ignore=IGNORED)
+        return
+    for name in listed.stdout.decode().split("\0"):
+        source = root / name
+        if name and source.is_file():  # a tracked file deleted in the work tree is skipped
+            (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, scratch / name)
+
+
 def run(mutants: tuple[Mutant, ...], root: Path = ROOT) -> list[Outcome]:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="distlock-mutation-") as tmp:
         scratch = Path(tmp) / "checkout"
-        shutil.copytree(root, scratch, ignore=IGNORED)
+        copy_checkout(root, scratch)
         _scratch_imports_itself(scratch)
         original = (scratch / PROTOCOL).read_text()
         for mutant in mutants:

@@ -9,7 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.mutation import MUTANTS, PROTOCOL, QUICK, ROOT, Mutant, changed_scripts, script_sources
+from tests.mutation import (
+    MUTANTS,
+    PROTOCOL,
+    QUICK,
+    ROOT,
+    Mutant,
+    StaleMutantError,
+    apply,
+    changed_scripts,
+    script_sources,
+)
 
 SOURCE = (ROOT / PROTOCOL).read_text()
 
@@ -36,3 +46,9 @@ def test_names_are_unique_and_the_tests_exist() -> None:
 def test_the_quick_list_is_short_and_holds_w11() -> None:
     assert "W11" in {m.name for m in QUICK}
     assert 3 <= len(QUICK) <= 6
+
+
+def test_a_mutant_whose_text_is_gone_is_an_error_not_a_pass() -> None:
+    gone = Mutant("X", "ACQUIRE", "stale", "no such text in the scripts", "", ("tests",))
+    with pytest.raises(StaleMutantError):
+        apply(SOURCE, gone)

@@ -122,7 +122,7 @@ def test_a_section_whose_release_was_resent_is_not_reported_lost(
     redis_server: RedisServer, r: redis.Redis, kind: Kind
 ) -> None:
     url = f"redis://{redis_server.host}:{redis_server.port}"
-    client = ReleaseLostThenResent.from_url(url)
+    client = ReleaseLostThenResent(host=redis_server.host, port=redis_server.port)
     client.meanwhile = _other_owner(kind, url)
     with _lock(kind, client) as locks:
         assert locks.run("k", lambda h: h.fence) >= 1  # not RELEASE_REJECTED
@@ -137,7 +137,7 @@ def test_an_asyncio_section_whose_release_was_resent_is_not_reported_lost(
     url = f"redis://{redis_server.host}:{redis_server.port}"
 
     async def main() -> None:
-        client = AsyncReleaseLostThenResent.from_url(url)
+        client = AsyncReleaseLostThenResent(host=redis_server.host, port=redis_server.port)
         client.meanwhile = _other_owner(kind, url)
         async with _alock(kind, client) as locks, locks.hold("k") as h:
             assert h.held
