@@ -66,7 +66,7 @@ test-deep: setup
 # Mutation testing of the Lua scripts (tests/mutation.py): each plausible script bug in the
 # list is patched into a scratch copy of the checkout, and the tests named for it must fail
 # there.  MUTANTS=quick runs a short list (W11 among it); MUTANTS="W11 E1" runs those.
-# About 3 minutes for all on 2 cores; half a minute for the quick list.
+# On 2 cores: 1.5 to 3 minutes for all, as loaded; about 15 s for the quick list.
 MUTANTS ?= all
 mutation: setup
 	$(PY) -m tests.mutation $(MUTANTS)
