@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from distlock import Lock
 from distlock._core.commands import Command, Op
-from distlock._protocol import ACQUIRE, RELEASE, encode
+from distlock._protocol import ACQUIRE, RELEASE, encode, released_key
 from distlock.asyncio import Lock as AsyncLock
 
 #: The careful user's compare-and-delete, sent by EVALSHA (loaded by main()).
@@ -62,12 +62,14 @@ def sync_scripts(r: redis.Redis, n: int) -> float:
     """distlock's own two scripts sent by hand: the wire cost of its protocol, fence included."""
     key = "bench:scripts"
     _, acquire_keys, _ = encode(Command(Op.ACQUIRE, key, "", 30_000))
-    _, release_keys, (_, *release_args) = encode(Command(Op.RELEASE, key, "", 30_000))
+    _, (_, _, *release_keys), (_, *release_args) = encode(Command(Op.RELEASE, key, "", 30_000))
     t0 = time.perf_counter()
     for _ in range(n):
         token = secrets.token_hex(16)
         if r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, 30_000):
-            r.evalsha(RELEASE.sha, len(release_keys), *release_keys, token, *release_args)
+            # The release record is the token's own (released_key).
+            record = released_key(key, token)
+            r.evalsha(RELEASE.sha, 5, key, record, *release_keys, token, *release_args)
     return time.perf_counter() - t0
 
 

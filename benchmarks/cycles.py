@@ -89,15 +89,12 @@ SCRIPTS_BY_HAND = "floor, distlock's scripts"
 
 
 @functools.cache
-def _script_keys(key: str) -> tuple[tuple[str, str], tuple[str, str, str, str, str], str]:
-    """The KEYS of ``key``'s acquire and release, and its wake lists' prefix: worked out once,
-    as a user sending the scripts by hand would keep them."""
+def _script_keys(key: str) -> tuple[tuple[str, str], tuple[str, str, str], str]:
+    """The KEYS of ``key``'s acquire and those of its release after the record (which is
+    the token's own: :func:`released_key`), and its wake lists' prefix: worked out once, as
+    a user sending the scripts by hand would keep them."""
     queue, places, wake = queue_keys(key)
-    return (
-        (key, fence_key(key)),
-        (key, released_key(key), queue, places, fence_key(key)),
-        wake,
-    )
+    return (key, fence_key(key)), (queue, places, fence_key(key)), wake
 
 
 #: What the hand-written rows send by ``EVALSHA``: the floor's release and distlock's two.
@@ -134,7 +131,9 @@ def sync_contenders(
         acquire_keys, release_keys, wake = _script_keys("bench:by-hand")
         token = secrets.token_hex(16)
         if r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, TTL_MS):
-            r.evalsha(RELEASE.sha, 5, *release_keys, token, RELEASE_MEMORY_MS, wake)
+            key = "bench:by-hand"
+            record = released_key(key, token)
+            r.evalsha(RELEASE.sha, 5, key, record, *release_keys, token, RELEASE_MEMORY_MS, wake)
 
     def distlock_cycle() -> None:
         handle = locks.acquire("cycle")
@@ -214,7 +213,10 @@ def async_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]
         acquire_keys, release_keys, wake = _script_keys(key)
         token = secrets.token_hex(16)
         if await r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, TTL_MS):
-            await r.evalsha(RELEASE.sha, 5, *release_keys, token, RELEASE_MEMORY_MS, wake)
+            record = released_key(key, token)
+            await r.evalsha(
+                RELEASE.sha, 5, key, record, *release_keys, token, RELEASE_MEMORY_MS, wake
+            )
 
     async def body(handle: object) -> None:
         return None

@@ -303,12 +303,17 @@ return 0
 #: outlast the client's retries; redis-py 8's default policy gives up within seconds.
 RELEASE_MEMORY_MS: Final = 30_000
 
-#: KEYS[1] lock key, KEYS[2] its release record, KEYS[3] its queue, KEYS[4] the queue's
-#: places, KEYS[5] the fence counter; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the wake
-#: lists' prefix.
+#: KEYS[1] lock key, KEYS[2] this token's release record, KEYS[3] its queue, KEYS[4] the
+#: queue's places, KEYS[5] the fence counter; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the
+#: wake lists' prefix.
 #: 1 if deleted now, or if this token's release already deleted it (a resend); 0 if the
 #: key is not ours and we did not release it.  The record is a short-lived key of its own,
-#: so the lock key is gone the moment it is released.  Deleting the key and waking the
+#: so the lock key is gone the moment it is released; it is named after the token
+#: (:func:`released_key`), so every token released within the memory is remembered, not
+#: only the last: a resend that comes after another owner's whole section is still ours.
+#: A record per token costs the release nothing more than one per key (a ``SET`` with a
+#: TTL, which Redis expires itself), where a set of tokens would add the clock, a trim
+#: and an expiry to every release.  Deleting the key and waking the
 #: first waiter are one atomic step: the key goes straight to the first live waiter, with
 #: the TTL its place keeps and a new fence, which its wake list carries (``=fence``), so
 #: the waiter holds the key the moment its ``BLPOP`` answers, with no attempt of its own;
@@ -412,7 +417,8 @@ return 0
 """
 )
 
-#: KEYS[1] lock key, KEYS[2] fence counter (unused), KEYS[3] release record, KEYS[4] the
+#: KEYS[1] lock key, KEYS[2] fence counter (unused), KEYS[3] this token's release record
+#: (:func:`released_key`), KEYS[4] the
 #: key's queue, KEYS[5] the queue's places; ARGV[1] token, ARGV[2] memory ms, ARGV[3] the
 #: wake lists' prefix.  The outermost exit: 1 if deleted now, or if this token's release
 #: already deleted it (a resend); else 0.  The record is the one ``RELEASE`` writes; the
@@ -641,9 +647,19 @@ def fence_key(key: str) -> str:
 
 
 @functools.lru_cache(maxsize=KEY_NAME_CACHE)
-def released_key(key: str) -> str:
-    """The short-lived record of ``key``'s last release, in ``key``'s Cluster slot."""
-    return f"distlock:released:{{{slot_tag(key_slot(key))}}}:{key}"
+def _released_prefix(key: str) -> str:
+    return f"distlock:released:{{{slot_tag(key_slot(key))}}}:"
+
+
+def released_key(key: str, token: str) -> str:
+    """The short-lived record of ``token``'s release of ``key``, in ``key``'s Cluster slot.
+
+    One per token, so that a resend of a release is recognised whoever released the key
+    after it.  The token (fixed length, hex) comes before the key, so no record of a
+    release by a client that named it after the key alone (``...:{<tag>}:<key>``) shares
+    its name with one of these unless the lock's name starts with this very token.
+    """
+    return f"{_released_prefix(key)}{token}:{key}"
 
 
 @functools.lru_cache(maxsize=KEY_NAME_CACHE)
@@ -697,7 +713,7 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
         queue, places, wake = queue_keys(key)
         return (
             RELEASE,
-            [key, released_key(key), queue, places, fence_key(key)],
+            [key, released_key(key, command.token), queue, places, fence_key(key)],
             [command.token, RELEASE_MEMORY_MS, wake],
         )
     return EXTEND, [key], [command.token, command.ttl_ms]
@@ -742,7 +758,7 @@ def _encode_reentrant(command: Command) -> tuple[Script, list[str], list[str | i
         queue, places, wake = queue_keys(key, Kind.REENTRANT)
         return (
             R_RELEASE,
-            [key, fence_key(key), released_key(key), queue, places],
+            [key, fence_key(key), released_key(key, token), queue, places],
             [token, RELEASE_MEMORY_MS, wake],
         )
     if op is Op.REENTER:

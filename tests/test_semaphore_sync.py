@@ -433,10 +433,10 @@ def test_every_script_refuses_a_key_of_another_kind(r: redis.Redis) -> None:
     zset = "sem:zset"
     assert run(ACQUIRE, [zset, fence_key(zset)], token, TTL) == 0
     assert run(EXTEND, [zset], token, TTL) == 0
-    assert run(RELEASE, [zset, released_key(zset)], token, 1_000) == 0
+    assert run(RELEASE, [zset, released_key(zset, token)], token, 1_000) == 0
     assert run(R_ACQUIRE, [zset, fence_key(zset)], token, TTL) == [0, 0]
     assert run(R_RENEW, [zset], token, TTL) == 0
-    assert run(R_RELEASE, [zset, fence_key(zset), released_key(zset)], token, 1_000) == 0
+    assert run(R_RELEASE, [zset, fence_key(zset), released_key(zset, token)], token, 1_000) == 0
     # Nothing was changed by the refusals.
     assert r.get("sem:string") == token.encode()
     assert r.hget("sem:hash", token) == b"1"

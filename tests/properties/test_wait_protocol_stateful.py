@@ -56,7 +56,8 @@ class WaitProtocol(RuleBasedStateMachine):
     def start(self) -> None:
         self.r: Any = redis.Redis(port=self.server.port)
         queue, places, wake = queue_keys(KEY)
-        self.r.delete(KEY, queue, places, released_key(KEY), *(wake + t for t in WAITERS))
+        records = (released_key(KEY, t) for t in (*WAITERS, "f"))
+        self.r.delete(KEY, queue, places, *records, *(wake + t for t in WAITERS))
         # The fence counter serves every key of the slot: fences count from where it is.
         self.base = int(self.r.get(fence_key(KEY)) or 0)
         self.holder: str | None = None
@@ -69,7 +70,8 @@ class WaitProtocol(RuleBasedStateMachine):
         self.fence = 0
         #: Tokens whose key's lease ran out while they held it.
         self.lapsed: set[str] = set()
-        self.released_by: str | None = None
+        #: Tokens whose release deleted the key: each is remembered (its own record).
+        self.released_by: set[str] = set()
 
     def teardown(self) -> None:
         self.r.close()
@@ -150,11 +152,11 @@ class WaitProtocol(RuleBasedStateMachine):
         if self.holder == token:
             assert released == 1
             self.holder = None
-            self.released_by = token
+            self.released_by.add(token)
             self._hand_on()
             _count("released")
         else:
-            assert released == (1 if self.released_by == token else 0)
+            assert released == (1 if token in self.released_by else 0)
 
     @precondition(lambda self: getattr(self, "holder", None) is not None and self.knows)
     @rule()
@@ -233,9 +235,10 @@ class WaitProtocol(RuleBasedStateMachine):
             )
         counter = self.r.get(fence_key(KEY))
         assert int(counter or 0) == self.base + self.fence
-        assert self.r.get(released_key(KEY)) == (
-            self.released_by.encode() if self.released_by else None
-        )
+        for token in (*WAITERS, "f"):
+            assert self.r.get(released_key(KEY, token)) == (
+                token.encode() if token in self.released_by else None
+            )
 
     @invariant()
     def no_stale_grant(self) -> None:

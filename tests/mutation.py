@@ -1,0 +1,443 @@
+"""Mutation testing of the Lua scripts: plausible bugs the tests must catch.
+
+Each :class:`Mutant` is one exact text replacement in ``distlock/_protocol.py`` (a script
+bug someone could plausibly write) and the tests that must fail because of it.  For each,
+a scratch copy of the checkout gets the replacement, and pytest runs the mutant's tests
+there (``-x -q``, with the scratch copy first on ``PYTHONPATH``, so it imports the mutated
+``distlock``): the mutant is killed when a test fails, and survives when all pass.  A
+replacement whose old text is not found exactly once is an error: the list no longer
+matches the scripts.  ``tests/test_mutation_list.py`` checks that in the normal suite, and
+that every script has a mutant of its own.
+
+    python3 -m tests.mutation            # every mutant (make mutation)
+    python3 -m tests.mutation quick      # a short list (make mutation MUTANTS=quick)
+    python3 -m tests.mutation W11 E1     # these mutants
+    python3 -m tests.mutation --list
+
+Exits non-zero if any mutant survived or errored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+PROTOCOL: Final = Path("distlock/_protocol.py")
+
+#: Outside git, what is not copied to the scratch checkout: history, caches, build products
+#: (a compiled ``_protocol`` would be imported instead of the mutated source), results.
+IGNORED: Final = shutil.ignore_patterns(
+    ".git", "__pycache__", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache",
+    "*.so", "*.egg-info", "build", "dist", "bench-results", "states", "traces", ".venv",
+)
+
+#: A mutant's tests may take this long in all before it counts as killed by a hang.
+TIMEOUT_S: Final = 600
+
+# The test files that exercise each family of scripts, and the focused ones.
+LOCK: Final = "tests/test_lock_sync.py"
+RESEND: Final = ("tests/test_release_resend.py", "tests/test_release_memory.py")
+REFRESH: Final = "tests/test_resend_refresh.py"
+WAIT: Final = ("tests/test_wait_handoff.py", "tests/test_wait_sync.py")
+WAIT_MODEL: Final = "tests/properties/test_wait_protocol_stateful.py"
+REENTRANT: Final = "tests/test_reentrant_sync.py"
+SEMAPHORE: Final = "tests/test_semaphore_sync.py"
+SEMAPHORE_WAIT: Final = "tests/test_semaphore_wait.py"
+EDGES: Final = "tests/test_script_edges.py"
+
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    """``old`` -> ``new`` in ``distlock/_protocol.py``; ``script``: the script constant it is
+    meant to break (others that share the fragment break with it); ``tests``: pytest
+    node ids or files, at least one of which must fail."""
+
+    name: str
+    script: str
+    what: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    quick: bool = False
+
+
+MUTANTS: Final[tuple[Mutant, ...]] = (
+    # -- the lock ----------------------------------------------------------------------------
+    Mutant(
+        "A1", "ACQUIRE", "a free key's claim without NX overwrites the holder",
+        "if redis.call('SET', KEYS[1], {token}, 'NX', 'PX', {ttl}) then",
+        "if redis.call('SET', KEYS[1], {token}, 'PX', {ttl}) then",
+        (REFRESH, LOCK), quick=True,
+    ),
+    Mutant(
+        "A2", "ACQUIRE", "a resend of our own acquire is refused",
+        '+ "return held_as(ARGV[1], ARGV[2])\\n"',
+        '+ "return 0\\n"',
+        (REFRESH, LOCK),
+    ),
+    Mutant(
+        "W11", "ACQUIRE", "the re-grant of a key already ours does not refresh its TTL",
+        "    redis.call('PEXPIRE', KEYS[1], ttl)\n    return tonumber(redis.call('GET', FENCES)",
+        "    return tonumber(redis.call('GET', FENCES)",
+        (REFRESH,), quick=True,
+    ),
+    Mutant(
+        "A3", "ACQUIRE", "the re-grant answers a fresh fence instead of the current one",
+        "return tonumber(redis.call('GET', FENCES) or '1')",
+        "return redis.call('INCR', FENCES)",
+        (REFRESH, LOCK),
+    ),
+    Mutant(
+        "WA1", "W_ACQUIRE", "a waiter's resend of its granted attempt is refused",
+        "  if cur == ARGV[1] then return 0, true end",
+        "  if false then return 0, true end",
+        (REFRESH, *WAIT),
+    ),
+    Mutant(
+        "WA2", "W_ACQUIRE", "a held key is seen as free by the waiting acquire",
+        "  if not (cur or foreign) then return 0, false end",
+        "  if true then return 0, false end",
+        (EDGES, *WAIT),
+    ),
+    Mutant(
+        "WD1", "WITHDRAW", "a key handed to a waiter that withdraws is kept, not given back",
+        "local function drop() redis.call('DEL', KEYS[1]) return true end",
+        "local function drop() return true end",
+        (EDGES, *WAIT, WAIT_MODEL),
+    ),
+    Mutant(
+        "WD2", "WITHDRAW", "a withdrawal never looks at what was handed to it",
+        "if mine then mine = drop() end",
+        "if false then mine = drop() end",
+        (EDGES, *WAIT, WAIT_MODEL),
+    ),
+    Mutant(
+        "WD3", "S_WITHDRAW", "a first waiter that gives up keeps its wake-up from the next",
+        "if (head == token or mine) and busy() == 0 then",
+        "if mine and busy() == 0 then",
+        (EDGES, SEMAPHORE_WAIT),
+    ),
+    Mutant(
+        "E1", "EXTEND", "extend without the token check",
+        "if read('GET', KEYS[1]) == ARGV[1] then\n  return redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+        "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+        "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+        (LOCK,), quick=True,
+    ),
+    Mutant(
+        "R1", "RELEASE", "release with a plain DEL, whoever holds the key",
+        "if read('GET', KEYS[1]) == ARGV[1] then\n  redis.call('DEL', KEYS[1])",
+        "if redis.call('EXISTS', KEYS[1]) == 1 then\n  redis.call('DEL', KEYS[1])",
+        (LOCK, *RESEND), quick=True,
+    ),
+    Mutant(
+        "R2", "RELEASE", "the release does not write its record",
+        "  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n",
+        "",
+        RESEND,
+    ),
+    Mutant(
+        "R3", "RELEASE", "a resend of our release is not looked up in the record",
+        "if redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end",
+        "",
+        RESEND,
+    ),
+    Mutant(
+        "R4", "RELEASE", "the release wakes the first waiter instead of handing it the key",
+        "hand_head(KEYS[3], KEYS[4], ARGV[3], handed)",
+        "hand_head(KEYS[3], KEYS[4], ARGV[3], nil)",
+        (EDGES, *WAIT),
+    ),
+    # -- the reentrant lock ------------------------------------------------------------------
+    Mutant(
+        "RA1", "R_ACQUIRE", "an acquire takes a hash another token holds",
+        "  if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end",
+        "",
+        (REENTRANT,),
+    ),
+    Mutant(
+        "RA2", "R_ACQUIRE", "the re-grant of a hash already ours does not refresh its TTL",
+        "    redis.call('PEXPIRE', KEYS[1], ttl)\n    return {1, tonumber(",
+        "    return {1, tonumber(",
+        (REFRESH,),
+    ),
+    Mutant(
+        "RWA1", "RW_ACQUIRE", "a waiter's resend of its granted attempt is refused",
+        "  if cur then return 0, true end",
+        "  if false then return 0, true end",
+        (REFRESH, REENTRANT),
+    ),
+    Mutant(
+        "RWD1", "R_WITHDRAW", "a held hash is seen as free by the withdrawal and the wait",
+        "  if not foreign and redis.call('EXISTS', KEYS[1]) == 0 then return 0, false end",
+        "  if not foreign then return 0, false end",
+        (EDGES, REENTRANT),
+    ),
+    Mutant(
+        "RE1", "R_ENTER", "a re-entry without the token check",
+        "if read('HGET', KEYS[1], ARGV[1]) then\n  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])",
+        "if true then\n  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])",
+        (REENTRANT,),
+    ),
+    Mutant(
+        "RL1", "R_LEAVE", "an inner exit without the token check",
+        "if read('HGET', KEYS[1], ARGV[1]) then\n  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])",
+        "if true then\n  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])",
+        (REENTRANT,),
+    ),
+    Mutant(
+        "RR1", "R_RENEW", "a renewal without the token check",
+        "if read('HGET', KEYS[1], ARGV[1]) then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+        "if redis.call('EXISTS', KEYS[1]) == 1 then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+        (REENTRANT,),
+    ),
+    Mutant(
+        "RX1", "R_RELEASE", "the outermost exit with a plain DEL, whoever holds the hash",
+        "if read('HGET', KEYS[1], ARGV[1]) then\n  redis.call('DEL', KEYS[1])",
+        "if redis.call('EXISTS', KEYS[1]) == 1 then\n  redis.call('DEL', KEYS[1])",
+        (REENTRANT,),
+    ),
+    Mutant(
+        "RX2", "R_RELEASE", "the outermost exit does not write its record",
+        "  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])\n",
+        "",
+        ("tests/test_release_memory.py",),
+    ),
+    Mutant(
+        "RX3", "R_RELEASE", "a resend of our outermost exit is not looked up in the record",
+        "if redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end",
+        "",
+        ("tests/test_release_memory.py",),
+    ),
+    # -- the semaphore -----------------------------------------------------------------------
+    Mutant(
+        "SA1", "S_ACQUIRE", "the limit off by one: one permit more than the limit",
+        "    and redis.call('ZCARD', KEYS[1]) >= LIMIT then",
+        "    and redis.call('ZCARD', KEYS[1]) > LIMIT then",
+        (SEMAPHORE,), quick=True,
+    ),
+    Mutant(
+        "SA2", "S_ACQUIRE", "expired permits are not evicted before counting",
+        "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))\nif not (score",
+        "if not (score",
+        (SEMAPHORE,),
+    ),
+    Mutant(
+        "SW1", "SW_ACQUIRE", "a grant wakes nobody else while permits are left",
+        "  return redis.call('ZCARD', KEYS[1]) < LIMIT\n",
+        "  return false\n",
+        (EDGES, SEMAPHORE_WAIT),
+    ),
+    Mutant(
+        "SWD1", "S_WITHDRAW", "the waiting scripts count a full semaphore as free",
+        "  if redis.call('ZCARD', KEYS[1]) < LIMIT then return 0, false end",
+        "  if redis.call('ZCARD', KEYS[1]) <= LIMIT then return 0, false end",
+        (EDGES, SEMAPHORE_WAIT),
+    ),
+    Mutant(
+        "SR1", "S_RENEW", "a renewal without the membership check",
+        "local score = read('ZSCORE', KEYS[1], ARGV[1])\nif not score then return 0 end",
+        "local score = read('ZSCORE', KEYS[1], ARGV[1]) or '1e15'",
+        (SEMAPHORE,),
+    ),
+    Mutant(
+        "SR2", "S_RENEW", "a renewal without the liveness check: an expired permit comes back",
+        "if tonumber(score) <= now then return 0 end\n",
+        "",
+        (EDGES, SEMAPHORE),
+    ),
+    Mutant(
+        "SX1", "S_RELEASE", "the release does not write its memory",
+        "  redis.call('ZADD', KEYS[2], ms(now + tonumber(ARGV[2])), ARGV[1])\n",
+        "",
+        (SEMAPHORE,),
+    ),
+    Mutant(
+        "SX2", "S_RELEASE", "the release wakes no waiter",
+        "  wake_head(KEYS[3], KEYS[4], ARGV[3])\n  return 1",
+        "  return 1",
+        (EDGES, SEMAPHORE_WAIT),
+    ),
+    # -- the queue (shared by every waiting script and the releases) ------------------------
+    Mutant(
+        "Q1", "W_ACQUIRE", "a key handed to the first waiter leaves it in the queue",
+        "    element = '=' .. grant(head, ttl)\n    leave(queue, places, wake, head)\n",
+        "    element = '=' .. grant(head, ttl)\n",
+        (EDGES, *WAIT, WAIT_MODEL),
+    ),
+    Mutant(
+        "Q2", "W_ACQUIRE", "an expired first waiter is never dropped from the queue",
+        "    if until_ms > now then return head, until_ms end",
+        "    if true then return head, until_ms end",
+        (EDGES, *WAIT, WAIT_MODEL),
+    ),
+)
+
+#: ``make mutation MUTANTS=quick``: a few mutants, one per family, cheap enough for the
+#: main test path.
+QUICK: Final = tuple(m for m in MUTANTS if m.quick)
+
+
+class StaleMutantError(Exception):
+    """A mutant's old text is not found exactly once: the list no longer fits the scripts."""
+
+
+def apply(source: str, mutant: Mutant) -> str:
+    """``source`` with ``mutant``'s replacement made, or :class:`StaleMutantError`."""
+    found = source.count(mutant.old)
+    if found != 1:
+        raise StaleMutantError(f"{mutant.name}: old text found {found} times, not once")
+    return source.replace(mutant.old, mutant.new)
+
+
+def script_sources(source: str) -> dict[str, str]:
+    """The Lua of every ``Script`` constant defined by a text of ``_protocol.py``."""
+    module = types.ModuleType("distlock._protocol_mutant")
+    exec(compile(source, str(PROTOCOL), "exec"), module.__dict__)
+    script = module.__dict__["Script"]
+    return {
+        name: value.source
+        for name, value in module.__dict__.items()
+        if isinstance(value, script) and name.isupper()
+    }
+
+
+def changed_scripts(source: str, mutant: Mutant) -> set[str]:
+    """The script constants whose Lua ``mutant`` changes."""
+    before = script_sources(source)
+    after = script_sources(apply(source, mutant))
+    return {name for name, lua in before.items() if after[name] != lua}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    mutant: Mutant
+    verdict: str  # "killed", "SURVIVED", "ERROR"
+    detail: str
+    seconds: float
+
+
+_FAILED: Final = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def run_one(scratch: Path, original: str, mutant: Mutant) -> Outcome:
+    """Patch the scratch checkout with ``mutant``, run its tests there, put it back."""
+    t0 = time.monotonic()
+    try:
+        mutated = apply(original, mutant)
+    except StaleMutantError as stale:
+        return Outcome(mutant, "ERROR", str(stale), 0.0)
+    target = scratch / PROTOCOL
+    target.write_text(mutated)
+    env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    try:
+        done = subprocess.run(
+            [*command, *mutant.tests],
+            cwd=scratch,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Outcome(mutant, "killed", f"its tests hung past {TIMEOUT_S} s", TIMEOUT_S)
+    finally:
+        target.write_text(original)
+    seconds = time.monotonic() - t0
+    if done.returncode == 1:
+        failed = _FAILED.search(done.stdout)
+        return Outcome(mutant, "killed", f"by {failed[1] if failed else '?'}", seconds)
+    if done.returncode == 0:
+        return Outcome(mutant, "SURVIVED", "every test passed", seconds)
+    tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+    return Outcome(mutant, "ERROR", f"pytest exit {done.returncode}: {' | '.join(tail)}", seconds)
+
+
+def _scratch_imports_itself(scratch: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    where = subprocess.run(
+        [sys.executable, "-c", "import distlock._protocol as p; print(p.__file__)"],
+        cwd=scratch, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    if Path(where).resolve() != (scratch / PROTOCOL).resolve():
+        raise SystemExit(f"the scratch checkout imports {where}, not its own distlock")
+
+
+def copy_checkout(root: Path, scratch: Path) -> None:
+    """The checkout as the tests see it: tracked and new files, nothing git ignores (no
+    build products, caches or results); outside git, everything but :data:`IGNORED`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root, capture_output=True, check=False,
+    )
+    if listed.returncode != 0:
+        shutil.copytree(root, scratch, ignore=IGNORED)
+        return
+    for name in listed.stdout.decode().split("\0"):
+        source = root / name
+        if name and source.is_file():  # a tracked file deleted in the work tree is skipped
+            (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, scratch / name)
+
+
+def run(mutants: tuple[Mutant, ...], root: Path = ROOT) -> list[Outcome]:
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="distlock-mutation-") as tmp:
+        scratch = Path(tmp) / "checkout"
+        copy_checkout(root, scratch)
+        _scratch_imports_itself(scratch)
+        original = (scratch / PROTOCOL).read_text()
+        for mutant in mutants:
+            outcome = run_one(scratch, original, mutant)
+            outcomes.append(outcome)
+            print(
+                f"{outcome.verdict:8} {mutant.name:5} {mutant.script:10} {mutant.what}: "
+                f"{outcome.detail} ({outcome.seconds:.1f} s)",
+                flush=True,
+            )
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "select", nargs="*", help="'quick', 'all' (the default), or mutants' names"
+    )
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    by_name = {m.name: m for m in MUTANTS}
+    if not args.select or args.select == ["all"]:
+        chosen = MUTANTS
+    elif args.select == ["quick"]:
+        chosen = QUICK
+    else:
+        unknown = [name for name in args.select if name not in by_name]
+        if unknown:
+            parser.error(f"no such mutant: {', '.join(unknown)}")
+        chosen = tuple(by_name[name] for name in args.select)
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:5} {m.script:10} {m.what} [{' '.join(m.tests)}]")
+        return 0
+    t0 = time.monotonic()
+    outcomes = run(chosen)
+    killed = sum(o.verdict == "killed" for o in outcomes)
+    print(f"{killed} of {len(outcomes)} killed ({time.monotonic() - t0:.0f} s)")
+    return 0 if killed == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
