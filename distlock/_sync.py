@@ -2,15 +2,17 @@
 
 Every decision is the core's and every sequence is a flow's (:mod:`distlock._flows`).
 This module runs flows with blocking calls, keeps one timer per watched section on the
-Lock's shared scheduler thread, and runs each background round trip (a renewal) and each
-observer call a timer leads to on a worker thread, so neither a hung connection nor a
-slow observer holds up another section's deadline.
+process's scheduler thread (one for every Lock object: a Lock made per use costs no
+thread), and runs each background round trip (a renewal) and each observer call a timer
+leads to on the process's worker pool, so neither a hung connection nor a slow observer
+holds up another section's deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 import time
 import weakref
@@ -54,7 +56,7 @@ from distlock._direct import Route, packed_evalsha
 from distlock._flows import Block, Flow, Request, Sleep
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
-from distlock._scheduler import Scheduler
+from distlock._scheduler import LockTimers, Scheduler
 from distlock._workers import Workers
 from distlock.errors import UsageError, ValidationError
 from distlock.events import Event, Transition
@@ -75,6 +77,21 @@ _ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
 #: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
 Client = redis.Redis | redis.RedisCluster
+
+
+def _due(handle: Any) -> None:
+    """A handle's timer came up on the process's timer thread: its own Lock's tick."""
+    handle._lock._tick(handle)
+
+
+#: The timer thread every sync Lock of the process shares (started on the first watched
+#: section, ended when idle): threads do not grow with the number of Lock objects.
+_TIMERS: Final = Scheduler("distlock-timer", _due)
+#: The background round trips of every sync Lock of the process, on a few threads.
+_WORKERS: Final = Workers("distlock-worker", limit=8)
+# A child made by os.fork has none of the parent's threads: both start afresh there.
+os.register_at_fork(after_in_child=_TIMERS.after_fork)
+os.register_at_fork(after_in_child=_WORKERS.after_fork)
 
 
 class LockHandle(HandleBase):
@@ -243,8 +260,8 @@ class Lock(LockBase):
         #: The flows' guard (one for the whole Lock rather than one per handle: a core call
         #: holds it for microseconds, and thousands of held locks need no lock object each).
         self._core_guard: flows.Guard | None = self._mutex
-        self._timers: Scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
-        self._workers = Workers(f"distlock-{self._label}-worker")
+        self._timers: LockTimers = LockTimers(_TIMERS)
+        self._workers = _WORKERS
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
         self._route = Route(redis.Redis)
@@ -262,13 +279,17 @@ class Lock(LockBase):
         return client
 
     def close(self) -> None:
-        """Stop the timer thread and background workers; close the client if the Lock made
-        it.  A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
-        self._closed = True
-        self._timers.close()
-        self._workers.close()
+        """Take this Lock's timers out (the timer thread and the workers are the
+        process's); close the client if the Lock made it.  A closed Lock takes no new
+        locks (:class:`~distlock.LockClosedError`)."""
+        with self._mutex:  # no transition of this Lock arms a timer after this
+            self._closed = True
+            self._timers.close(self._owns)
         if self._owns_client and self._client is not None:
             self._client.close()
+
+    def _owns(self, item: object) -> bool:
+        return getattr(item, "_lock", None) is self
 
     def __enter__(self) -> Self:
         return self
