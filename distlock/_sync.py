@@ -58,7 +58,7 @@ from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
 from distlock._scheduler import LockTimers, Scheduler
 from distlock._workers import Workers
-from distlock.errors import UsageError, ValidationError
+from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Transition
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -186,6 +186,8 @@ def _take(handle: LockHandle) -> None:
     """The start of a hold of one lock: acquired, its renewal armed by the grant."""
     lock = handle._lock
     lock._run(flows.acquire_all(lock, (handle,)))
+    if lock._closed:
+        lock._refuse_granted((handle,))
 
 
 def _give_back(handle: LockHandle, body_error: BaseException | None) -> None:
@@ -210,6 +212,8 @@ class _HoldMany(HoldingBase):
         lock, group = self._lock, self._group
         self._start(lock, group.handles)
         lock._run(flows.acquire_all(lock, group.handles))
+        if lock._closed:
+            lock._refuse_granted(group.handles)
         return group
 
     def __exit__(
@@ -262,6 +266,10 @@ class Lock(LockBase):
         self._core_guard: flows.Guard | None = self._mutex
         self._timers: LockTimers = LockTimers(_TIMERS)
         self._workers = _WORKERS
+        #: Connections blocked in a waiter's BLPOP now: close() disconnects them, which
+        #: wakes their waiters at once.  Guarded by _blocking (the waiting path only).
+        self._blocked: set[Any] = set()
+        self._blocking = threading.Lock()
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
         self._route = Route(redis.Redis)
@@ -279,17 +287,43 @@ class Lock(LockBase):
         return client
 
     def close(self) -> None:
-        """Take this Lock's timers out (the timer thread and the workers are the
-        process's); close the client if the Lock made it.  A closed Lock takes no new
-        locks (:class:`~distlock.LockClosedError`)."""
+        """Close the Lock: every call after it raises :class:`~distlock.LockClosedError`.
+
+        A section open now (``hold``/``run``) loses its lease: its signal fires, its key is
+        released (one attempt), and its exit raises :class:`~distlock.LockLeaseLostError`
+        (:attr:`~distlock.errors.LossReason.LOCK_CLOSED`).  A caller waiting for a key
+        raises ``LockClosedError`` at once, having withdrawn its place, and is never handed
+        a key.  Only this Lock's timers are taken out: the timer thread and the worker pool
+        are the process's.  A client the Lock made is closed last.
+        """
         with self._mutex:  # no transition of this Lock arms a timer after this
             self._closed = True
-            self._timers.close(self._owns)
+            open_sections = self._timers.close(self._owns)
+        with self._blocking:
+            blocked = list(self._blocked)
+        for conn in blocked:
+            # Wakes the thread blocked on it (a shutdown socket ends its read): it sees the
+            # Lock closed, and withdraws.
+            with contextlib.suppress(Exception):
+                conn.disconnect()
+        for handle in open_sections:
+            self._close_section(cast(LockHandle, handle))
         if self._owns_client and self._client is not None:
             self._client.close()
 
     def _owns(self, item: object) -> bool:
         return getattr(item, "_lock", None) is self
+
+    def _close_section(self, handle: LockHandle) -> None:
+        with contextlib.suppress(Exception):
+            self._run(flows.close(self, handle))
+
+    def _refuse_granted(self, handles: Sequence[LockHandle]) -> None:
+        """Keys granted to a caller of a Lock closed meanwhile go back: a closed Lock
+        hands nobody a key (its sections would run unrenewed)."""
+        for handle in handles:
+            self._close_section(handle)
+        raise LockClosedError(handles[0].key if len(handles) == 1 else None)
 
     def __enter__(self) -> Self:
         return self
@@ -314,6 +348,8 @@ class Lock(LockBase):
         """
         handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
         self._run(flows.acquire(self, handle))
+        if self._closed:
+            self._refuse_granted((handle,))
         return handle if handle._section.phase is Phase.HELD else None
 
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold:
@@ -463,6 +499,8 @@ class Lock(LockBase):
         woken waiter's attempt.  Errors are thrown into the flow at the request they
         interrupted, as :meth:`_run` does.
         """
+        if self._closed:
+            return flow.throw(LockClosedError(request.key))
         client = self.client
         if not isinstance(client, redis.Redis):
             try:
@@ -478,13 +516,24 @@ class Lock(LockBase):
         try:
             conn: Any = pool.get_connection()
             try:
-                woken = self._blpop(api, conn, request)
+                with self._blocking:
+                    self._blocked.add(conn)
+                    if self._closed:  # close() came before it could see this connection
+                        raise LockClosedError(request.key)
+                try:
+                    woken = self._blpop(api, conn, request)
+                finally:
+                    with self._blocking:
+                        self._blocked.discard(conn)
             except BaseException:
                 conn.disconnect()
                 pool.release(conn)
                 raise
         except BaseException as exc:
-            return flow.throw(exc)
+            error: BaseException = exc
+            if self._closed and isinstance(exc, Exception):
+                error = LockClosedError(request.key)  # close() cut the block short
+            return flow.throw(error)
         try:
             attempt = flow.send(woken)
         except BaseException:
@@ -612,6 +661,10 @@ class Lock(LockBase):
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
+        if self._closed:
+            # Came up as close() ran: close() did not find it armed, so it is closed here
+            # (the release on a worker: no round trip on the timer thread).
+            self._workers.submit(partial(self._close_section, handle))
 
     def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
         # Ticks run on the timer thread, so that a loss is signalled the moment the thread
