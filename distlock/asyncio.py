@@ -330,8 +330,22 @@ class Lock(LockBase):
             if task not in self._closing:
                 self._closing.add(task)
                 task.cancel()
+        # Closed from inside a body: the loss cancels that body, which is this task.  The
+        # cancellation is kept until the Lock is closed, then raised (the body ends on it).
+        cancelled: asyncio.CancelledError | None = None
         for handle in open_sections:
-            await self._close_section(cast(LockHandle, handle))
+            try:
+                await self._close_section(cast(LockHandle, handle))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        try:
+            await self._close_background()
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+
+    async def _close_background(self) -> None:
         pending = list(self._tasks)
         for task in pending:
             if task.get_name().startswith("distlock-renew"):

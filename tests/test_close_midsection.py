@@ -245,3 +245,28 @@ def test_close_inside_nested_reentrant_levels_fails_each_exit_with_the_loss(
         assert [e.reason for e in errors] == [LossReason.LOCK_CLOSED]
     finally:
         client.close()
+
+
+def test_aclose_from_inside_a_body_cancels_that_body_and_still_closes(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        locks = adl.Lock(redis_server.url, prefix=PREFIX)  # owns its client
+        seen: dict[str, Any] = {}
+
+        async def body(handle: Any) -> None:
+            seen["key"] = handle.key
+            await locks.aclose()
+            seen["went on"] = True  # not reached: the loss cancelled the body
+
+        with pytest.raises(LockLeaseLostError) as info:
+            await locks.run("self", body)
+        assert info.value.reason is LossReason.LOCK_CLOSED
+        assert "went on" not in seen
+        assert r.exists(seen["key"]) == 0
+        client: Any = await locks.client()
+        pool: Any = client.connection_pool
+        conns = [*pool._available_connections, *pool._in_use_connections]
+        assert conns and not any(c.is_connected for c in conns)  # the client was closed
+
+    asyncio.run(main())
