@@ -9,6 +9,7 @@ count after five.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,9 @@ from tests.redis_server import RedisServer
 WAIT = 30.0
 
 
-def use_once(make: Callable[..., Any], client: redis.Redis, id: str) -> None:
+def use_once(
+    make: Callable[..., Any], client: redis.Redis, id: str, wait: float = WAIT
+) -> None:
     """Make a lock object, hold one section until it has renewed once, drop the object."""
     renewed = threading.Event()
 
@@ -33,7 +36,7 @@ def use_once(make: Callable[..., Any], client: redis.Redis, id: str) -> None:
     locks = make(client, prefix="threads", ttl_ms=2_000, heartbeat_ms=25, observers=[observe])
 
     def body(handle: object) -> None:
-        assert renewed.wait(WAIT), "the section never renewed"
+        assert renewed.wait(wait), "the section never renewed"
 
     locks.run(id, body)
 
@@ -63,5 +66,26 @@ def test_threads_do_not_grow_with_lock_objects(redis_server: RedisServer) -> Non
         )
         # One timer thread and a few workers for the whole process, whatever the objects.
         assert after_thirty - before <= 1 + 8
+    finally:
+        client.close()
+
+
+def test_a_forked_child_gets_its_own_timer_thread(redis_server: RedisServer) -> None:
+    """The parent's timer thread does not exist in a child made by os.fork: the child's
+    sections must still renew, on a thread of its own."""
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        use_once(Lock, client, "parent")  # the parent's timer thread is running now
+        pid = os.fork()
+        if pid == 0:  # the child: report by exit status only
+            code = 1
+            try:
+                child = redis.Redis.from_url(redis_server.url)
+                use_once(Lock, child, "child", wait=10.0)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "the child's section never renewed"
     finally:
         client.close()
