@@ -299,13 +299,12 @@ class Lock(LockBase):
         with self._mutex:  # no transition of this Lock arms a timer after this
             self._closed = True
             open_sections = self._timers.close(self._owns)
-        with self._blocking:
-            blocked = list(self._blocked)
-        for conn in blocked:
-            # Wakes the thread blocked on it (a shutdown socket ends its read): it sees the
-            # Lock closed, and withdraws.
-            with contextlib.suppress(Exception):
-                conn.disconnect()
+        with self._blocking:  # held: a connection is not back in the pool until this is done
+            for conn in self._blocked:
+                # Wakes the thread blocked on it (a shutdown socket ends its read): it sees
+                # the Lock closed, and withdraws.
+                with contextlib.suppress(Exception):
+                    conn.disconnect()
         for handle in open_sections:
             self._close_section(cast(LockHandle, handle))
         if self._owns_client and self._client is not None:
