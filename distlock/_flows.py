@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 from distlock._base import HandleBase
 from distlock._core.commands import Command, Kind, Op, Step
 from distlock._core.reentrant import ReentrantSection
-from distlock._core.section import Phase, Section
+from distlock._core.section import Phase, Section, close_section
 from distlock.errors import UsageError
 from distlock.events import Event, Transition
 
@@ -301,6 +301,24 @@ def release(fx: Effects[H], handle: H) -> Flow[bool]:
     ok = reply == 1
     act(fx, handle, Section.release_reply, ok)
     return ok
+
+
+def close(fx: Effects[H], handle: H) -> Flow[None]:
+    """The Lock object was closed with ``handle``'s section open: the core's
+    :func:`~distlock._core.section.close_section` (the loss, with the signal and an
+    asyncio body's cancellation), then one attempt at the release.  Its failure changes
+    nothing for anyone (the key expires after its TTL): it is not raised."""
+    command = act(fx, handle, close_section).send
+    if command is None:
+        return
+    try:
+        reply = yield command
+    except GeneratorExit:
+        raise
+    except Exception:
+        act(fx, handle, Section.release_fail)
+        return
+    act(fx, handle, Section.release_reply, reply == 1)
 
 
 def finish_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:

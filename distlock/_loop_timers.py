@@ -144,14 +144,21 @@ class LoopTimers:
                 except Exception:
                     log.exception("distlock timer callback failed")
 
-    def close(self) -> None:
-        """Drop every timer (the Lock is closing)."""
+    def close(self) -> list[Armed]:
+        """Drop every timer (the Lock is closing); return the items that were armed (each
+        once): the Lock's open sections, which its close must end."""
         if self._handle is not None:
             self._handle.cancel()
         self._handle, self._handle_at = None, math.inf
+        live: dict[int, Armed] = {}
+        for when, bucket in self._due.items():
+            for item in bucket:
+                if item._armed_at == when:
+                    live[id(item)] = item
         for bucket in self._due.values():
             for item in bucket:
                 item._armed_at = None
         self._heap.clear()
         self._due.clear()
         self._entries = self._dead = 0
+        return list(live.values())

@@ -1,10 +1,14 @@
-"""One timer thread per sync ``Lock``: every renewal and deadline watch of that Lock shares it.
+"""One timer thread per process: every renewal and deadline watch of every sync ``Lock`` shares it.
 
 A body that finishes before its first heartbeat only joins its instant's bucket and leaves it; the
-thread is started on the Lock's first watched section, ends after a while with nothing to
-do (so a Lock that is dropped without ``close()`` leaves no thread behind for long), and is
-stopped by ``Lock.close()``.  Callbacks must not block: renewal round trips go to a worker pool so a
-hung connection cannot delay another section's deadline.
+thread is started on the first watched section, and ends after a while with nothing to do (so a
+process whose Locks are idle, or dropped without ``close()``, keeps no thread for long).  A Lock
+made per use (redis-py's habit) therefore costs no thread of its own: the number of threads does
+not grow with the number of Lock objects.  ``Lock.close()`` takes only its own entries out
+(:meth:`Scheduler.take`).  In a child made by ``os.fork`` the process's scheduler starts afresh
+(:meth:`Scheduler.after_fork`): the parent's thread does not exist there.  Callbacks must not
+block: renewal round trips go to a worker pool so a hung connection cannot delay another
+section's deadline.
 """
 
 from __future__ import annotations
@@ -250,6 +254,11 @@ class Scheduler:
                 if self._after_due and (not heap or heap[0] > now):
                     self._run_after_due()
                     continue
+                if heap and self._entries == 0:
+                    # Only empty buckets are left (bodies that ended before their first
+                    # heartbeat): nothing is due, so the thread may go idle and end.
+                    heap.clear()
+                    self._due.clear()
                 if not heap:
                     # Idle: end the thread after a while; the next call_at starts another.
                     # A Lock that is never closed then costs no thread while unused.
@@ -262,7 +271,9 @@ class Scheduler:
                     continue
                 if heap[0] > now:
                     self._wake_at = heap[0]
-                    self._cond.wait(min((heap[0] - now) / 1000.0, threading.TIMEOUT_MAX))
+                    # At most IDLE_SECONDS: the instant may be an empty bucket's, far off,
+                    # and the thread must find out that nothing is left, to end.
+                    self._cond.wait(min((heap[0] - now) / 1000.0, IDLE_SECONDS))
                     self._wake_at = -math.inf
                     continue
                 when = heapq.heappop(heap)
@@ -305,6 +316,35 @@ class Scheduler:
         finally:
             self._cond.acquire()
 
+    def take(self, owned: Callable[[Armed], bool]) -> list[Armed]:
+        """Disarm every live :meth:`arm` entry whose item is ``owned``, and return those
+        items (each once): what one Lock's ``close()`` takes out of the process's
+        scheduler, leaving every other Lock's entries armed.  The entries stay where they
+        are, dead, as after a :meth:`disarm`."""
+        taken: dict[int, Armed] = {}
+        with self._lock:
+            for when, bucket in self._due.items():
+                for item in bucket if isinstance(bucket, Shared) else (bucket,):
+                    if isinstance(item, Timer) or item._armed_at != when or not owned(item):
+                        continue
+                    item._armed_at = None
+                    self._cancelled += 1
+                    taken[id(item)] = item
+        return list(taken.values())
+
+    def after_fork(self) -> None:
+        """In a child made by ``os.fork``: the parent's thread is not there, nor are the
+        sections it watched (a child's copies of them are not its to renew).  Start afresh,
+        with a new condition (the parent's may have been held at the fork)."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._thread = None
+        self._heap = []
+        self._due = {}
+        self._entries = self._cancelled = 0
+        self._wake_at = -math.inf
+        self._after_due = []
+
     def on_timer_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
@@ -322,3 +362,38 @@ class Scheduler:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+
+
+class LockTimers:
+    """One sync Lock's share of the process's :class:`Scheduler`.
+
+    ``arm``, ``disarm`` and the rest are the scheduler's own bound methods, kept here as
+    attributes: an arm costs a lock cycle what it did when each Lock had a scheduler of
+    its own (no call of this object's, no lock of its own).  What is the Lock's alone is
+    whether it still runs timers (``running``, False once closed) and which entries are
+    its own (:meth:`close` takes out those only).
+    """
+
+    __slots__ = (
+        "_closed", "_scheduler", "after_due", "arm", "call_at", "disarm", "on_timer_thread",
+    )
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+        self._closed = False
+        self.arm: Callable[[float, Timer | Armed], None] = scheduler.arm
+        self.disarm: Callable[[Armed], None] = scheduler.disarm
+        self.call_at: Callable[..., Timer] = scheduler.call_at
+        self.after_due: Callable[[Callable[[], None]], None] = scheduler.after_due
+        self.on_timer_thread: Callable[[], bool] = scheduler.on_timer_thread
+
+    @property
+    def running(self) -> bool:
+        """The Lock's timers run: it is open and the process's timer thread is alive."""
+        return not self._closed and self._scheduler.running
+
+    def close(self, owned: Callable[[Armed], bool]) -> list[Armed]:
+        """Take the Lock's own entries out (see :meth:`Scheduler.take`) and return their
+        items; the thread goes on for the process's other Locks."""
+        self._closed = True
+        return self._scheduler.take(owned)

@@ -2,9 +2,10 @@
 
 Every decision is the core's and every sequence is a flow's (:mod:`distlock._flows`).
 This module runs flows with blocking calls, keeps one timer per watched section on the
-Lock's shared scheduler thread, and runs each background round trip (a renewal) and each
-observer call a timer leads to on a worker thread, so neither a hung connection nor a
-slow observer holds up another section's deadline.
+process's scheduler thread (one for every Lock object: a Lock made per use costs no
+thread), and runs each background round trip (a renewal) and each observer call a timer
+leads to on the process's worker pool, so neither a hung connection nor a slow observer
+holds up another section's deadline.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import os
 import threading
 import time
 import weakref
@@ -56,10 +58,10 @@ from distlock._flows import Block, Flow, Request, Sleep
 from distlock._operator import LockOwner, force_unlock_call, owner_call, permits_full, read_owner
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_sync
-from distlock._scheduler import Scheduler
+from distlock._scheduler import LockTimers, Scheduler
 from distlock._waiter_connections import WaiterConnections
 from distlock._workers import Workers
-from distlock.errors import UsageError, ValidationError
+from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.events import Event, Transition
 from distlock.options import (
     ACQUIRE_KEYS,
@@ -78,6 +80,21 @@ _ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _ONE_ATTEMPT = Retry(NoBackoff(), 0)
 #: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
 Client = redis.Redis | redis.RedisCluster
+
+
+def _due(handle: Any) -> None:
+    """A handle's timer came up on the process's timer thread: its own Lock's tick."""
+    handle._lock._tick(handle)
+
+
+#: The timer thread every sync Lock of the process shares (started on the first watched
+#: section, ended when idle): threads do not grow with the number of Lock objects.
+_TIMERS: Final = Scheduler("distlock-timer", _due)
+#: The background round trips of every sync Lock of the process, on a few threads.
+_WORKERS: Final = Workers("distlock-worker", limit=8)
+# A child made by os.fork has none of the parent's threads: both start afresh there.
+os.register_at_fork(after_in_child=_TIMERS.after_fork)
+os.register_at_fork(after_in_child=_WORKERS.after_fork)
 
 
 class LockHandle(HandleBase):
@@ -172,6 +189,8 @@ def _take(handle: LockHandle) -> None:
     """The start of a hold of one lock: acquired, its renewal armed by the grant."""
     lock = handle._lock
     lock._run(flows.acquire_all(lock, (handle,)))
+    if lock._closed:
+        lock._refuse_granted((handle,))
 
 
 def _give_back(handle: LockHandle, body_error: BaseException | None) -> None:
@@ -196,6 +215,8 @@ class _HoldMany(HoldingBase):
         lock, group = self._lock, self._group
         self._start(lock, group.handles)
         lock._run(flows.acquire_all(lock, group.handles))
+        if lock._closed:
+            lock._refuse_granted(group.handles)
         return group
 
     def __exit__(
@@ -246,8 +267,12 @@ class Lock(LockBase):
         #: The flows' guard (one for the whole Lock rather than one per handle: a core call
         #: holds it for microseconds, and thousands of held locks need no lock object each).
         self._core_guard: flows.Guard | None = self._mutex
-        self._timers: Scheduler = Scheduler(f"distlock-{self._label}-timer", self._tick)
-        self._workers = Workers(f"distlock-{self._label}-worker")
+        self._timers: LockTimers = LockTimers(_TIMERS)
+        self._workers = _WORKERS
+        #: Connections blocked in a waiter's BLPOP now: close() disconnects them, which
+        #: wakes their waiters at once.  Guarded by _blocking (the waiting path only).
+        self._blocked: set[Any] = set()
+        self._blocking = threading.Lock()
         #: Renewals sent in the current tick (touched only by the timer thread).
         self._renewing: list[renewals.Renewal] = []
         self._route = Route(redis.Redis)
@@ -266,15 +291,44 @@ class Lock(LockBase):
         return client
 
     def close(self) -> None:
-        """Stop the timer thread and background workers; close the client if the Lock made
-        it.  A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
-        self._closed = True
-        self._timers.close()
-        self._workers.close()
+        """Close the Lock: every call after it raises :class:`~distlock.LockClosedError`.
+
+        A section open now (``hold``/``run``) loses its lease: its signal fires, its key is
+        released (one attempt), and its exit raises :class:`~distlock.LockLeaseLostError`
+        (:attr:`~distlock.errors.LossReason.LOCK_CLOSED`).  A caller waiting for a key
+        raises ``LockClosedError`` at once, having withdrawn its place, and is never handed
+        a key.  Only this Lock's timers are taken out: the timer thread and the worker pool
+        are the process's.  A client the Lock made is closed last.
+        """
+        with self._mutex:  # no transition of this Lock arms a timer after this
+            self._closed = True
+            open_sections = self._timers.close(self._owns)
+        with self._blocking:  # held: a connection is not kept for another block until this is done
+            for conn in self._blocked:
+                # Wakes the thread blocked on it (a shutdown socket ends its read): it sees
+                # the Lock closed, and withdraws.
+                with contextlib.suppress(Exception):
+                    conn.disconnect()
+        for handle in open_sections:
+            self._close_section(cast(LockHandle, handle))
         for conn in self._waiter_conns.close():
             conn.disconnect()
         if self._owns_client and self._client is not None:
             self._client.close()
+
+    def _owns(self, item: object) -> bool:
+        return getattr(item, "_lock", None) is self
+
+    def _close_section(self, handle: LockHandle) -> None:
+        with contextlib.suppress(Exception):
+            self._run(flows.close(self, handle))
+
+    def _refuse_granted(self, handles: Sequence[LockHandle]) -> None:
+        """Keys granted to a caller of a Lock closed meanwhile go back: a closed Lock
+        hands nobody a key (its sections would run unrenewed)."""
+        for handle in handles:
+            self._close_section(handle)
+        raise LockClosedError(handles[0].key if len(handles) == 1 else None)
 
     def __enter__(self) -> Self:
         return self
@@ -299,6 +353,8 @@ class Lock(LockBase):
         """
         handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
         self._run(flows.acquire(self, handle))
+        if self._closed:
+            self._refuse_granted((handle,))
         return handle if handle._section.phase is Phase.HELD else None
 
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold:
@@ -450,6 +506,8 @@ class Lock(LockBase):
         and the woken waiter's attempt.  Errors are thrown into the flow at the request
         they interrupted, as :meth:`_run` does.
         """
+        if self._closed:
+            return flow.throw(LockClosedError(request.key))
         client = self.client
         if not isinstance(client, redis.Redis):
             try:
@@ -464,12 +522,23 @@ class Lock(LockBase):
         try:
             conn: Any = self._waiter_connection(client.connection_pool)
             try:
-                woken = self._blpop(api, conn, request)
+                with self._blocking:
+                    self._blocked.add(conn)
+                    if self._closed:  # close() came before it could see this connection
+                        raise LockClosedError(request.key)
+                try:
+                    woken = self._blpop(api, conn, request)
+                finally:
+                    with self._blocking:
+                        self._blocked.discard(conn)
             except BaseException:
                 conn.disconnect()
                 raise
         except BaseException as exc:
-            return flow.throw(exc)
+            error: BaseException = exc
+            if self._closed and isinstance(exc, Exception):
+                error = LockClosedError(request.key)  # close() cut the block short
+            return flow.throw(error)
         try:
             attempt = flow.send(woken)
         except BaseException:
@@ -616,6 +685,10 @@ class Lock(LockBase):
 
     def _tick(self, handle: LockHandle) -> None:
         flows.tick(self, handle)
+        if self._closed:
+            # Came up as close() ran: close() did not find it armed, so it is closed here
+            # (the release on a worker: no round trip on the timer thread).
+            self._workers.submit(partial(self._close_section, handle))
 
     def _notify(self, handle: HandleBase, events: list[Transition | Event]) -> None:
         # Ticks run on the timer thread, so that a loss is signalled the moment the thread

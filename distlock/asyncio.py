@@ -58,7 +58,7 @@ from distlock._operator import LockOwner, force_unlock_call, owner_call, permits
 from distlock._protocol import Script, decode, encode, wake_key
 from distlock._replicated import call_async
 from distlock._waiter_connections import WaiterConnections
-from distlock.errors import UsageError, ValidationError
+from distlock.errors import LockClosedError, UsageError, ValidationError
 from distlock.options import (
     ACQUIRE_KEYS,
     ASYNC_HOLD_KEYS,
@@ -173,6 +173,8 @@ class _Holding(HoldingBase):
         task = asyncio.current_task()
         try:
             await lock._run(flows.acquire_all(lock, handles), None, task)
+            if lock._closed:
+                await lock._refuse_granted(handles)
         except BaseException:
             _let_go(handles)
             raise
@@ -293,6 +295,10 @@ class Lock(LockBase):
         #: Renewals sent in the current loop iteration, flushed together at its end.
         self._renewing: list[renewals.Renewal] = []
         self._waiter_conns = WaiterConnections()
+        #: Tasks blocked in a waiter's BLPOP now: aclose() cancels them, and they raise
+        #: LockClosedError (the cancels it sent are in _closing, consumed by the waiter).
+        self._blocked: set[asyncio.Task[Any]] = set()
+        self._closing: set[asyncio.Task[Any]] = set()
 
     @property
     def cancel_on_loss(self) -> bool:
@@ -313,10 +319,38 @@ class Lock(LockBase):
             return self._client
 
     async def aclose(self) -> None:
-        """Let interrupted releases finish, stop renewals and timers; close a client we made.
-        A closed Lock takes no new locks (:class:`~distlock.LockClosedError`)."""
+        """Close the Lock: every call after it raises :class:`~distlock.LockClosedError`.
+
+        A section open now (``hold``/``run``) loses its lease as on any loss: its signal
+        fires, its body is cancelled (unless ``cancel_on_loss=False``), its key is released
+        (one attempt), and its exit raises :class:`~distlock.LockLeaseLostError`
+        (:attr:`~distlock.errors.LossReason.LOCK_CLOSED`).  A task waiting for a key raises
+        ``LockClosedError`` at once, having withdrawn its place, and is never handed a key.
+        Then interrupted releases are let finish, renewals stopped, and a client the Lock
+        made is closed.
+        """
         self._closed = True
-        self._timers.close()
+        open_sections = self._timers.close()
+        for task in self._blocked:
+            if task not in self._closing:
+                self._closing.add(task)
+                task.cancel()
+        # Closed from inside a body: the loss cancels that body, which is this task.  The
+        # cancellation is kept until the Lock is closed, then raised (the body ends on it).
+        cancelled: asyncio.CancelledError | None = None
+        for handle in open_sections:
+            try:
+                await self._close_section(cast(LockHandle, handle))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        try:
+            await self._close_background()
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+
+    async def _close_background(self) -> None:
         pending = list(self._tasks)
         for task in pending:
             if task.get_name().startswith("distlock-renew"):
@@ -327,6 +361,17 @@ class Lock(LockBase):
             await conn.disconnect()
         if self._owns_client and self._client is not None:
             await self._client.aclose()
+
+    async def _close_section(self, handle: LockHandle) -> None:
+        with contextlib.suppress(Exception):
+            await self._run(flows.close(self, handle))
+
+    async def _refuse_granted(self, handles: Sequence[LockHandle]) -> None:
+        """Keys granted to a caller of a Lock closed meanwhile go back: a closed Lock
+        hands nobody a key (its sections would run unrenewed)."""
+        for handle in handles:
+            await self._close_section(handle)
+        raise LockClosedError(handles[0].key if len(handles) == 1 else None)
 
     async def __aenter__(self) -> Self:
         return self
@@ -350,6 +395,8 @@ class Lock(LockBase):
         """
         handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
         await self._run(flows.acquire(self, handle))
+        if self._closed:
+            await self._refuse_granted((handle,))
         return handle if handle._section.phase is Phase.HELD else None
 
     def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _Hold:
@@ -552,26 +599,40 @@ class Lock(LockBase):
         us, are thrown into the flow at the request they interrupted, as :meth:`_run`
         does.
         """
+        if self._closed:
+            return _advance(flow.throw, LockClosedError(request.key))
         cancels = task.cancelling() if task is not None else 0
         conn: Any = None
+        blocked = self._blocked
         try:
             client = self._client if self._client is not None else await self.client()
-            if not isinstance(client, aredis.Redis):
-                key = wake_key(request.key, request.token, request.kind)
-                timeout = block_seconds(request.until_ms, socket_timeout_of(client))
-                woken = wake_value(await client.blpop([key], timeout=timeout))
-                _raise_swallowed(task, cancels)
-            else:
-                # Typed Any: parts of redis-py's connection API carry no annotations.
-                conn = await self._waiter_connection(client.connection_pool)
-                try:
-                    woken = await self._blpop(client, conn, request)
+            if task is not None:
+                blocked.add(task)  # aclose() cancels it from here to the BLPOP's reply
+            try:
+                if not isinstance(client, aredis.Redis):
+                    key = wake_key(request.key, request.token, request.kind)
+                    timeout = block_seconds(request.until_ms, socket_timeout_of(client))
+                    woken = wake_value(await client.blpop([key], timeout=timeout))
                     _raise_swallowed(task, cancels)
-                except BaseException:
-                    await conn.disconnect(nowait=True)
-                    raise
+                else:
+                    conn = await self._waiter_connection(client.connection_pool)
+                    try:
+                        woken = await self._blpop(client, conn, request)
+                        _raise_swallowed(task, cancels)
+                    except BaseException:
+                        await conn.disconnect(nowait=True)
+                        raise
+            finally:
+                if task is not None:
+                    blocked.discard(task)
         except BaseException as exc:
-            return _advance(flow.throw, exc)
+            error: BaseException = exc
+            if task is not None and task in self._closing:
+                # aclose()'s cancel, not the caller's: the caller sees the Lock closed.
+                self._closing.discard(task)
+                task.uncancel()
+                error = LockClosedError(request.key)
+            return _advance(flow.throw, error)
         if conn is None:
             return _advance(flow.send, woken)
         try:

@@ -74,6 +74,10 @@ class LossReason(enum.Enum):
     RELEASE_UNANSWERED = "the release got no answer, so whether the key was still ours is unknown"
     REENTER_REJECTED = "a re-entry found the key expired or held by another owner"
     LEAVE_REJECTED = "an inner exit found the key expired or held by another owner"
+    LOCK_CLOSED = (
+        "the Lock object was closed (close() or aclose()) while the section was open: its "
+        "renewals stopped and its key was released"
+    )
 
 
 class LockLeaseLostError(LockError):

@@ -120,27 +120,31 @@ def test_asyncio_handles_too(redis_server: RedisServer, r: redis.Redis) -> None:
 def test_threads_of_a_lock_never_closed_end_when_idle(
     redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The redis-py habit: a Lock made per use and dropped, never closed.
-    from distlock import _scheduler, _workers
+    # The redis-py habit: a Lock made per use and dropped, never closed.  The timer
+    # thread and the workers are the process's: they end once idle, Locks closed or not.
+    from distlock import _scheduler, _sync
 
     monkeypatch.setattr(_scheduler, "IDLE_SECONDS", 0.1)
-    monkeypatch.setattr(_workers.Workers.__init__, "__defaults__", (0.1,))
+    monkeypatch.setattr(_sync._WORKERS, "_idle_seconds", 0.1)
     client = redis.Redis.from_url(redis_server.url)
-    before = threading.active_count()
+
+    def alive() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("distlock-")]
+
     for i in range(20):
         distlock.Lock(client, prefix="drop", ttl_ms=2_000).run(str(i), lambda h: None)
-    assert threading.active_count() > before  # the renewal timers did start threads...
+    assert _sync._TIMERS.running and alive()  # the renewal timers did start a thread...
     ended = threading.Event()
 
     def poll() -> None:
-        while threading.active_count() > before + 1:  # + this poller
+        while alive():
             if ended.wait(0.05):
                 return
         ended.set()
 
     poller = threading.Thread(target=poll)
     poller.start()
-    assert ended.wait(30), f"{threading.active_count() - before - 1} threads still alive"
+    assert ended.wait(30), f"{alive()} still alive"
     poller.join()
     client.close()
 

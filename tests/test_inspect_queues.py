@@ -119,12 +119,12 @@ def test_release_records_of_either_type_and_a_semaphores_release_memory(
     with distlock.Semaphore(r, limit=2, prefix="irs", ttl_ms=FOREVER_MS) as sem:
         permit = sem.acquire("k")
         assert permit is not None and permit.release() is True
-    # A lock's release record kept as a sorted set (token -> forget instant).
-    as_zset = released_key("irz:k")
+    # A release record kept as a sorted set (token -> forget instant), as a memory may be.
+    as_zset = released_key("irz:k", TOKEN_A)
     r.zadd(as_zset, {TOKEN_A: redis_ms(r) + 30_000})
     r.pexpire(as_zset, 30_000)
     found = own(r)
-    string_record = found[released_key("irl:k")]
+    string_record = found[released_key("irl:k", handle.token)]
     assert (string_record.kind, string_record.token_prefix) == (RELEASE_RECORD, handle.token[:8])
     memory = found[permits_released_key("irs:k")]
     assert memory.kind == RELEASE_RECORD and memory.remembered_count == 1

@@ -753,6 +753,33 @@ class Section(LeaseClock):
         return LockNotAcquiredError(self.key, self.attempts)
 
 
+def close_section(section: Section, now: float) -> Step:
+    """What ``close()`` / ``aclose()`` of the Lock object means for one of its sections.
+
+    A held section loses its lease (the signal fires with
+    :attr:`~distlock.errors.LossReason.LOCK_CLOSED`, and an asyncio body is cancelled as
+    on any loss): its renewals stop with the Lock, so a body that went on believing it
+    held the key would outlive its TTL unrenewed.  Its key is released at once, with one
+    attempt (``best_effort``); the reply or failure is the ordinary ReleaseReply or
+    ReleaseFail, and the body's exit finds the section over and raises the loss.  Any
+    other phase is left to its own flow: a waiter's close is its withdrawal, a body that
+    already finished releases on its own.
+
+    Not an action of the specification: nothing in Redis changes, the client gives its
+    lease up early, which is always safe (a loss declared before it happens never lets
+    two holders believe they are exclusive).  A function rather than a method, so the
+    section's methods stay exactly the spec's actions (``tests/test_parity.py``); the
+    drivers take it through :func:`distlock._flows.act` like any action.
+    """
+    if section.phase is not Phase.HELD:
+        return NOTHING
+    step = section._lose(now, LossReason.LOCK_CLOSED)
+    command = section.release(now).send
+    assert command is not None
+    command.best_effort = True
+    return Step(send=command, loss=step.loss, cancel_body=step.cancel_body)
+
+
 def lock_section(
     key: str, token: int, config: SectionConfig, client: str, record: bool
 ) -> Section:

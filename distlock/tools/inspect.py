@@ -31,8 +31,8 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
   distlock's own bookkeeping, ``distlock:<word>:{<tag>}`` or
   ``distlock:<word>:{<tag>}:<key>``, told by the ending of ``<word>`` (so that a family
   added later is recognised): ``fence``, ``...released`` (a release record, a string
-  holding a token, one per released token, or a release memory, a sorted set of token -> forget instant, such as
-  a semaphore's ``sem-released``), ``...queue`` (a waiting queue: its waiters,
+  holding a token, one per released token, or a release memory, a sorted set of token
+  -> forget instant, such as a semaphore's ``sem-released``), ``...queue`` (a waiting queue: its waiters,
   :class:`Waiter`, in order with the time each one's place has left), ``...queued`` (a
   queue's places) and ``...wake`` (a waiter's wake list).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
