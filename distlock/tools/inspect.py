@@ -32,9 +32,9 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
   ``distlock:<word>:{<tag>}:<key>``, told by the ending of ``<word>`` (so that a family
   added later is recognised): ``fence``, ``...released`` (a release record, a string
   holding a token, one per released token, or a release memory, a sorted set of token
-  -> forget instant, such as a semaphore's ``sem-released``), ``...queue`` (a waiting queue: its waiters,
-  :class:`Waiter`, in order with the time each one's place has left), ``...queued`` (a
-  queue's places) and ``...wake`` (a waiter's wake list).  They live under
+  -> forget instant, such as a semaphore's ``sem-released``), ``...queue`` (a waiting
+  queue: its waiters, :class:`Waiter`, in order with the time each one's place has
+  left), ``...queued`` (a queue's places) and ``...wake`` (a waiter's wake list).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
   these kinds rather than as locks, only when the prefix is ``distlock`` (or starts with
   ``distlock:``);
