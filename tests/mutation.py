@@ -55,6 +55,7 @@ REENTRANT: Final = "tests/test_reentrant_sync.py"
 SEMAPHORE: Final = "tests/test_semaphore_sync.py"
 SEMAPHORE_WAIT: Final = "tests/test_semaphore_wait.py"
 EDGES: Final = "tests/test_script_edges.py"
+OPERATOR: Final = "tests/test_operator_api.py"
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +282,19 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "    if until_ms > now then return head, until_ms end",
         "    if true then return head, until_ms end",
         (EDGES, *WAIT, WAIT_MODEL),
+    ),
+    # -- the operator's scripts -------------------------------------------------------------
+    Mutant(
+        "OW1", "OWNER", "a reentrant holder's fence is not reported",
+        "  return {kind, ttl, token, fence, 1}",
+        "  return {kind, ttl, token, '', 1}",
+        (OPERATOR,),
+    ),
+    Mutant(
+        "FU1", "FORCE_UNLOCK", "an eviction does not bump the fence counter",
+        "redis.call('INCR', KEYS[2])\nfor i = 1",
+        "for i = 1",
+        (OPERATOR,),
     ),
 )
 

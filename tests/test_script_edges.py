@@ -15,13 +15,15 @@ import pytest
 import redis
 
 from distlock._core.commands import Command, Kind, Op
+from distlock._core.waiting import HANDED_TTL_MS
 from distlock._protocol import decode, encode, queue_keys
 
 KEY = "edge:k"
 TTL = 60_000
 WAIT = 5_000
 A, B, C = "a" * 32, "b" * 32, "c" * 32
-QUEUE, PLACES, WAKE = queue_keys(KEY)
+#: Each kind waits in a queue of its own; a case uses one kind, so it reads them all.
+QUEUES = [queue_keys(KEY, kind) for kind in Kind]
 LOCKS = [pytest.param(Kind.LOCK, id="lock"), pytest.param(Kind.REENTRANT, id="reentrant")]
 
 
@@ -32,7 +34,11 @@ def send(r: redis.Redis, command: Command) -> int:
 
 
 def acquire(kind: Kind, token: str, queue_ms: int | None = None, limit: int = 0) -> Command:
-    return Command(Op.ACQUIRE, KEY, token, TTL, kind=kind, queue_ms=queue_ms, limit=limit)
+    """An attempt; a lock's waiting one asks to be handed the key, as a renewed one does."""
+    command = Command(Op.ACQUIRE, KEY, token, TTL, kind=kind, queue_ms=queue_ms, limit=limit)
+    if queue_ms is not None and kind is not Kind.SEMAPHORE:
+        command.hand_ms = min(TTL, HANDED_TTL_MS)
+    return command
 
 
 def op(kind: Kind, what: Op, token: str, limit: int = 0) -> Command:
@@ -44,11 +50,11 @@ def withdraw(kind: Kind, token: str, limit: int = 0) -> Command:
 
 
 def queued(r: Any) -> list[str]:
-    return [t.decode() for t in r.lrange(QUEUE, 0, -1)]
+    return [t.decode() for queue, _, _ in QUEUES for t in r.lrange(queue, 0, -1)]
 
 
 def wake(r: Any, token: str) -> list[str]:
-    return [e.decode() for e in r.lrange(WAKE + token, 0, -1)]
+    return [e.decode() for _, _, wake in QUEUES for e in r.lrange(wake + token, 0, -1)]
 
 
 def holder(r: Any, kind: Kind) -> str | None:
@@ -102,11 +108,12 @@ def test_a_release_skips_a_waiter_whose_place_expired(r: redis.Redis, kind: Kind
     assert send(r, acquire(kind, A)) >= 1
     assert send(r, acquire(kind, B, WAIT)) < 0
     assert send(r, acquire(kind, C, WAIT)) < 0
-    r.hset(PLACES, B, redis_ms(r) - 1)  # B died waiting: its place has ended
+    places = queue_keys(KEY, kind)[1]
+    r.hset(places, B, redis_ms(r) - 1)  # B died waiting: its place has ended
     assert send(r, op(kind, Op.RELEASE, A)) == 1
     assert holder(r, kind) == C
     assert queued(r) == []
-    assert r.hget(PLACES, B) is None
+    assert r.hget(places, B) is None
 
 
 SEM = Kind.SEMAPHORE
