@@ -407,12 +407,27 @@ def copy_checkout(root: Path, scratch: Path) -> None:
             shutil.copy2(source, scratch / name)
 
 
+def baseline(scratch: Path, mutants: tuple[Mutant, ...]) -> None:
+    """The mutants' tests pass on the scripts as they are: a test that fails anyway would
+    count every mutant it is named for as killed."""
+    tests = sorted({test for m in mutants for test in m.tests})
+    env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=scratch, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
+    )
+    if done.returncode != 0:
+        failed = ", ".join(_FAILED.findall(done.stdout)) or done.stdout[-500:]
+        raise SystemExit(f"the mutants' tests fail without any mutant: {failed}")
+
+
 def run(mutants: tuple[Mutant, ...], root: Path = ROOT) -> list[Outcome]:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="distlock-mutation-") as tmp:
         scratch = Path(tmp) / "checkout"
         copy_checkout(root, scratch)
         _scratch_imports_itself(scratch)
+        baseline(scratch, mutants)
         original = (scratch / PROTOCOL).read_text()
         for mutant in mutants:
             outcome = run_one(scratch, original, mutant)

@@ -22,9 +22,13 @@ import redis.asyncio as aredis
 import distlock
 import distlock.asyncio as adl
 from distlock import LockClosedError, LockLeaseLostError
+from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
 from distlock.errors import LossReason
 from tests.redis_server import RedisServer
+
+#: Each kind waits in a queue of its own.
+KIND = {"lock": Kind.LOCK, "reentrant": Kind.REENTRANT, "semaphore": Kind.SEMAPHORE}
 
 #: A failure guard only: every wait below ends as soon as what it waits for happens.
 WAIT = 30.0
@@ -125,12 +129,12 @@ def test_close_wakes_a_waiter_which_withdraws_and_is_never_handed_the_key(
     thread.start()
     try:
         wait_for_blocked_waiter(r)
-        assert len(r.lrange(queue_keys(key)[0], 0, -1)) == 1
+        assert len(r.lrange(queue_keys(key, KIND[kind])[0], 0, -1)) == 1
         locks.close()
         thread.join(WAIT)
         assert not thread.is_alive(), "close() did not wake the waiter"
         assert isinstance(seen.get("error"), LockClosedError), seen
-        assert r.lrange(queue_keys(key)[0], 0, -1) == []  # its place is gone
+        assert r.lrange(queue_keys(key, KIND[kind])[0], 0, -1) == []  # its place is gone
         assert held.release() is True
         assert r.exists(key) == 0  # the release handed the key to nobody
     finally:
@@ -204,11 +208,11 @@ def test_aclose_wakes_a_waiter_which_withdraws_and_is_never_handed_the_key(
         task = asyncio.create_task(locks.acquire("w", wait_ms=30_000))
         try:
             await asyncio.to_thread(wait_for_blocked_waiter, r)
-            assert len(r.lrange(queue_keys(key)[0], 0, -1)) == 1
+            assert len(r.lrange(queue_keys(key, KIND[kind])[0], 0, -1)) == 1
             await locks.aclose()
             with pytest.raises(LockClosedError):
                 await asyncio.wait_for(task, WAIT)
-            assert r.lrange(queue_keys(key)[0], 0, -1) == []
+            assert r.lrange(queue_keys(key, KIND[kind])[0], 0, -1) == []
             assert await held.release() is True
             assert r.exists(key) == 0
         finally:
