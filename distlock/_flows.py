@@ -57,14 +57,19 @@ class Block:
     """Wait for a wake-up on ``token``'s wake list for ``key``, until ``until_ms`` on the
     client clock at the latest."""
 
-    __slots__ = ("key", "kind", "token", "until_ms")
+    __slots__ = ("key", "kind", "last", "token", "until_ms")
 
-    def __init__(self, key: str, token: str, until_ms: float, kind: Kind = Kind.LOCK) -> None:
+    def __init__(
+        self, key: str, token: str, until_ms: float, kind: Kind = Kind.LOCK, last: bool = False
+    ) -> None:
         self.key = key
         self.token = token
         self.until_ms = until_ms
         #: Whose queue the waiter is in (each kind has its own).
         self.kind = kind
+        #: The block ends the wait: the driver ends it at ``until_ms`` on the client's
+        #: clock, whenever Redis's timers would (up to 1/hz late).
+        self.last = last
 
     def __repr__(self) -> str:
         return f"Block({self.key!r}, {self.until_ms})"
@@ -200,7 +205,9 @@ def _block(fx: Effects[H], handle: H) -> Flow[bool]:
     woken = 0
     if until > fx._now():
         try:
-            woken = yield Block(section.key, section.token, until, section.kind)
+            woken = yield Block(
+                section.key, section.token, until, section.kind, section.block_ends_wait
+            )
         except GeneratorExit:
             raise
         except BaseException as exc:

@@ -583,6 +583,11 @@ class Lock(LockBase):
         key = wake_key(request.key, request.token, request.kind)
         timeout = block_seconds(request.until_ms, socket_timeout_of(api, conn))
         conn.send_command("BLPOP", key, timeout)
+        if request.last and not conn.can_read(timeout=max(0.0, request.until_ms - now_ms()) / 1000):
+            # The deadline came first (Redis's timers end a block up to 1/hz late): the
+            # socket goes, and Redis forgets the block with it.
+            conn.disconnect()
+            return 0
         return wake_value(api.parse_response(conn, "BLPOP"))
 
     def _attempt(self, conn: Any, command: Command) -> int:

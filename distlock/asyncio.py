@@ -682,7 +682,15 @@ class Lock(LockBase):
         key = wake_key(request.key, request.token, request.kind)
         timeout = block_seconds(request.until_ms, socket_timeout_of(client, conn))
         await conn.send_command("BLPOP", key, timeout)
-        return wake_value(await api.parse_response(conn, "BLPOP"))
+        if not request.last:
+            return wake_value(await api.parse_response(conn, "BLPOP"))
+        try:
+            # The deadline is ours to keep: Redis's timers end a block up to 1/hz late.
+            async with asyncio.timeout(max(0.0, request.until_ms - now_ms()) / 1000):
+                return wake_value(await api.parse_response(conn, "BLPOP"))
+        except TimeoutError:
+            await conn.disconnect(nowait=True)  # Redis forgets the block with the socket
+            return 0
 
     @staticmethod
     async def _attempt(client: object, conn: Any, command: Command) -> int:

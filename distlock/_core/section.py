@@ -480,6 +480,13 @@ class Section(LeaseClock):
         return self.waiting.block_until
 
     @property
+    def block_ends_wait(self) -> bool:
+        """While waiting: the current block ends at the waiting deadline, which the client
+        must keep itself (Redis ends a block's timeout on its own timers, late)."""
+        waiting = self.waiting
+        return waiting is not None and waiting.block_until == waiting.until
+
+    @property
     def queued(self) -> bool:
         """Redis may hold a place for us in the key's queue: whoever stops waiting (an
         error, a cancellation) must withdraw it, or other waiters wait for it to expire."""

@@ -1,0 +1,99 @@
+"""A wait ends at its deadline, not when Redis gets round to ending the block.
+
+Redis ends a ``BLPOP``'s timeout on its own timers (``hz``, 10 by default): up to about
+100 ms late, later on a busy server.  A waiter whose ``wait_ms`` runs out must not pay
+that: its last block is cut on the client's clock, at the deadline.  Here Redis is made
+unable to answer at all past the waiter's deadline (``DEBUG SLEEP`` holds its one thread),
+and the waiter's ``Wake`` must come before Redis is back: an order of events (the wake came
+while Redis was still asleep), not a measured duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aredis
+
+import distlock
+import distlock.asyncio
+from distlock._clock import now_ms
+from tests.redis_server import RedisServer
+
+WAIT_MS = 400
+#: How long Redis is held asleep, from when the waiter is blocked: far past its deadline.
+ASLEEP_S = 2.5
+
+
+@pytest.fixture
+def sleepy() -> Iterator[RedisServer]:
+    with RedisServer(args=("--enable-debug-command", "yes")) as server:
+        yield server
+
+
+def blocked(r: redis.Redis) -> bool:
+    return any(c.get("cmd") == "blpop" and "b" in c.get("flags", "") for c in r.client_list())
+
+
+def until_blocked(r: redis.Redis) -> None:
+    give_up = time.monotonic() + 30
+    while not blocked(r):  # Redis cannot call us back
+        assert time.monotonic() < give_up, "the waiter never blocked"
+        time.sleep(0.005)
+
+
+def put_to_sleep(r: redis.Redis) -> float:
+    """Hold Redis asleep for ``ASLEEP_S``; the instant, on the core's clock, before which it
+    cannot be back (it is put to sleep after this instant)."""
+    asleep_from = now_ms()
+    r.execute_command("DEBUG", "SLEEP", ASLEEP_S)
+    return asleep_from + ASLEEP_S * 1000
+
+
+def test_a_timed_out_wait_ends_at_its_deadline_sync(sleepy: RedisServer) -> None:
+    admin = redis.Redis(port=sleepy.port)
+    trace: list[dict[str, Any]] = []
+    with distlock.Lock(redis.Redis.from_url(sleepy.url), prefix="dl") as holder, distlock.Lock(
+        redis.Redis.from_url(sleepy.url), prefix="dl", trace=trace.append
+    ) as waiting:
+        held = holder.acquire("k", ttl_ms=60_000)
+        assert held is not None
+        got: list[object] = []
+        waiter = threading.Thread(target=lambda: got.append(waiting.acquire("k", wait_ms=WAIT_MS)))
+        waiter.start()
+        until_blocked(admin)
+        back = put_to_sleep(admin)
+        waiter.join(30)
+        assert got == [None]
+        held.release()
+    [wake] = [t for t in trace if t["action"] == "Wake"]
+    assert wake["woken"] is False and wake["t"] < back  # cut at the deadline, not by Redis
+
+
+def test_a_timed_out_wait_ends_at_its_deadline_asyncio(sleepy: RedisServer) -> None:
+    admin = redis.Redis(port=sleepy.port)
+    trace: list[dict[str, Any]] = []
+
+    async def main() -> float:
+        async with distlock.asyncio.Lock(
+            aredis.Redis.from_url(sleepy.url), prefix="dl"
+        ) as holder, distlock.asyncio.Lock(
+            aredis.Redis.from_url(sleepy.url), prefix="dl", trace=trace.append
+        ) as waiting:
+            held = await holder.acquire("k", ttl_ms=60_000)
+            assert held is not None
+            task = asyncio.ensure_future(waiting.acquire("k", wait_ms=WAIT_MS))
+            await asyncio.to_thread(until_blocked, admin)
+            back = await asyncio.to_thread(put_to_sleep, admin)
+            assert await task is None
+            await held.release()
+            return back
+
+    back = asyncio.run(main())
+    [wake] = [t for t in trace if t["action"] == "Wake"]
+    assert wake["woken"] is False and wake["t"] < back
