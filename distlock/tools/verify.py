@@ -249,7 +249,7 @@ RUNS: tuple[Run, ...] = (
                   "NoForeignWrite"),
     _wait_refutes("wait-mutant-enqueue-twice", "WaitMutantEnqueueTwice.cfg", "TypeOK"),
     # liveness: a live waiter is served, whoever died in the queue before it
-    Run("wait-liveness", "WaitLiveness.cfg", "WaiterServed", "holds", min_states=5_000,
+    Run("wait-liveness", "WaitLiveness.cfg", "WaiterServed", "holds", min_states=50_000,
         module="Wait"),
     _wait_refutes("wait-mutant-places-never-expire", "WaitMutantPlacesNeverExpire.cfg",
                   "WaiterServed"),
