@@ -649,7 +649,8 @@ Crash ==
     /\ UNCHANGED <<outcome, wait_left, block_left, redis_vars, recheck_in, overlap, foreign,
                    lapsed>>
 
-ClientActs(c) ==
+ClientStep ==
+    \E c \in Clients :
         \/ Acquire(c)
         \/ AcquireReply(c)
         \/ AcquireFail(c)
@@ -664,7 +665,22 @@ ClientActs(c) ==
         \/ ReleaseReply(c)
         \/ ReleaseFail(c)
 
-ClientStep == \E c \in Clients : ClientActs(c)
+(* The same actions, of one client (the fairness of the liveness runs is  *)
+(* per client); tests/test_parity_wait.py checks the two lists agree.    *)
+ClientActs(c) ==
+        \/ Acquire(c)
+        \/ AcquireReply(c)
+        \/ AcquireFail(c)
+        \/ EnqueueReply(c)
+        \/ Block(c)
+        \/ Wake(c)
+        \/ Withdraw(c)
+        \/ WithdrawReply(c)
+        \/ WithdrawFail(c)
+        \/ BodyDone(c)
+        \/ Release(c)
+        \/ ReleaseReply(c)
+        \/ ReleaseFail(c)
 
 EnvStep ==
     \/ RedisAttempt
