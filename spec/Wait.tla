@@ -83,12 +83,44 @@ Mutants == {"none",
             "ticket_may_shrink",
             \* the leave does not hand on a K it takes back, nor a free K whose head
             \* leaves
-            "leave_drops_wakeup"}
+            "leave_drops_wakeup",
+            \* the leave hands on a K it takes back, but a free K whose head leaves
+            \* stays free (the next waiter waits out the head's place)
+            "leave_drops_head_wakeup",
+            \* the leave does not take back a K that holds its token (a handoff it
+            \* never read): K idles its whole TTL
+            "leave_keeps_key",
+            \* places never expire: a waiter that died blocks the queue for good
+            "places_never_expire"}
 
 (* A cfg may narrow the faults, or the clients that may die, by overriding *)
 (* these definitions.                                                      *)
 FaultKinds == {"drop", "crash", "cancel"}
 Mortal == Clients
+
+(* Patient waiters (a cfg overrides it): waiters whose wait outlasts any   *)
+(* behaviour of the model, so that they give up only if never served.      *)
+(* Every attempt of one carries MaxWait, the longest life of a place (the  *)
+(* implementation's min(wait left, re-check, LONGEST_BLOCK_MS) +           *)
+(* QUEUE_GRACE_MS, whatever the wait): its deadline never comes.  The      *)
+(* liveness runs (WaiterServed) use them.  Their round trips fit in the   *)
+(* grace (the implementation's assumption: QUEUE_GRACE_MS is room for the  *)
+(* next attempt to arrive): no tick passes while an attempt of theirs, or  *)
+(* its refusal, is in flight.                                             *)
+Patient == {}
+
+(* The place's life (a cfg overrides both).  With Grace > 0, the          *)
+(* protocol as implemented: a refused attempt's place ends Grace ticks     *)
+(* (QUEUE_GRACE_MS) after the longest block it allows, the shorter of the  *)
+(* wait it carries, the re-check time and LongestBlock (LONGEST_BLOCK_MS), *)
+(* and a block never lasts longer than LongestBlock: a waiter that died is *)
+(* dropped LongestBlock + Grace ticks after its last attempt at the most,  *)
+(* whatever its wait.  Grace = 0 (the safety runs): a place lasts the wait *)
+(* its attempt carries, as before the grace; their properties hold either  *)
+(* way, and the smaller state space checks more faults.                   *)
+Grace == 0
+LongestBlock == IF TTL > MaxWait THEN TTL ELSE MaxWait
+One == 1
 
 (* Handoff: a K let go is handed to the first live waiter (the lock's and  *)
 (* the reentrant lock's protocol).  A cfg that overrides it with WakeUps   *)
@@ -225,7 +257,9 @@ StillWaiting(c) ==
 (* place in the queue; 0 makes it the last attempt (past the deadline).    *)
 Acquire(c) ==
     /\ phase[c] \in {"idle", "woken"}
-    /\ LET left == IF ~Waits(c) THEN 0 ELSE IF phase[c] = "idle" THEN MaxWait ELSE wait_left[c]
+    /\ LET left == IF ~Waits(c) THEN 0
+                   ELSE IF phase[c] = "idle" \/ c \in Patient THEN MaxWait
+                   ELSE wait_left[c]
        IN /\ wait_left' = [wait_left EXCEPT ![c] = left]
           /\ net' = net \cup {Msg("attempt", c, left)}
     /\ phase' = [phase EXCEPT ![c] = "acquiring"]
@@ -241,7 +275,8 @@ EnterBody(c) ==
 (* The block that follows a refusal: until the re-check time, and never    *)
 (* past the caller's deadline.                                             *)
 BlockFor(c, recheck) ==
-    IF Mutant = "block_past_deadline" THEN recheck ELSE Min(wait_left[c], recheck)
+    IF Mutant = "block_past_deadline" THEN recheck
+    ELSE Min(Min(wait_left[c], recheck), LongestBlock)
 
 (* AcquireReply.  Granted: the body runs.  Refused: a fail-fast caller, or *)
 (* a waiter's last attempt (the script took it out of the queue), is done; *)
@@ -446,9 +481,11 @@ RedisAttempt ==
          ELSE /\ queue' = q2
               \* the expiry never moves earlier: another waiter's re-check
               \* counts on it
-              /\ ticket' = [ticket EXCEPT ![c] =
-                               IF Mutant = "ticket_may_shrink" THEN m.n
-                               ELSE IF m.n > @ THEN m.n ELSE @]
+              /\ LET life == IF Grace = 0 THEN m.n
+                            ELSE Min(Min(m.n, recheck), LongestBlock) + Grace
+                 IN ticket' = [ticket EXCEPT ![c] =
+                                  IF Mutant = "ticket_may_shrink" THEN life
+                                  ELSE IF life > @ THEN life ELSE @]
               \* a grant still in our wake list is one whose K lapsed (K does
               \* not hold our token): read after this attempt, it would start a
               \* body on a lease anchored after the handoff
@@ -531,11 +568,14 @@ RedisLeave ==
              q2   == Evict(Remove(q, c))
              was_head == q # <<>> /\ Head(q) = c
              dels == IF Mutant = "leave_deletes_any_key" THEN key_holder # None
+                     ELSE IF Mutant = "leave_keeps_key" THEN FALSE
                      ELSE key_holder = c
+             head_free == was_head /\ key_holder = None
+                          /\ Mutant # "leave_drops_head_wakeup"
              t2   == [ticket EXCEPT ![c] = 0]
              w2   == [wake EXCEPT ![c] = FALSE]
          IN
-         /\ IF ((was_head /\ key_holder = None) \/ dels) /\ q2 # <<>>
+         /\ IF (head_free \/ dels) /\ q2 # <<>>
                /\ Mutant # "leave_drops_wakeup"
             THEN LetGo(q2, w2, t2, TRUE)
             ELSE /\ queue' = q2
@@ -559,11 +599,15 @@ Due(c) == phase[c] \in {"refused", "woken", "body_done"}
 
 Tick ==
     /\ \A c \in Clients : ~Due(c)
+    \* a patient waiter's round trip (attempt and refusal) fits in the grace
+    /\ ~\E m \in net : m.c \in Patient /\ m.kind \in {"attempt", "refused"}
     /\ key_ttl' = Dec(key_ttl)
     /\ key_holder' = IF key_ttl <= 1 THEN None ELSE key_holder
-    /\ ticket' = [c \in Clients |-> Dec(ticket[c])]
+    /\ ticket' = IF Mutant = "places_never_expire" THEN ticket
+                 ELSE [c \in Clients |-> Dec(ticket[c])]
     /\ wait_left' = [c \in Clients |->
-                       IF StillWaiting(c) THEN Dec(wait_left[c]) ELSE wait_left[c]]
+                       IF StillWaiting(c) /\ c \notin Patient THEN Dec(wait_left[c])
+                       ELSE wait_left[c]]
     /\ block_left' = [c \in Clients |->
                         IF phase[c] = "blocked" THEN Dec(block_left[c]) ELSE block_left[c]]
     /\ recheck_in' = [c \in Clients |-> Dec(recheck_in[c])]
@@ -621,6 +665,23 @@ ClientStep ==
         \/ ReleaseReply(c)
         \/ ReleaseFail(c)
 
+(* The same actions, of one client (the fairness of the liveness runs is  *)
+(* per client); tests/test_parity_wait.py checks the two lists agree.    *)
+ClientActs(c) ==
+        \/ Acquire(c)
+        \/ AcquireReply(c)
+        \/ AcquireFail(c)
+        \/ EnqueueReply(c)
+        \/ Block(c)
+        \/ Wake(c)
+        \/ Withdraw(c)
+        \/ WithdrawReply(c)
+        \/ WithdrawFail(c)
+        \/ BodyDone(c)
+        \/ Release(c)
+        \/ ReleaseReply(c)
+        \/ ReleaseFail(c)
+
 EnvStep ==
     \/ RedisAttempt
     \/ RedisEnqueue
@@ -635,6 +696,17 @@ EnvStep ==
 Next == ClientStep \/ EnvStep
 
 Spec == Init /\ [][Next]_vars
+
+(* Fairness for the liveness runs: every live client takes the step it can *)
+(* take (a dead one has none), Redis runs each script it can run, and time *)
+(* passes.  Faults are never forced.                                      *)
+Fairness ==
+    /\ \A c \in Clients : WF_vars(ClientActs(c))
+    /\ WF_vars(RedisAttempt) /\ WF_vars(RedisPop) /\ WF_vars(RedisRelease)
+    /\ WF_vars(RedisLeave) /\ WF_vars(RedisEnqueue) /\ WF_vars(RedisReleaseDel)
+    /\ WF_vars(Tick)
+
+FairSpec == Spec /\ Fairness
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -652,7 +724,7 @@ TypeOK ==
     \* one place per waiter: a waiter that attempts again keeps its place
     /\ queue \in Seq(Waiting)
     /\ \A i, j \in 1..Len(queue) : i # j => queue[i] # queue[j]
-    /\ ticket \in [Clients -> 0..MaxWait]
+    /\ ticket \in [Clients -> 0..(MaxWait + Grace)]
     /\ wake \in [Clients -> BOOLEAN]
     /\ \A m \in net : m.kind \in Kinds /\ m.c \in Clients
     /\ faults \in 0..MaxFaults
@@ -730,6 +802,27 @@ Ahead(c) ==
 
 GrantsInArrivalOrder ==
     [][\A c \in Waiting : (key_holder' = c /\ key_holder # c) => Ahead(c) = {}]_vars
+
+(* A withdrawal gives back K if it holds the waiter's token (a handoff it  *)
+(* never read): once its leave script has run, K does not hold that token  *)
+(* (an attempt of the waiter still in flight may take K again later: the   *)
+(* core's cleanup release gives that one back).  So a key handed to a      *)
+(* waiter that gave up never idles for its TTL.                            *)
+LeaveRan(c) ==
+    Msg("leave", c, 0) \in net /\ Msg("leave", c, 0) \notin net' /\ faults' = faults
+
+LeaveGivesBack ==
+    [][\A c \in Waiting : LeaveRan(c) => key_holder' # c]_vars
+
+(* Liveness: every patient waiter that is alive is served: under fairness  *)
+(* (FairSpec) its section leaves the waiting phases, by being granted K    *)
+(* (a patient waiter never reaches its deadline; with crashes only, it has *)
+(* no other way out) or by dying.  A waiter that died is in nobody's way   *)
+(* for longer than the life of its place (MaxWait ticks after its last     *)
+(* attempt: TypeOK bounds ticket) or of a K handed to it (its TTL: TypeOK  *)
+(* bounds key_ttl); this says nothing else holds a live waiter up.        *)
+WaiterServed ==
+    \A c \in Patient : StillWaiting(c) ~> ~StillWaiting(c)
 
 (* Reachability probes: TLC must violate them. *)
 ProbeWokenOnFreeKey ==     \* WakeUps: a blocked head holds a wake-up on a free K

@@ -55,6 +55,8 @@ def _actions(name: str) -> list[str]:
 
 def test_spec_waiter_actions_are_the_lock_s_and_the_waiting_ones() -> None:
     spec = _actions("ClientStep")
+    # the same list, per client, for the liveness runs' fairness
+    assert _actions("ClientActs") == spec
     assert len(spec) == len(set(spec)), f"an action twice in ClientStep: {spec}"
     missing = set(WAIT_ACTIONS) - set(spec)
     assert not missing, f"waiting actions of the core that Wait.tla lacks: {sorted(missing)}"

@@ -103,7 +103,7 @@ def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
 
 #: What the models of waiting check (spec/Wait.tla).
 WAIT = "TypeOK NoOverlappingSuccess NoForeignWrite NoLostWakeup HeldInBody NoOrphanGrant " \
-       "NoStaleGrant; ReturnsByDeadline GrantsInArrivalOrder"
+       "NoStaleGrant; ReturnsByDeadline GrantsInArrivalOrder LeaveGivesBack"
 
 
 def _wait_refutes(name: str, config: str, prop: str) -> Run:
@@ -248,6 +248,15 @@ RUNS: tuple[Run, ...] = (
     _wait_refutes("wait-mutant-leave-deletes-any-key", "WaitMutantLeaveDeletesAnyKey.cfg",
                   "NoForeignWrite"),
     _wait_refutes("wait-mutant-enqueue-twice", "WaitMutantEnqueueTwice.cfg", "TypeOK"),
+    # liveness: a live waiter is served, whoever died in the queue before it
+    Run("wait-liveness", "WaitLiveness.cfg", "WaiterServed", "holds", min_states=50_000,
+        module="Wait"),
+    _wait_refutes("wait-mutant-places-never-expire", "WaitMutantPlacesNeverExpire.cfg",
+                  "WaiterServed"),
+    _wait_refutes("wait-mutant-leave-keeps-key", "WaitMutantLeaveKeepsKey.cfg",
+                  "LeaveGivesBack"),
+    _wait_refutes("wait-mutant-leave-drops-head-wakeup",
+                  "WaitMutantLeaveDropsHeadWakeup.cfg", "NoLostWakeup"),
     _wait_refutes("wait-probe-handed", "WaitProbeHanded.cfg", "ProbeHanded"),
     _wait_refutes("wait-probe-waited-out", "WaitProbeWaitedOut.cfg", "ProbeWaitedOut"),
     # the same protocol where a release wakes the first waiter instead (a semaphore's
