@@ -75,7 +75,7 @@ def test_every_command_carries_the_kind_and_the_limit_to_the_s_scripts() -> None
     release = s.release(4.0).send
     assert release is not None
     script, keys, args = encode(release)
-    queue, places, wake = queue_keys("sem:k")
+    queue, places, wake = queue_keys("sem:k", Kind.SEMAPHORE)
     assert script is S_RELEASE
     # The release wakes the first waiter in the same script: the queue's keys ride along.
     assert keys == ["sem:k", permits_released_key("sem:k"), queue, places]
