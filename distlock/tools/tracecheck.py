@@ -113,7 +113,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS
+from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS
+from distlock._core.waiting import HANDED_TTL_MS
 from distlock.tools import specfiles
 from distlock.trace import DATA_LOSS
 
@@ -188,13 +189,113 @@ TRACE_SPEC: Final = """------------------------- MODULE DistLockTrace ----------
 (* of DistLock explains the whole trace.                                        *)
 EXTENDS DistLock, TraceData, TLC
 
-VARIABLES l, now, at
+VARIABLES l, now, at, wsent, handed, withdrawing
 
 ASSUME TLCSet(1, 0)
+
+(* Waiting (spec/Wait.tla's client actions), on this spec's lease.  A waiting    *)
+(* section's refused attempt leaves it in the spec's "backoff" (the core's       *)
+(* "waiting"); wsent[c] is when its latest attempt left (trace time: no drift).   *)
+(* A release may hand the key to a waiter whose next event is a Wake with a fence *)
+(* (e.hand): the key holds its token with HandTTL (the waiter's short handed TTL, *)
+(* in ticks) and a fresh fence, handed[c]; the Wake is then a grant counted from  *)
+(* the last attempt's send.  Any other Block, Wake or withdrawal changes nothing  *)
+(* of the lease.                                                                  *)
+WaitVars == <<wsent, handed, withdrawing>>
+
+WaitDenied(c) ==
+    /\\ phase[c] = "acquiring"
+    /\\ \\E m \\in net :
+        /\\ Mine(m, c, "acquire") /\\ m.st = "done" /\\ m.val = 0
+        /\\ net' = net \\ {m}
+    /\\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    \\* refused with time left: block; refused at the deadline (the last attempt): give up
+    /\\ \\E last \\in BOOLEAN :
+        /\\ phase' = [phase EXCEPT ![c] = IF last THEN "done" ELSE "backoff"]
+        /\\ outcome' = [outcome EXCEPT ![c] = IF last THEN "not_acquired" ELSE @]
+    /\\ UNCHANGED <<retries_left, token, fence, deadline_in, renew_in_flight, renew_sent_ago,
+                   next_renew_in, lost, extend_in_flight, extend_sent_ago, auto_renew, renews,
+                   extend_ttl, unconfirmed_ttl>>
+    /\\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\\ UNCHANGED ghost_vars
+
+WaitReply(c) == \\/ AcquireReply(c) /\\ phase'[c] = "held"
+                \\/ WaitDenied(c)
+
+(* A Wake that hands over the key: the lock's grant, counted from the last      *)
+(* attempt's send, with the handed TTL; a renewed section whose handed TTL is   *)
+(* short renews at once.                                                        *)
+HandedGrant(c) ==
+    LET ago == now - wsent[c]
+        lease == LeaseOf(HandTTL, ago)
+    IN
+    /\\ handed[c] > 0
+    /\\ phase' = [phase EXCEPT ![c] = "held"]
+    /\\ fence' = [fence EXCEPT ![c] = handed[c]]
+    /\\ deadline_in' = [deadline_in EXCEPT ![c] = lease]
+    /\\ next_renew_in' = [next_renew_in EXCEPT ![c] =
+                           IF ~renews[c] \\/ HandTTL < TTL THEN 0 ELSE Max(Heartbeat - ago, 0)]
+    /\\ lost' = [lost EXCEPT ![c] = lease = 0]
+    /\\ overlap' = [d \\in Clients |->
+                     IF d = c THEN {token[x] : x \\in {y \\in Clients : InBody(y)}}
+                     ELSE IF InBody(d) THEN overlap[d] \\cup {token[c]}
+                     ELSE overlap[d]]
+    /\\ UNCHANGED <<outcome, retries_left, token, sent_ago, renew_in_flight, renew_sent_ago,
+                   extend_in_flight, extend_sent_ago, auto_renew, renews, extend_ttl,
+                   unconfirmed_ttl>>
+    /\\ UNCHANGED env_vars
+    /\\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+WaitBlock(c) == phase[c] = "backoff" /\\ UNCHANGED vars
+
+WaitWake(c, e) ==
+    /\\ phase[c] = "backoff"
+    /\\ IF e.kind = "hand" THEN HandedGrant(c) ELSE UNCHANGED vars
+
+(* Withdraw: a waiter that stops waiting ends not acquired; from elsewhere (an   *)
+(* attempt that failed) it changes nothing of the lease.                         *)
+WaitWithdraw(c) ==
+    /\\ ~withdrawing[c]
+    /\\ IF phase[c] = "backoff"
+       THEN /\\ phase' = [phase EXCEPT ![c] = "done"]
+            /\\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+       ELSE UNCHANGED <<phase, outcome>>
+    /\\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
+                   renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
+    /\\ UNCHANGED env_vars
+    /\\ UNCHANGED ghost_vars
+
+(* The release script hands the key it deletes to the waiter c. *)
+ReleaseHand(m, c) ==
+    /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "release"
+    /\\ key_holder = m.tok /\\ phase[c] = "backoff" /\\ handed[c] = 0
+    /\\ key_holder' = token[c]
+    /\\ key_ttl' = HandTTL
+    /\\ fence_ctr' = fence_ctr + 1
+    /\\ grants' = Append(grants, [tok |-> token[c], fence |-> fence_ctr + 1])
+    /\\ released' = IF ResendReleases \\/ Manual THEN released \\cup {m.tok} ELSE released
+    /\\ Answer(m, 1)
+    /\\ handed' = [handed EXCEPT ![c] = fence_ctr + 1]
+    /\\ UNCHANGED client_vars
+    /\\ UNCHANGED <<starved, drift, faults>>
+    /\\ UNCHANGED <<overlap, oks, late, foreign, wiped, consec_fail, renewed>>
+    /\\ UNCHANGED <<wsent, withdrawing>>
 
 Logged(e) ==
     LET c == e.c IN
     CASE {cases}
+      [] e.a = "Block"         -> WaitBlock(c) /\\ UNCHANGED WaitVars
+      [] e.a = "Wake"          -> WaitWake(c, e)
+                                  /\\ handed' = [handed EXCEPT ![c] = 0]
+                                  /\\ UNCHANGED <<wsent, withdrawing>>
+      [] e.a = "Withdraw"      -> WaitWithdraw(c)
+                                  /\\ withdrawing' = [withdrawing EXCEPT ![c] = TRUE]
+                                  /\\ UNCHANGED <<wsent, handed>>
+      [] e.a \\in {"WithdrawReply", "WithdrawFail"} ->
+                                  /\\ withdrawing[c] /\\ UNCHANGED vars
+                                  /\\ withdrawing' = [withdrawing EXCEPT ![c] = FALSE]
+                                  /\\ UNCHANGED <<wsent, handed>>
 
 (* The core's state after its step. *)
 Observed(e) ==
@@ -208,9 +309,10 @@ Answered(e) ==
     e.kind # "" =>
         \\A m \\in net \\ net' : Mine(m, e.c, e.kind) => ((m.val > 0) = e.ok)
 
-(* Grants are ordered at Redis as their recorded fences are. *)
+(* Grants (a granted attempt, a key handed over) are ordered at Redis as their *)
+(* recorded fences are. *)
 Fenced(e) ==
-    (CheckFences /\\ e.a = "AcquireReply" /\\ e.kind # "" /\\ e.ok) =>
+    (CheckFences /\\ e.kind \\in {"acquire", "hand"} /\\ e.ok) =>
         \\A d \\in Clients \\ {e.c} :
             fence[d] > 0 => ((fence'[e.c] > fence[d]) = (e.fence > Fence[d]))
 
@@ -221,20 +323,25 @@ Elapsed(e) == now >= at[e.c] + e.lo
 (* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
 (* lead TLC down dead ends.                                                         *)
 Hidden ==
-    \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1
+    \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1 /\\ UNCHANGED WaitVars
     \\/ /\\ \\/ \\E m \\in net : RedisStep(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].drop /\\ DropReply(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
           \\/ Trace[l].keylost /\\ KeyLost
           \\/ \\E c \\in Trace[l].starve : Starve(c)
-       /\\ UNCHANGED now
+       /\\ UNCHANGED <<now, WaitVars>>
+    \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
 
 TraceInit ==
     /\\ Init
     /\\ auto_renew = [c \\in Clients |-> AutoRenew[c]]
+    /\\ renews = [c \\in Clients |-> Renews[c]]
     /\\ l = 1
     /\\ now = 0
     /\\ at = [c \\in Clients |-> 0]
+    /\\ wsent = [c \\in Clients |-> 0]
+    /\\ handed = [c \\in Clients |-> 0]
+    /\\ withdrawing = [c \\in Clients |-> FALSE]
 
 TraceNext ==
     /\\ l <= Len(Trace)
@@ -249,7 +356,7 @@ Unexplained == l <= Len(Trace)
 
 (* States that differ only in the spec's ghost variables (kept for its properties, *)
 (* read by no action) have the same futures: TLC keeps one of them.              *)
-TraceView == <<client_vars, env_vars, l, now, at>>
+TraceView == <<client_vars, env_vars, l, now, at, WaitVars>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================
@@ -397,8 +504,40 @@ def lower_bound(gap_ms: float, ttl_ms: float, ticks: int = TTL_TICKS) -> int:
     return max(0, math.floor(LOWER_RATE * gap_ms / unit) - LOWER_SLACK_TICKS)
 
 
+def _handed_fence(e: dict[str, Any]) -> int | None:
+    """The fence of a Wake event whose block ended with the key handed over (None: not
+    such an event)."""
+    if e["action"] != "Wake" or e.get("fence") in (None, 0) or e.get("phase") == "waiting":
+        return None
+    fence = e.get("fence")
+    if isinstance(fence, bool) or not isinstance(fence, int) or fence <= 0:
+        return -1
+    return fence
+
+
+def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
+    """For each event, the sections (a TLA+ set) a release may hand the key to before it:
+    those whose next event is a Wake with the key handed over (any other hand would only
+    lead TLC down dead ends)."""
+    out: list[str] = [""] * len(events)
+    waking: set[int] = set()
+    for n in reversed(range(len(events))):
+        e = events[n]
+        i = index[str(e["client"])]
+        if _handed_fence(e) is not None:
+            waking.add(i)
+        else:
+            waking.discard(i)
+        out[n] = "{" + ", ".join(str(c) for c in sorted(waking)) + "}"
+    return out
+
+
 def _granted_fence(e: dict[str, Any]) -> int | None:
-    """The fence of a granted AcquireReply event (None: not a grant)."""
+    """The fence of a granted AcquireReply event, or of a Wake with the key handed over
+    (None: not a grant)."""
+    handed = _handed_fence(e)
+    if handed is not None:
+        return handed
     if e["action"] != "AcquireReply" or not e.get("granted"):
         return None
     fence = e.get("fence")
@@ -537,31 +676,42 @@ def build_model(
         if client not in index:
             index[client] = len(index) + 1
             config[client] = e
-        if e["action"] not in CLIENT_ACTIONS:
+        if e["action"] not in CLIENT_ACTIONS and e["action"] not in WAIT_ACTIONS:
             raise TraceError(f"unknown action {e['action']!r}")
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
-    retries = {e.get("retries", 0) for e in firsts}
+    waits = {c for c, e in config.items() if e.get("wait_ms")}
+    if limit is not None and (waits or any(e["action"] in WAIT_ACTIONS for _, e in logged)):
+        raise TraceError("a semaphore's waiting permits are not checked against spec/Semaphore.tla")
+    # A waiting section's refusals do not count retries (it waits until its deadline).
+    retries = {e.get("retries", 0) for c, e in config.items() if c not in waits} or {0}
     if len(retries) != 1:
         raise TraceError(f"the sections of one trace must share one retries, got {retries}")
-    beats = {e.get("renew_every_ms") for e in firsts if e.get("watch")}
-    for e in firsts:
-        if e.get("watch") and e.get("renew_every_ms") is None:
-            raise TraceError(
-                f"section {e['client']!r} is watched without renewal (heartbeat_ms=False): "
-                "the spec's sections are renewed run/hold sections or manual handles"
-            )
+    beats = {
+        e.get("renew_every_ms")
+        for e in firsts
+        if e.get("watch") and e.get("renew_every_ms") is not None
+    }
+    # run/hold sections with heartbeat_ms=False: the spec's WatchOnly sections.
+    watch_only = any(e.get("watch") and e.get("renew_every_ms") is None for e in firsts)
+    if watch_only and limit is not None:
+        raise TraceError(
+            "a permit watched without renewal (heartbeat_ms=False) is not a mode of "
+            "spec/Semaphore.tla"
+        )
     if len(beats) > 1:
         raise TraceError(f"the renewed sections must share one heartbeat, got {beats}")
     unit = ttl_ms / ticks
     beat_ms = next(iter(beats)) if beats else ttl_ms / 4
     heartbeat = max(1, min(ticks // 2, round(float(beat_ms or ttl_ms / 4) / unit)))
     manual = any(not e.get("watch") for e in firsts)
+    hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
 
     lows, keep = _lows([e for _, e in logged], ttl_ms, ticks)
     faults = _plausible_faults(
         [e for _, e in logged], index, complete=complete, hang_after_ms=hang_after_ms
     )
+    hands = _handed_before([e for _, e in logged], index)
     fences = dict.fromkeys(index, 0)
     t0 = _time(logged[0][1])
     k = 0
@@ -576,22 +726,34 @@ def build_model(
         if not isinstance(value, bool):
             kind = ""  # no reply value recorded: nothing to compare
         fence = e.get("fence") if e["action"] == "AcquireReply" and value else 0
+        if _handed_fence(e) is not None:
+            # a Wake with the fence of a key handed over: a grant
+            kind, value, fence = "hand", True, e.get("fence")
         fence = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
         if fence:
             fences[client] = fence
+        # the core's "waiting" is the spec's "backoff" (see WaitDenied)
+        phase = "backoff" if e["phase"] == "waiting" else e["phase"]
         rows.append(
             f"[a |-> {_tla_str(e['action'])}, c |-> {index[client]}, k |-> {k}, "
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
-            f"phase |-> {_tla_str(e['phase'])}, outcome |-> {_tla_str(e['outcome'])}, "
+            f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(e['outcome'])}, "
             f"lost |-> {_tla_bool(e['lost'])}, kind |-> {_tla_str(kind)}, "
-            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, {faults[n]}]"
+            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, "
+            f"w |-> {_tla_bool(client in waits)}, hand |-> {hands[n]}, {faults[n]}]"
         )
     auto = ", ".join(_tla_bool(config[c].get("watch")) for c in index)
+    renews = ", ".join(
+        _tla_bool(config[c].get("watch") and config[c].get("renew_every_ms") is not None)
+        for c in index
+    )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
         "(* Generated by distlock.tools.tracecheck from a recorded trace. *)\n"
         "EXTENDS Sequences\n\n"
         f"AutoRenew == <<{auto}>>\n\n"
+        f"Renews == <<{renews}>>\n\n"
+        f"HandTTL == {hand_ttl}\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
         f"CheckFences == {_tla_bool(not data_lost)}\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
@@ -606,7 +768,7 @@ def build_model(
             [i for i, _ in logged],
             module="SemaphoreTrace",
         )
-    cases = "\n      [] ".join(f'e.a = "{a}" -> {a}(c)' for a in CLIENT_ACTIONS)
+    cases = "\n      [] ".join(_lock_case(a) for a in CLIENT_ACTIONS)
     trace_spec = TRACE_SPEC.replace("{cases}", cases)
     clients = ", ".join(str(i) for i in range(1, len(index) + 1))
     failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail"))
@@ -629,6 +791,7 @@ def build_model(
             f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
             f"    CounterSurvives = {_tla_bool(not data_lost)}",
             f"    Manual = {_tla_bool(manual)}",
+            f"    WatchOnly = {_tla_bool(watch_only)}",
             '    Mutant = "none"',
             # a body may release its own key (handle.release() inside hold)
             "    EarlyRelease = TRUE",
@@ -641,6 +804,23 @@ def build_model(
         ]
     )
     return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged])
+
+
+def _lock_case(action: str) -> str:
+    """The arm of ``Logged`` for the lock's ``action``: a waiting section's attempt notes
+    its send time, and its reply may be the waiting refusal."""
+    if action == "Acquire":
+        return (
+            'e.a = "Acquire" -> Acquire(c) /\\ UNCHANGED <<handed, withdrawing>>\n'
+            "                                  /\\ wsent' = [wsent EXCEPT ![c] = "
+            "IF e.w THEN now ELSE @]"
+        )
+    if action == "AcquireReply":
+        return (
+            'e.a = "AcquireReply" -> (IF e.w THEN WaitReply(c) ELSE AcquireReply(c))\n'
+            "                                  /\\ UNCHANGED WaitVars"
+        )
+    return f'e.a = "{action}" -> {action}(c) /\\ UNCHANGED WaitVars'
 
 
 def _semaphore_cfg(
