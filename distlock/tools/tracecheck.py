@@ -554,6 +554,79 @@ class Problem:
     reason: str
 
 
+#: The request events that set a TTL, by the reply event that confirms them (ok).
+_CONFIRMED_BY: Final = {
+    "AcquireReply": "Acquire",
+    "Wake": "Acquire",
+    "RenewReply": "RenewSend",
+    "ExtendReply": "Extend",
+    "ReenterReply": "Reenter",
+}
+#: Slack on a recorded deadline, in ms: the recorder writes the core's float as it is,
+#: so this only absorbs the float arithmetic of the sum.
+DEADLINE_SLACK_MS: Final = 0.001
+
+
+class _Deadlines:
+    """The latest deadline each section may record: the spec's lease runs from the send
+    time of the request that confirmed it, for that request's TTL (less the drift
+    allowance, which only makes it earlier).  A recorded deadline past it claims a lease
+    no reply gave."""
+
+    def __init__(self) -> None:
+        self.ttl: dict[str, float] = {}
+        self.sent: dict[tuple[str, str], tuple[float, float]] = {}
+        self.bound: dict[str, tuple[float, int]] = {}
+
+    def step(self, i: int, e: dict[str, Any], t: float) -> Problem | None:
+        client, action = str(e["client"]), str(e["action"])
+        ttl = e.get("ttl_ms")
+        if action == "Acquire" and isinstance(ttl, int | float) and not isinstance(ttl, bool):
+            self.ttl.setdefault(client, float(ttl))
+        own = self.ttl.get(client)
+        if action in _CONFIRMED_BY.values() and own is not None:
+            if action == "Extend" and isinstance(ttl, int | float) and not isinstance(ttl, bool):
+                self.sent[(client, action)] = (t, float(ttl))
+            else:
+                self.sent[(client, action)] = (t, own)
+        request = _CONFIRMED_BY.get(action)
+        granted = (
+            _granted_fence(e) is not None
+            if action in ("AcquireReply", "Wake")
+            else e.get("ok") is True
+        )
+        if request is not None and granted:
+            # A renewal's or extend's send is answered once (an attempt's send stays: a
+            # Wake after its refusal counts from it).
+            sending = self.sent.get if request == "Acquire" else self.sent.pop
+            sent = sending((client, request), None)
+            if sent is None:
+                return None  # a reply with no request before it: no behaviour (TLC's to say)
+            sent_at, ttl_ms = sent
+            if action == "Wake":
+                ttl_ms = min(ttl_ms, HANDED_TTL_MS)
+            end = sent_at + ttl_ms
+            if client not in self.bound or end > self.bound[client][0]:
+                self.bound[client] = (end, i)
+        deadline = e.get("deadline")
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+            return None
+        end, at = self.bound.get(client, (0.0, -1))
+        if deadline > end + DEADLINE_SLACK_MS:
+            since = (
+                f"the latest lease a reply confirmed ends at {end} ms (event {at + 1}: its "
+                "request's send time plus its TTL)"
+                if at >= 0
+                else "no reply has confirmed a lease"
+            )
+            return Problem(
+                i,
+                f"section {client} records deadline {deadline} ms, {deadline - end:.3f} ms past "
+                f"what the spec allows: {since}",
+            )
+        return None
+
+
 def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem | None:
     """Checks that need no model: per-section time, and fences (see the module doc).
     ``fences`` false: time only (a semaphore's permits have no fence)."""
@@ -564,6 +637,7 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
     seen: dict[int, str] = {}
     done_max: tuple[int, str] | None = None
     floor_at_send: dict[str, tuple[int, str] | None] = {}
+    deadlines = _Deadlines()
     for i, e in enumerate(events):
         t = _time(e)
         if _is_declaration(e):
@@ -579,6 +653,9 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
                 f"before its own previous event (event {n + 1}, t={before} ms)",
             )
         last[client] = (i, t)
+        problem = deadlines.step(i, e, t)
+        if problem is not None:
+            return problem
         if not fences:
             continue
         if e["action"] == "Acquire":
@@ -906,13 +983,56 @@ def reentrant_unchecked(events: Sequence[dict[str, Any]]) -> str | None:
     foreign = sorted({str(e["action"]) for e in events} - R_ACTIONS)
     if foreign:
         return f"{', '.join(foreign)} recorded: no such action in spec/Reentrant.tla"
-    sections = len({str(e["client"]) for e in events})
-    if sections > len(R_HOLDERS):
-        return (
-            f"{sections} sections on one key: spec/Reentrant.tla's trace check maps them "
-            f"onto its {len(R_HOLDERS)} holders, one section each"
-        )
+    try:
+        _reentrant_holders(events)
+    except TraceError as exc:
+        return str(exc)
     return None
+
+
+def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int], set[int]]:
+    """The holder (1 ``Parent``, 2 ``Child``, 3 ``Other``) each section of ``events`` runs
+    on, and the events that start a section on a holder that ran one before.
+
+    Sections take the holders in the order they first appear; a fourth and later one
+    takes a holder whose section has ended (its last event, a final outcome with no
+    failed round trip left to run, came before this section's first), and is a fresh
+    section there (``NextSection`` of ``spec/ReentrantTrace.tla``).  The spec's holders
+    differ only in their names, so this is any mapping of the sections that never runs
+    two at once on one holder.  More sections at once than holders: a TraceError."""
+    last: dict[str, int] = {}
+    failed: set[str] = set()
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        last[client] = n
+        if str(e["action"]).endswith("Fail"):
+            failed.add(client)
+    holder: dict[str, int] = {}
+    current: dict[int, str] = {}
+    fresh: set[int] = set()
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        if client in holder:
+            continue
+        if len(current) < len(R_HOLDERS):
+            h = len(current) + 1
+        else:
+            free = [
+                h
+                for h, c in current.items()
+                if last[c] < n and c not in failed and events[last[c]].get("phase") == "done"
+            ]
+            if not free:
+                raise TraceError(
+                    f"more than {len(R_HOLDERS)} sections at once on one key (at event "
+                    f"{n + 1}): spec/Reentrant.tla has {len(R_HOLDERS)} holders, one "
+                    "section each at a time"
+                )
+            h = min(free, key=lambda h: last[current[h]])
+            fresh.add(n)
+        holder[client] = h
+        current[h] = client
+    return holder, fresh
 
 
 def _spec_state(e: dict[str, Any]) -> tuple[str, str]:
@@ -958,11 +1078,7 @@ def build_reentrant_model(
             config[client] = e
         if e["action"] not in R_ACTIONS:
             raise TraceError(f"{e['action']!r} is not an action of spec/Reentrant.tla")
-    if len(index) > len(R_HOLDERS):
-        raise TraceError(
-            f"{len(index)} sections on one key: spec/Reentrant.tla has "
-            f"{len(R_HOLDERS)} holders, one section each"
-        )
+    holder_of, fresh = _reentrant_holders(events)
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
     # A manual acquire that is never granted (a refused child task) is any holder's.
@@ -1010,7 +1126,7 @@ def build_reentrant_model(
         if isinstance(depth, bool) or not isinstance(depth, int):
             raise TraceError(f"a depth that is not a number: {e}")
         if action == "Reenter":
-            deep.add(index[client])
+            deep.add(holder_of[client])
             max_depth = max(max_depth, depth + 1)
         max_depth = max(max_depth, depth)
         phase, outcome = _spec_state(e)
@@ -1019,18 +1135,20 @@ def build_reentrant_model(
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
             f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(outcome)}, "
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
-            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, {faults[n]}]"
+            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
+            f"{faults[n]}]"
         )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
         "(* Generated by distlock.tools.tracecheck from a recorded trace. *)\n"
         "EXTENDS Integers, Sequences\n\n"
         f"Sections == {len(index)}\n\n"
+        f"HolderIndex == <<{', '.join(str(holder_of[c]) for c in index)}>>\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
     )
-    holders = ", ".join(R_HOLDERS[: len(index)])
+    holders = ", ".join(R_HOLDERS[: len(set(holder_of.values()))])
     failures = sum(1 for e in events if str(e["action"]).endswith("Fail"))
     cfg = "\n".join(
         [
