@@ -398,6 +398,56 @@ def test_forged_values_and_times_are_rejected(redis_server: RedisServer, tmp_pat
 
 @needs_tlc
 @pytest.mark.tlc
+def test_a_deadline_forged_later_is_rejected(redis_server: RedisServer, tmp_path: Path) -> None:
+    """The recorded deadline is the spec's lease: the send time of the request a reply
+    confirmed plus its TTL, at the latest.  One forged 4 s later is rejected there."""
+    good = _renewed_run(redis_server, tmp_path, delete=False)
+    renew_reply = _index(good, "RenewReply")
+    client = good[renew_reply]["client"]
+    forged = [
+        {**e, "deadline": e["deadline"] + 4_000}
+        if n >= renew_reply and e["client"] == client
+        else e
+        for n, e in enumerate(good)
+    ]
+    (verdict,) = _check(forged)
+    assert not verdict.accepted
+    assert (verdict.first_unexplained, verdict.by) == (renew_reply, "pre-pass"), verdict.describe()
+    assert "deadline" in str(verdict.reason)
+
+
+def _heartbeat_off_run(server: RedisServer, tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "heartbeat-off.ndjson"
+    with (
+        NdjsonRecorder(path, append=False) as rec,
+        distlock.Lock(
+            server.url, prefix="tr-hb-off", ttl_ms=400, heartbeat_ms=False, trace=rec
+        ) as locks,
+    ):
+        locks.run("x", lambda handle: None)
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_heartbeat_off_sections_are_checked(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A run/hold section with heartbeat_ms=False (never renewed) is a mode of the spec:
+    its trace is accepted, and the same body reported ok three TTLs after its grant is
+    rejected at the end of the body."""
+    good = _heartbeat_off_run(redis_server, tmp_path)
+    assert good[0]["watch"] and good[0]["renew_every_ms"] is None
+    assert not any(e["action"] == "RenewSend" for e in good)
+    grant = _index(good, "AcquireReply")
+    body_done = _index(good, "BodyDone")
+    late = _retimed(good, body_done, good[grant]["t"] + 3 * float(good[0]["ttl_ms"]))
+    genuine, bad = _check_each([good, late])
+    assert genuine.accepted, genuine.describe() + "\n" + genuine.output[-2000:]
+    assert not bad.accepted
+    assert (bad.first_unexplained, bad.by) == (body_done, "TLC"), bad.describe()
+
+
+@needs_tlc
+@pytest.mark.tlc
 def test_declared_data_loss_lets_fences_start_over(
     fresh_redis: RedisServer, tmp_path: Path
 ) -> None:

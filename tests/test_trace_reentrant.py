@@ -154,9 +154,12 @@ def _async_nested(server: RedisServer, path: Path) -> list[Event]:
 
     async def main() -> None:
         with NdjsonRecorder(path, append=False) as rec:
-            async with distlock.asyncio.ReentrantLock(
-                server.url, prefix="rt-aio", ttl_ms=400, trace=rec
-            ) as locks, locks.hold("x") as outer:
+            async with (
+                distlock.asyncio.ReentrantLock(
+                    server.url, prefix="rt-aio", ttl_ms=400, trace=rec
+                ) as locks,
+                locks.hold("x") as outer,
+            ):
                 async with locks.hold("x") as inner:
                     assert (outer.depth, inner.depth) == (1, 2)
                     assert inner.fence == outer.fence
@@ -202,9 +205,7 @@ def test_reentrant_runs_are_behaviours_of_the_spec(
 
 @needs_tlc
 @pytest.mark.tlc
-def test_corrupted_reentrant_traces_are_rejected(
-    redis_server: RedisServer, tmp_path: Path
-) -> None:
+def test_corrupted_reentrant_traces_are_rejected(redis_server: RedisServer, tmp_path: Path) -> None:
     """Each corruption of a genuine trace is rejected at the event it corrupts."""
     good = _nested_with_contender(redis_server, tmp_path / "nested.ndjson")
     lost = _lost_at_depth2(redis_server, tmp_path / "lost.ndjson")
@@ -244,8 +245,12 @@ def test_corrupted_reentrant_traces_are_rejected(
     cases: list[tuple[str, list[Event], int | None, str | None]] = [
         ("genuine: the key taken before the re-entry", taken, None, None),
         ("1. a Leave at depth 1", at_depth1, leave_reply + 1, "TLC"),
-        ("2. re-entry answered 1 while another holder had the key", forged_enter,
-         reenter_reply, "TLC"),
+        (
+            "2. re-entry answered 1 while another holder had the key",
+            forged_enter,
+            reenter_reply,
+            "TLC",
+        ),
         ("3. inner exit answered 1 after the loss", forged_leave, lost_leave, "TLC"),
         ("4. reply before request", reordered, enter, "TLC"),
         ("5. time runs backwards", backwards, enter + 1, "pre-pass"),

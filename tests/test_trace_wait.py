@@ -47,12 +47,15 @@ class Watch:
         self.rec = rec
         self.seen: list[Event] = []
         self.cond = threading.Condition()
+        #: Called after each event (the asyncio run wakes its task with it).
+        self.notify: Callable[[], None] = lambda: None
 
     def __call__(self, event: Event) -> None:
         self.rec(event)
         with self.cond:
             self.seen.append(event)
             self.cond.notify_all()
+        self.notify()
 
     def blocked(self, wait_ms: int) -> Callable[[], bool]:
         """Whether a section waiting ``wait_ms`` has blocked."""
@@ -106,14 +109,24 @@ def _async_run(server: RedisServer, path: Path) -> list[Event]:
     with NdjsonRecorder(path, append=False) as rec:
         watch = Watch(rec)
 
-        async def until(pred: Callable[[], bool]) -> None:
-            while not pred():
-                await asyncio.sleep(0.005)
-
         async def main() -> None:
+            loop = asyncio.get_running_loop()
+            changed = asyncio.Event()
+            watch.notify = lambda: loop.call_soon_threadsafe(changed.set)
+
+            async def until(pred: Callable[[], bool]) -> None:
+                while True:
+                    changed.clear()
+                    if pred():
+                        return
+                    await asyncio.wait_for(changed.wait(), 30)
+
             async with distlock.asyncio.Lock(
                 # a manual holder is not renewed: a TTL that outlasts the run
-                server.url, prefix="trw-aio", ttl_ms=2_000, trace=watch
+                server.url,
+                prefix="trw-aio",
+                ttl_ms=2_000,
+                trace=watch,
             ) as locks:
                 holder = await locks.acquire("k")
                 assert holder is not None
@@ -132,6 +145,7 @@ def _async_run(server: RedisServer, path: Path) -> list[Event]:
                 await until(watch.blocked(10_000))
                 await holder.release()
                 assert await handed > holder.fence
+            watch.notify = lambda: None  # the loop is about to close
 
         asyncio.run(main())
     return read_events(path)
