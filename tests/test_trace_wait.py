@@ -112,7 +112,11 @@ def _async_run(server: RedisServer, path: Path) -> list[Event]:
         async def main() -> None:
             loop = asyncio.get_running_loop()
             changed = asyncio.Event()
-            watch.notify = lambda: loop.call_soon_threadsafe(changed.set)
+
+            def notify() -> None:
+                loop.call_soon_threadsafe(changed.set)
+
+            watch.notify = notify
 
             async def until(pred: Callable[[], bool]) -> None:
                 while True:
