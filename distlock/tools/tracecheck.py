@@ -14,6 +14,10 @@ The recorded events of the sections on one key are checked in two stages.
   A trace that lost Redis's data (a restart without persistence resets the counter)
   declares it with a :data:`distlock.trace.DATA_LOSS` event: fences are compared within
   each stretch between declarations only.
+- deadlines: the ``deadline`` a section records is never past the send time of the
+  latest request a reply confirmed (grant, renewal, extend, re-entry; a key handed to a
+  waiter: its last attempt, with the handed TTL) plus that request's TTL, the spec's
+  lease (the core subtracts its drift allowance too, which only makes it earlier).
 
 **TLC** then checks the rest against the spec.  The events become a generated TLA+
 module holding a sequence literal (``TraceData``) and a trace spec (``DistLockTrace``)
@@ -48,6 +52,8 @@ time running backwards              pre-pass     the event whose ``t`` went back
 a fence that goes down, or repeats  pre-pass     the later grant (TLC also orders
                                                  grants as their fences are)
 a fence changed within a section    pre-pass     the event carrying the other fence
+a deadline later than any reply     pre-pass     the event recording it
+gave
 a reply Redis could not have given  TLC          the reply (a release answered 1 after
                                                  the key expired or was taken, ...)
 a refused renewal with no loss      TLC          the RenewReply
@@ -73,8 +79,10 @@ that is wrong either way.
 :func:`is_reentrant`) is checked against ``spec/Reentrant.tla`` instead
 (:func:`build_reentrant_model`; ``reentrant=`` of :func:`check` forces either spec).  Its
 sections, in the order they first appear, are the spec's holders ``Parent``, ``Child`` and
-``Other`` (at most three); the ones that re-enter are ``Deep``, and ``MaxDepth`` is the
-deepest level recorded.  The trace module is the static ``spec/ReentrantTrace.tla``, the
+``Other``; a fourth and later section runs on a holder whose section has ended, as a fresh
+section there (``NextSection``: nothing of the old one in flight; at most three sections
+at once); the ones that re-enter are ``Deep``, and ``MaxDepth`` is the deepest level
+recorded.  The trace module is the static ``spec/ReentrantTrace.tla``, the
 same approach as above: each event is its holder action with the state after it (phase,
 outcome, loss signal, and the ``depth`` the level events record), the reply value,
 the fence order and the elapsed-time floor matching, and TLC finds the environment's
@@ -84,6 +92,22 @@ body only where the rest of the trace can tell them).  A denial with retries lef
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
 levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
 manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
+
+**Waiting.**  A lock's waiting section (``wait_ms``) records, beside the lock's actions,
+``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``,
+``WithdrawFail``), checked against ``spec/DistLock.tla`` with these as client steps of the
+generated trace module whose effects on the lease are the lock's: a refused attempt with
+time left waits in the spec's ``backoff`` (``WaitDenied``; the last one ends not
+acquired), a ``Block``, a ``Wake`` without a fence and a withdrawal change nothing of the
+lease (a withdrawal from a block ends not acquired), and a release may hand the key to a
+waiter whose next event is a ``Wake`` with a fence (``ReleaseHand``: the key holds its
+token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if shorter, and a fresh
+fence); that ``Wake`` is the grant, counted from the last attempt's send, renewed at once
+when the handed TTL is short (``HandedGrant``).  Its fence takes part in the pre-pass and
+in the fence order like a granted attempt's.  Not modelled: the queue's order among
+waiters, a handoff by a withdrawal, and a semaphore's or reentrant lock's waiting (refused
+with a TraceError).  run/hold sections with ``heartbeat_ms=False`` are the spec's
+``WatchOnly`` sections (a lock's only).
 
 **The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
 permit sections (:func:`is_semaphore`; ``semaphore=`` of :func:`check` forces it) and is
