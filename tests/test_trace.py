@@ -3,8 +3,9 @@
 Traces of integration-style runs of both drivers and of a sample of the multi-client
 property test must be accepted; corrupted traces (a reordered reply, a success after a
 lost renewal, a fence that goes down, a forged reply, time running backwards, a body that
-outlived its lease, a late grant kept, a refused renewal with no signal) must be
-rejected, naming the first event no behaviour explains.
+outlived its lease, a late grant kept, a refused renewal with no signal, a deadline
+forged later than any reply allows) must be rejected, naming the first event no behaviour
+explains.  Sections with the heartbeat off are checked too.
 """
 
 from __future__ import annotations
@@ -363,15 +364,23 @@ def test_forged_values_and_times_are_rejected(redis_server: RedisServer, tmp_pat
     # 3. Time runs backwards: the renewal answered before it was sent.
     backwards = [*good]
     backwards[renew_reply] = {**good[renew_reply], "t": good[renew_reply - 1]["t"] - 30}
-    # 4. Success three TTLs after the grant, without a renewal.
-    unrenewed = [e for e in good if e["action"] not in ("RenewSend", "RenewReply")]
+    # 4. Success three TTLs after the grant, without a renewal (and the deadline the
+    # grant gave, as the core would record it: a later one is the pre-pass's to reject).
+    unrenewed = [
+        {**e, "deadline": good[grant]["deadline"]} if n > grant else e
+        for n, e in enumerate(good)
+        if e["action"] not in ("RenewSend", "RenewReply")
+    ]
     body_done = _index(unrenewed, "BodyDone")
     unrenewed = _retimed(unrenewed, body_done, unrenewed[grant]["t"] + 3 * ttl)
     # 5. The grant arrives 2.5 TTLs after the request and the section keeps it.
     late = _retimed(good, grant, good[grant - 1]["t"] + 2.5 * ttl)
     # 6. The renewal is refused and no loss is recorded.
-    refused = [*good]
-    refused[renew_reply] = {**good[renew_reply], "ok": False}
+    refused = [
+        {**e, "deadline": good[grant]["deadline"]} if n >= renew_reply else e
+        for n, e in enumerate(good)
+    ]
+    refused[renew_reply] = {**refused[renew_reply], "ok": False}
 
     cases: list[tuple[str, list[dict[str, Any]], int | None, str | None]] = [
         ("genuine: the key expired under a starved body", alone, None, None),
