@@ -225,7 +225,8 @@ def test_waiting_traces_are_behaviours_and_corrupted_ones_are_rejected(
 def test_corrupted_waiting_traces_are_refused_by_the_prepass(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """Fences, clocks and deadlines need no model: the pre-pass names the event."""
+    """Fences, clocks, wait deadlines and lease deadlines need no model: the pre-pass
+    names the event."""
     sync = _sync_run(redis_server, tmp_path / "sync.ndjson")
     assert tracecheck.prepass(sync) is None
     wake = _handed_wake(sync)
@@ -248,6 +249,19 @@ def test_corrupted_waiting_traces_are_refused_by_the_prepass(
     problem = tracecheck.prepass(backwards)
     assert problem is not None and problem.index == wake
     assert "time runs backwards" in problem.reason
+
+    # A waiter that gives up 10 s before its wait ran out: its attempts' wait forged.
+    gave_up = _first(sync, "AcquireReply", outcome="not_acquired")
+    quitter = sync[gave_up]["client"]
+    early_quit = [
+        {**e, "wait_ms": e["wait_ms"] + 10_000, "queue_ms": e["queue_ms"] + 10_000}
+        if e["client"] == quitter and e["action"] == "Acquire"
+        else e
+        for e in sync
+    ]
+    problem = tracecheck.prepass(early_quit)
+    assert problem is not None and problem.index == gave_up
+    assert "before its wait deadline" in problem.reason
 
     # The handed lease's deadline forged 4 s later, on the Wake and after it.
     forged = [

@@ -14,6 +14,8 @@ The recorded events of the sections on one key are checked in two stages.
   A trace that lost Redis's data (a restart without persistence resets the counter)
   declares it with a :data:`distlock.trace.DATA_LOSS` event: fences are compared within
   each stretch between declarations only.
+- a waiting section's deadline (``wait_ms`` from its first attempt): it gives up on the
+  refusal of an attempt sent at or after it, and only then; no block lasts past it.
 - deadlines: the ``deadline`` a section records is never past the send time of the
   latest request a reply confirmed (grant, renewal, extend, re-entry; a key handed to a
   waiter: its last attempt, with the handed TTL) plus that request's TTL, the spec's
@@ -651,6 +653,57 @@ class _Deadlines:
         return None
 
 
+class _Waits:
+    """A waiting section's deadline, on its clock: an attempt sent before it that is
+    refused leaves the section waiting, and one sent at or after it is the last (refused,
+    the section gives up); no block lasts past it.  The deadline is the first attempt's
+    send time plus the wait it asked Redis for (``queue_ms``: the ms left, rounded up;
+    a group's sections share the group's deadline, which started before some of them),
+    so it is known to within 1 ms."""
+
+    def __init__(self) -> None:
+        self.until: dict[str, float] = {}
+        self.sent: dict[str, float] = {}
+
+    def step(self, i: int, e: dict[str, Any], t: float) -> Problem | None:
+        client, action = str(e["client"]), str(e["action"])
+        wait_ms, queue_ms = e.get("wait_ms"), e.get("queue_ms")
+        if action == "Acquire" and isinstance(wait_ms, int | float) and wait_ms > 0:
+            left = queue_ms if isinstance(queue_ms, int | float) else wait_ms
+            self.until.setdefault(client, t + float(left))
+            self.sent[client] = t
+        until = self.until.get(client)
+        if until is None:
+            return None
+        if action == "AcquireReply" and not e.get("granted") and client in self.sent:
+            last = self.sent[client] >= until - 1 - DEADLINE_SLACK_MS
+            gave_up = e.get("phase") != "waiting"
+            if gave_up and not last:
+                return Problem(
+                    i,
+                    f"section {client} gives up on an attempt sent "
+                    f"{until - self.sent[client]:.3f} ms before its wait deadline",
+                )
+            if last and not gave_up and self.sent[client] > until + DEADLINE_SLACK_MS:
+                return Problem(
+                    i,
+                    f"section {client} waits on after its last attempt, sent "
+                    f"{self.sent[client] - until:.3f} ms past its wait deadline",
+                )
+        block_until = e.get("until")
+        if (
+            action == "Block"
+            and isinstance(block_until, int | float)
+            and block_until > until + DEADLINE_SLACK_MS
+        ):
+            return Problem(
+                i,
+                f"section {client} blocks until {block_until} ms, "
+                f"{block_until - until:.3f} ms past its wait deadline",
+            )
+        return None
+
+
 def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem | None:
     """Checks that need no model: per-section time, and fences (see the module doc).
     ``fences`` false: time only (a semaphore's permits have no fence)."""
@@ -662,6 +715,7 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
     done_max: tuple[int, str] | None = None
     floor_at_send: dict[str, tuple[int, str] | None] = {}
     deadlines = _Deadlines()
+    waits = _Waits()
     for i, e in enumerate(events):
         t = _time(e)
         if _is_declaration(e):
@@ -677,7 +731,7 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
                 f"before its own previous event (event {n + 1}, t={before} ms)",
             )
         last[client] = (i, t)
-        problem = deadlines.step(i, e, t)
+        problem = deadlines.step(i, e, t) or waits.step(i, e, t)
         if problem is not None:
             return problem
         if not fences:
