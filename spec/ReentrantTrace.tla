@@ -3,8 +3,10 @@
 (* Trace validation of the reentrant lock: is a recorded trace a behaviour *)
 (* of Reentrant.tla?  distlock.tools.tracecheck writes the recorded events *)
 (* of one key as the module TraceData (Trace, a sequence of records; e.c   *)
-(* is the section's index: 1 is Parent, 2 Child, 3 Other) and a cfg; this *)
-(* module is the same for every trace.                                     *)
+(* is the section's index, HolderIndex[e.c] its holder: 1 is Parent, 2     *)
+(* Child, 3 Other) and a cfg; this module is the same for every trace.     *)
+(* A key with more sections than holders runs a later section on a holder  *)
+(* whose section has ended (e.fresh: see NextSection).                     *)
 (*                                                                         *)
 (* Each step either takes the holder action named by event l, with the    *)
 (* observed state after it (phase, outcome, loss signal, depth when       *)
@@ -19,9 +21,9 @@
 (***************************************************************************)
 EXTENDS Reentrant, TraceData, TLC
 
-VARIABLES l, now, at
+VARIABLES l, now, at, rfence
 
-HolderOf == <<Parent, Child, Other>>
+HolderOf == [i \in 1..Sections |-> <<Parent, Child, Other>>[HolderIndex[i]]]
 
 ASSUME TLCSet(1, 0)
 
@@ -39,9 +41,36 @@ RetryAcquire(h) ==
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
+(* A later section on holder h, whose own section has ended with nothing of *)
+(* it left to run (no request or reply in flight, the key not its own): a  *)
+(* fresh section, with a fresh token the spec names as the holder's, so     *)
+(* its release record is not the old section's.                            *)
+NextSection(h) ==
+    /\ phase[h] = "done"
+    /\ ~\E m \in net : m.h = h \/ m.tok = Tok(h)
+    /\ key_holder # Tok(h)
+    /\ net' = net \cup {Request(h, "acquire", 0)}
+    /\ phase' = [phase EXCEPT ![h] = "acquiring"]
+    /\ outcome' = [outcome EXCEPT ![h] = "none"]
+    /\ fence' = [fence EXCEPT ![h] = 0]
+    /\ depth' = [depth EXCEPT ![h] = 0]
+    /\ deadline_in' = [deadline_in EXCEPT ![h] = 0]
+    /\ sent_ago' = [sent_ago EXCEPT ![h] = 0]
+    /\ renew_in_flight' = [renew_in_flight EXCEPT ![h] = FALSE]
+    /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![h] = 0]
+    /\ next_renew_in' = [next_renew_in EXCEPT ![h] = 0]
+    /\ op' = [op EXCEPT ![h] = "none"]
+    /\ op_sent_ago' = [op_sent_ago EXCEPT ![h] = 0]
+    /\ lost' = [lost EXCEPT ![h] = FALSE]
+    /\ starved' = [starved EXCEPT ![h] = FALSE]
+    /\ released' = released \ {Tok(h)}
+    /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, faults>>
+    /\ UNCHANGED ghost_vars
+
 Logged(e) ==
     LET h == HolderOf[e.c] IN
-    CASE e.a = "Acquire"      -> Acquire(h) \/ RetryAcquire(h)
+    CASE e.a = "Acquire" /\ e.fresh -> NextSection(h)
+      [] e.a = "Acquire"      -> Acquire(h) \/ RetryAcquire(h)
       [] e.a = "AcquireReply" -> AcquireReply(h)
       [] e.a = "AcquireFail"  -> AcquireFail(h)
       [] e.a = "RenewSend"    -> RenewSend(h)
@@ -72,12 +101,13 @@ Answered(e) ==
     e.kind # "" =>
         \A m \in net \ net' : Mine(m, HolderOf[e.c], e.kind) => ((m.val > 0) = e.ok)
 
-(* Grants are ordered at Redis as their recorded fences are. *)
+(* Grants are ordered at Redis as their recorded fences are (rfence[h]: the *)
+(* recorded fence of holder h's current section).                           *)
 Fenced(e) ==
     (e.a = "AcquireReply" /\ e.kind # "" /\ e.ok) =>
-        \A i \in 1..Sections :
-            (i # e.c /\ fence[HolderOf[i]] > 0) =>
-                ((fence'[HolderOf[e.c]] > fence[HolderOf[i]]) = (e.fence > Fence[i]))
+        \A h \in Holders :
+            (h # HolderOf[e.c] /\ fence[h] > 0) =>
+                ((fence'[HolderOf[e.c]] > fence[h]) = (e.fence > rfence[h]))
 
 (* At least e.lo ticks since the section's previous event. *)
 Elapsed(e) == now >= at[e.c] + e.lo
@@ -98,6 +128,7 @@ TraceInit ==
     /\ l = 1
     /\ now = 0
     /\ at = [i \in 1..Sections |-> 0]
+    /\ rfence = [h \in Holders |-> 0]
 
 TraceNext ==
     /\ l <= Len(Trace)
@@ -105,14 +136,17 @@ TraceNext ==
           /\ Logged(Trace[l]) /\ Observed(Trace[l])
           /\ Answered(Trace[l]) /\ Fenced(Trace[l])
           /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
+          /\ rfence' = IF Trace[l].fence > 0
+                       THEN [rfence EXCEPT ![HolderOf[Trace[l].c]] = Trace[l].fence]
+                       ELSE rfence
           /\ l' = l + 1 /\ UNCHANGED now
-       \/ /\ Hidden /\ UNCHANGED <<l, at>>
+       \/ /\ Hidden /\ UNCHANGED <<l, at, rfence>>
 
 Unexplained == l <= Len(Trace)
 
 (* The ghost variables are read by no action: states differing only there *)
 (* have the same futures.                                                 *)
-TraceView == <<client_vars, env_vars, l, now, at>>
+TraceView == <<client_vars, env_vars, l, now, at, rfence>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================

@@ -3,8 +3,9 @@
 Traces of integration-style runs of both drivers and of a sample of the multi-client
 property test must be accepted; corrupted traces (a reordered reply, a success after a
 lost renewal, a fence that goes down, a forged reply, time running backwards, a body that
-outlived its lease, a late grant kept, a refused renewal with no signal) must be
-rejected, naming the first event no behaviour explains.
+outlived its lease, a late grant kept, a refused renewal with no signal, a deadline
+forged later than any reply allows) must be rejected, naming the first event no behaviour
+explains.  Sections with the heartbeat off are checked too.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def test_property_test_traces_are_behaviours_of_the_spec(redis_server: RedisServ
                 verdict = tracecheck.check_key(key, evs)
             except tracecheck.TraceError as exc:
                 print(f"not checked: {exc}")
-                continue  # heartbeat_ms=False sections: not a mode of the spec
+                continue  # a shape the trace check does not take
             STATS["accepted" if verdict.accepted else "rejected"] += 1
             STATS["seconds"] += verdict.seconds
             assert verdict.accepted, verdict.describe() + "\n" + json.dumps(evs)[:3000]
@@ -363,15 +364,23 @@ def test_forged_values_and_times_are_rejected(redis_server: RedisServer, tmp_pat
     # 3. Time runs backwards: the renewal answered before it was sent.
     backwards = [*good]
     backwards[renew_reply] = {**good[renew_reply], "t": good[renew_reply - 1]["t"] - 30}
-    # 4. Success three TTLs after the grant, without a renewal.
-    unrenewed = [e for e in good if e["action"] not in ("RenewSend", "RenewReply")]
+    # 4. Success three TTLs after the grant, without a renewal (and the deadline the
+    # grant gave, as the core would record it: a later one is the pre-pass's to reject).
+    unrenewed = [
+        {**e, "deadline": good[grant]["deadline"]} if n > grant else e
+        for n, e in enumerate(good)
+        if e["action"] not in ("RenewSend", "RenewReply")
+    ]
     body_done = _index(unrenewed, "BodyDone")
     unrenewed = _retimed(unrenewed, body_done, unrenewed[grant]["t"] + 3 * ttl)
     # 5. The grant arrives 2.5 TTLs after the request and the section keeps it.
     late = _retimed(good, grant, good[grant - 1]["t"] + 2.5 * ttl)
     # 6. The renewal is refused and no loss is recorded.
-    refused = [*good]
-    refused[renew_reply] = {**good[renew_reply], "ok": False}
+    refused = [
+        {**e, "deadline": good[grant]["deadline"]} if n >= renew_reply else e
+        for n, e in enumerate(good)
+    ]
+    refused[renew_reply] = {**refused[renew_reply], "ok": False}
 
     cases: list[tuple[str, list[dict[str, Any]], int | None, str | None]] = [
         ("genuine: the key expired under a starved body", alone, None, None),
@@ -394,6 +403,56 @@ def test_forged_values_and_times_are_rejected(redis_server: RedisServer, tmp_pat
         assert v.event is not None and v.describe().count("REJECTED") == 1
     assert "not above fence" in str(verdicts[2].reason)
     assert "time runs backwards" in str(verdicts[5].reason)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_deadline_forged_later_is_rejected(redis_server: RedisServer, tmp_path: Path) -> None:
+    """The recorded deadline is the spec's lease: the send time of the request a reply
+    confirmed plus its TTL, at the latest.  One forged 4 s later is rejected there."""
+    good = _renewed_run(redis_server, tmp_path, delete=False)
+    renew_reply = _index(good, "RenewReply")
+    client = good[renew_reply]["client"]
+    forged = [
+        {**e, "deadline": e["deadline"] + 4_000}
+        if n >= renew_reply and e["client"] == client
+        else e
+        for n, e in enumerate(good)
+    ]
+    (verdict,) = _check(forged)
+    assert not verdict.accepted
+    assert (verdict.first_unexplained, verdict.by) == (renew_reply, "pre-pass"), verdict.describe()
+    assert "deadline" in str(verdict.reason)
+
+
+def _heartbeat_off_run(server: RedisServer, tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "heartbeat-off.ndjson"
+    with (
+        NdjsonRecorder(path, append=False) as rec,
+        distlock.Lock(
+            server.url, prefix="tr-hb-off", ttl_ms=400, heartbeat_ms=False, trace=rec
+        ) as locks,
+    ):
+        locks.run("x", lambda handle: None)
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_heartbeat_off_sections_are_checked(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A run/hold section with heartbeat_ms=False (never renewed) is a mode of the spec:
+    its trace is accepted, and the same body reported ok three TTLs after its grant is
+    rejected at the end of the body."""
+    good = _heartbeat_off_run(redis_server, tmp_path)
+    assert good[0]["watch"] and good[0]["renew_every_ms"] is None
+    assert not any(e["action"] == "RenewSend" for e in good)
+    grant = _index(good, "AcquireReply")
+    body_done = _index(good, "BodyDone")
+    late = _retimed(good, body_done, good[grant]["t"] + 3 * float(good[0]["ttl_ms"]))
+    genuine, bad = _check_each([good, late])
+    assert genuine.accepted, genuine.describe() + "\n" + genuine.output[-2000:]
+    assert not bad.accepted
+    assert (bad.first_unexplained, bad.by) == (body_done, "TLC"), bad.describe()
 
 
 @needs_tlc

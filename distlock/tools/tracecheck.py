@@ -14,6 +14,12 @@ The recorded events of the sections on one key are checked in two stages.
   A trace that lost Redis's data (a restart without persistence resets the counter)
   declares it with a :data:`distlock.trace.DATA_LOSS` event: fences are compared within
   each stretch between declarations only.
+- a waiting section's deadline (``wait_ms`` from its first attempt): it gives up on the
+  refusal of an attempt sent at or after it, and only then; no block lasts past it.
+- deadlines: the ``deadline`` a section records is never past the send time of the
+  latest request a reply confirmed (grant, renewal, extend, re-entry; a key handed to a
+  waiter: its last attempt, with the handed TTL) plus that request's TTL, the spec's
+  lease (the core subtracts its drift allowance too, which only makes it earlier).
 
 **TLC** then checks the rest against the spec.  The events become a generated TLA+
 module holding a sequence literal (``TraceData``) and a trace spec (``DistLockTrace``)
@@ -48,6 +54,8 @@ time running backwards              pre-pass     the event whose ``t`` went back
 a fence that goes down, or repeats  pre-pass     the later grant (TLC also orders
                                                  grants as their fences are)
 a fence changed within a section    pre-pass     the event carrying the other fence
+a deadline later than any reply     pre-pass     the event recording it
+gave
 a reply Redis could not have given  TLC          the reply (a release answered 1 after
                                                  the key expired or was taken, ...)
 a refused renewal with no loss      TLC          the RenewReply
@@ -73,8 +81,10 @@ that is wrong either way.
 :func:`is_reentrant`) is checked against ``spec/Reentrant.tla`` instead
 (:func:`build_reentrant_model`; ``reentrant=`` of :func:`check` forces either spec).  Its
 sections, in the order they first appear, are the spec's holders ``Parent``, ``Child`` and
-``Other`` (at most three); the ones that re-enter are ``Deep``, and ``MaxDepth`` is the
-deepest level recorded.  The trace module is the static ``spec/ReentrantTrace.tla``, the
+``Other``; a fourth and later section runs on a holder whose section has ended, as a fresh
+section there (``NextSection``: nothing of the old one in flight; at most three sections
+at once); the ones that re-enter are ``Deep``, and ``MaxDepth`` is the deepest level
+recorded.  The trace module is the static ``spec/ReentrantTrace.tla``, the
 same approach as above: each event is its holder action with the state after it (phase,
 outcome, loss signal, and the ``depth`` the level events record), the reply value,
 the fence order and the elapsed-time floor matching, and TLC finds the environment's
@@ -84,6 +94,22 @@ body only where the rest of the trace can tell them).  A denial with retries lef
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
 levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
 manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
+
+**Waiting.**  A lock's waiting section (``wait_ms``) records, beside the lock's actions,
+``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``,
+``WithdrawFail``), checked against ``spec/DistLock.tla`` with these as client steps of the
+generated trace module whose effects on the lease are the lock's: a refused attempt with
+time left waits in the spec's ``backoff`` (``WaitDenied``; the last one ends not
+acquired), a ``Block``, a ``Wake`` without a fence and a withdrawal change nothing of the
+lease (a withdrawal from a block ends not acquired), and a release may hand the key to a
+waiter whose next event is a ``Wake`` with a fence (``ReleaseHand``: the key holds its
+token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if shorter, and a fresh
+fence); that ``Wake`` is the grant, counted from the last attempt's send, renewed at once
+when the handed TTL is short (``HandedGrant``).  Its fence takes part in the pre-pass and
+in the fence order like a granted attempt's.  Not modelled: the queue's order among
+waiters, a handoff by a withdrawal, and a semaphore's or reentrant lock's waiting (refused
+with a TraceError).  run/hold sections with ``heartbeat_ms=False`` are the spec's
+``WatchOnly`` sections (a lock's only).
 
 **The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
 permit sections (:func:`is_semaphore`; ``semaphore=`` of :func:`check` forces it) and is
@@ -113,7 +139,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS
+from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS
+from distlock._core.waiting import HANDED_TTL_MS
 from distlock.tools import specfiles
 from distlock.trace import DATA_LOSS
 
@@ -188,13 +215,113 @@ TRACE_SPEC: Final = """------------------------- MODULE DistLockTrace ----------
 (* of DistLock explains the whole trace.                                        *)
 EXTENDS DistLock, TraceData, TLC
 
-VARIABLES l, now, at
+VARIABLES l, now, at, wsent, handed, withdrawing
 
 ASSUME TLCSet(1, 0)
+
+(* Waiting (spec/Wait.tla's client actions), on this spec's lease.  A waiting    *)
+(* section's refused attempt leaves it in the spec's "backoff" (the core's       *)
+(* "waiting"); wsent[c] is when its latest attempt left (trace time: no drift).   *)
+(* A release may hand the key to a waiter whose next event is a Wake with a fence *)
+(* (e.hand): the key holds its token with HandTTL (the waiter's short handed TTL, *)
+(* in ticks) and a fresh fence, handed[c]; the Wake is then a grant counted from  *)
+(* the last attempt's send.  Any other Block, Wake or withdrawal changes nothing  *)
+(* of the lease.                                                                  *)
+WaitVars == <<wsent, handed, withdrawing>>
+
+WaitDenied(c) ==
+    /\\ phase[c] = "acquiring"
+    /\\ \\E m \\in net :
+        /\\ Mine(m, c, "acquire") /\\ m.st = "done" /\\ m.val = 0
+        /\\ net' = net \\ {m}
+    /\\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    \\* refused with time left: block; refused at the deadline (the last attempt): give up
+    /\\ \\E last \\in BOOLEAN :
+        /\\ phase' = [phase EXCEPT ![c] = IF last THEN "done" ELSE "backoff"]
+        /\\ outcome' = [outcome EXCEPT ![c] = IF last THEN "not_acquired" ELSE @]
+    /\\ UNCHANGED <<retries_left, token, fence, deadline_in, renew_in_flight, renew_sent_ago,
+                   next_renew_in, lost, extend_in_flight, extend_sent_ago, auto_renew, renews,
+                   extend_ttl, unconfirmed_ttl>>
+    /\\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\\ UNCHANGED ghost_vars
+
+WaitReply(c) == \\/ AcquireReply(c) /\\ phase'[c] = "held"
+                \\/ WaitDenied(c)
+
+(* A Wake that hands over the key: the lock's grant, counted from the last      *)
+(* attempt's send, with the handed TTL; a renewed section whose handed TTL is   *)
+(* short renews at once.                                                        *)
+HandedGrant(c) ==
+    LET ago == now - wsent[c]
+        lease == LeaseOf(HandTTL, ago)
+    IN
+    /\\ handed[c] > 0
+    /\\ phase' = [phase EXCEPT ![c] = "held"]
+    /\\ fence' = [fence EXCEPT ![c] = handed[c]]
+    /\\ deadline_in' = [deadline_in EXCEPT ![c] = lease]
+    /\\ next_renew_in' = [next_renew_in EXCEPT ![c] =
+                           IF ~renews[c] \\/ HandTTL < TTL THEN 0 ELSE Max(Heartbeat - ago, 0)]
+    /\\ lost' = [lost EXCEPT ![c] = lease = 0]
+    /\\ overlap' = [d \\in Clients |->
+                     IF d = c THEN {token[x] : x \\in {y \\in Clients : InBody(y)}}
+                     ELSE IF InBody(d) THEN overlap[d] \\cup {token[c]}
+                     ELSE overlap[d]]
+    /\\ UNCHANGED <<outcome, retries_left, token, sent_ago, renew_in_flight, renew_sent_ago,
+                   extend_in_flight, extend_sent_ago, auto_renew, renews, extend_ttl,
+                   unconfirmed_ttl>>
+    /\\ UNCHANGED env_vars
+    /\\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+WaitBlock(c) == phase[c] = "backoff" /\\ UNCHANGED vars
+
+WaitWake(c, e) ==
+    /\\ phase[c] = "backoff"
+    /\\ IF e.kind = "hand" THEN HandedGrant(c) ELSE UNCHANGED vars
+
+(* Withdraw: a waiter that stops waiting ends not acquired; from elsewhere (an   *)
+(* attempt that failed) it changes nothing of the lease.                         *)
+WaitWithdraw(c) ==
+    /\\ ~withdrawing[c]
+    /\\ IF phase[c] = "backoff"
+       THEN /\\ phase' = [phase EXCEPT ![c] = "done"]
+            /\\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+       ELSE UNCHANGED <<phase, outcome>>
+    /\\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
+                   renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago,
+                   auto_renew, renews, extend_ttl, unconfirmed_ttl>>
+    /\\ UNCHANGED env_vars
+    /\\ UNCHANGED ghost_vars
+
+(* The release script hands the key it deletes to the waiter c. *)
+ReleaseHand(m, c) ==
+    /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "release"
+    /\\ key_holder = m.tok /\\ phase[c] = "backoff" /\\ handed[c] = 0
+    /\\ key_holder' = token[c]
+    /\\ key_ttl' = HandTTL
+    /\\ fence_ctr' = fence_ctr + 1
+    /\\ grants' = Append(grants, [tok |-> token[c], fence |-> fence_ctr + 1])
+    /\\ released' = IF ResendReleases \\/ Manual THEN released \\cup {m.tok} ELSE released
+    /\\ Answer(m, 1)
+    /\\ handed' = [handed EXCEPT ![c] = fence_ctr + 1]
+    /\\ UNCHANGED client_vars
+    /\\ UNCHANGED <<starved, drift, faults>>
+    /\\ UNCHANGED <<overlap, oks, late, foreign, wiped, consec_fail, renewed>>
+    /\\ UNCHANGED <<wsent, withdrawing>>
 
 Logged(e) ==
     LET c == e.c IN
     CASE {cases}
+      [] e.a = "Block"         -> WaitBlock(c) /\\ UNCHANGED WaitVars
+      [] e.a = "Wake"          -> WaitWake(c, e)
+                                  /\\ handed' = [handed EXCEPT ![c] = 0]
+                                  /\\ UNCHANGED <<wsent, withdrawing>>
+      [] e.a = "Withdraw"      -> WaitWithdraw(c)
+                                  /\\ withdrawing' = [withdrawing EXCEPT ![c] = TRUE]
+                                  /\\ UNCHANGED <<wsent, handed>>
+      [] e.a \\in {"WithdrawReply", "WithdrawFail"} ->
+                                  /\\ withdrawing[c] /\\ UNCHANGED vars
+                                  /\\ withdrawing' = [withdrawing EXCEPT ![c] = FALSE]
+                                  /\\ UNCHANGED <<wsent, handed>>
 
 (* The core's state after its step. *)
 Observed(e) ==
@@ -208,9 +335,10 @@ Answered(e) ==
     e.kind # "" =>
         \\A m \\in net \\ net' : Mine(m, e.c, e.kind) => ((m.val > 0) = e.ok)
 
-(* Grants are ordered at Redis as their recorded fences are. *)
+(* Grants (a granted attempt, a key handed over) are ordered at Redis as their *)
+(* recorded fences are. *)
 Fenced(e) ==
-    (CheckFences /\\ e.a = "AcquireReply" /\\ e.kind # "" /\\ e.ok) =>
+    (CheckFences /\\ e.kind \\in {"acquire", "hand"} /\\ e.ok) =>
         \\A d \\in Clients \\ {e.c} :
             fence[d] > 0 => ((fence'[e.c] > fence[d]) = (e.fence > Fence[d]))
 
@@ -221,20 +349,25 @@ Elapsed(e) == now >= at[e.c] + e.lo
 (* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
 (* lead TLC down dead ends.                                                         *)
 Hidden ==
-    \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1
+    \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1 /\\ UNCHANGED WaitVars
     \\/ /\\ \\/ \\E m \\in net : RedisStep(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].drop /\\ DropReply(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
           \\/ Trace[l].keylost /\\ KeyLost
           \\/ \\E c \\in Trace[l].starve : Starve(c)
-       /\\ UNCHANGED now
+       /\\ UNCHANGED <<now, WaitVars>>
+    \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
 
 TraceInit ==
     /\\ Init
     /\\ auto_renew = [c \\in Clients |-> AutoRenew[c]]
+    /\\ renews = [c \\in Clients |-> Renews[c]]
     /\\ l = 1
     /\\ now = 0
     /\\ at = [c \\in Clients |-> 0]
+    /\\ wsent = [c \\in Clients |-> 0]
+    /\\ handed = [c \\in Clients |-> 0]
+    /\\ withdrawing = [c \\in Clients |-> FALSE]
 
 TraceNext ==
     /\\ l <= Len(Trace)
@@ -249,7 +382,7 @@ Unexplained == l <= Len(Trace)
 
 (* States that differ only in the spec's ghost variables (kept for its properties, *)
 (* read by no action) have the same futures: TLC keeps one of them.              *)
-TraceView == <<client_vars, env_vars, l, now, at>>
+TraceView == <<client_vars, env_vars, l, now, at, WaitVars>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================
@@ -397,8 +530,40 @@ def lower_bound(gap_ms: float, ttl_ms: float, ticks: int = TTL_TICKS) -> int:
     return max(0, math.floor(LOWER_RATE * gap_ms / unit) - LOWER_SLACK_TICKS)
 
 
+def _handed_fence(e: dict[str, Any]) -> int | None:
+    """The fence of a Wake event whose block ended with the key handed over (None: not
+    such an event)."""
+    if e["action"] != "Wake" or e.get("fence") in (None, 0) or e.get("phase") == "waiting":
+        return None
+    fence = e.get("fence")
+    if isinstance(fence, bool) or not isinstance(fence, int) or fence <= 0:
+        return -1
+    return fence
+
+
+def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
+    """For each event, the sections (a TLA+ set) a release may hand the key to before it:
+    those whose next event is a Wake with the key handed over (any other hand would only
+    lead TLC down dead ends)."""
+    out: list[str] = [""] * len(events)
+    waking: set[int] = set()
+    for n in reversed(range(len(events))):
+        e = events[n]
+        i = index[str(e["client"])]
+        if _handed_fence(e) is not None:
+            waking.add(i)
+        else:
+            waking.discard(i)
+        out[n] = "{" + ", ".join(str(c) for c in sorted(waking)) + "}"
+    return out
+
+
 def _granted_fence(e: dict[str, Any]) -> int | None:
-    """The fence of a granted AcquireReply event (None: not a grant)."""
+    """The fence of a granted AcquireReply event, or of a Wake with the key handed over
+    (None: not a grant)."""
+    handed = _handed_fence(e)
+    if handed is not None:
+        return handed
     if e["action"] != "AcquireReply" or not e.get("granted"):
         return None
     fence = e.get("fence")
@@ -415,6 +580,130 @@ class Problem:
     reason: str
 
 
+#: The request events that set a TTL, by the reply event that confirms them (ok).
+_CONFIRMED_BY: Final = {
+    "AcquireReply": "Acquire",
+    "Wake": "Acquire",
+    "RenewReply": "RenewSend",
+    "ExtendReply": "Extend",
+    "ReenterReply": "Reenter",
+}
+#: Slack on a recorded deadline, in ms: the recorder writes the core's float as it is,
+#: so this only absorbs the float arithmetic of the sum.
+DEADLINE_SLACK_MS: Final = 0.001
+
+
+class _Deadlines:
+    """The latest deadline each section may record: the spec's lease runs from the send
+    time of the request that confirmed it, for that request's TTL (less the drift
+    allowance, which only makes it earlier).  A recorded deadline past it claims a lease
+    no reply gave."""
+
+    def __init__(self) -> None:
+        self.ttl: dict[str, float] = {}
+        self.sent: dict[tuple[str, str], tuple[float, float]] = {}
+        self.bound: dict[str, tuple[float, int]] = {}
+
+    def step(self, i: int, e: dict[str, Any], t: float) -> Problem | None:
+        client, action = str(e["client"]), str(e["action"])
+        ttl = e.get("ttl_ms")
+        if action == "Acquire" and isinstance(ttl, int | float) and not isinstance(ttl, bool):
+            self.ttl.setdefault(client, float(ttl))
+        own = self.ttl.get(client)
+        if action in _CONFIRMED_BY.values() and own is not None:
+            if action == "Extend" and isinstance(ttl, int | float) and not isinstance(ttl, bool):
+                self.sent[(client, action)] = (t, float(ttl))
+            else:
+                self.sent[(client, action)] = (t, own)
+        request = _CONFIRMED_BY.get(action)
+        granted = (
+            _granted_fence(e) is not None
+            if action in ("AcquireReply", "Wake")
+            else e.get("ok") is True
+        )
+        if request is not None and granted:
+            # A renewal's or extend's send is answered once (an attempt's send stays: a
+            # Wake after its refusal counts from it).
+            sending = self.sent.get if request == "Acquire" else self.sent.pop
+            sent = sending((client, request), None)
+            if sent is None:
+                return None  # a reply with no request before it: no behaviour (TLC's to say)
+            sent_at, ttl_ms = sent
+            if action == "Wake":
+                ttl_ms = min(ttl_ms, HANDED_TTL_MS)
+            end = sent_at + ttl_ms
+            if client not in self.bound or end > self.bound[client][0]:
+                self.bound[client] = (end, i)
+        deadline = e.get("deadline")
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+            return None
+        end, at = self.bound.get(client, (0.0, -1))
+        if deadline > end + DEADLINE_SLACK_MS:
+            since = (
+                f"the latest lease a reply confirmed ends at {end} ms (event {at + 1}: its "
+                "request's send time plus its TTL)"
+                if at >= 0
+                else "no reply has confirmed a lease"
+            )
+            return Problem(
+                i,
+                f"section {client} records deadline {deadline} ms, {deadline - end:.3f} ms past "
+                f"what the spec allows: {since}",
+            )
+        return None
+
+
+class _Waits:
+    """A waiting section's deadline, on its clock: an attempt sent before it that is
+    refused leaves the section waiting, and one sent at or after it is the last (refused,
+    the section gives up); no block lasts past it.  The deadline is the first attempt's
+    send time plus the wait it asked Redis for (``queue_ms``: the ms left, rounded up;
+    a group's sections share the group's deadline, which started before some of them),
+    so it is known to within 1 ms."""
+
+    def __init__(self) -> None:
+        self.until: dict[str, float] = {}
+        self.sent: dict[str, float] = {}
+
+    def step(self, i: int, e: dict[str, Any], t: float) -> Problem | None:
+        client, action = str(e["client"]), str(e["action"])
+        wait_ms, queue_ms = e.get("wait_ms"), e.get("queue_ms")
+        if action == "Acquire" and isinstance(wait_ms, int | float) and wait_ms > 0:
+            left = queue_ms if isinstance(queue_ms, int | float) else wait_ms
+            self.until.setdefault(client, t + float(left))
+            self.sent[client] = t
+        until = self.until.get(client)
+        if until is None:
+            return None
+        if action == "AcquireReply" and not e.get("granted") and client in self.sent:
+            last = self.sent[client] >= until - 1 - DEADLINE_SLACK_MS
+            gave_up = e.get("phase") != "waiting"
+            if gave_up and not last:
+                return Problem(
+                    i,
+                    f"section {client} gives up on an attempt sent "
+                    f"{until - self.sent[client]:.3f} ms before its wait deadline",
+                )
+            if last and not gave_up and self.sent[client] > until + DEADLINE_SLACK_MS:
+                return Problem(
+                    i,
+                    f"section {client} waits on after its last attempt, sent "
+                    f"{self.sent[client] - until:.3f} ms past its wait deadline",
+                )
+        block_until = e.get("until")
+        if (
+            action == "Block"
+            and isinstance(block_until, int | float)
+            and block_until > until + DEADLINE_SLACK_MS
+        ):
+            return Problem(
+                i,
+                f"section {client} blocks until {block_until} ms, "
+                f"{block_until - until:.3f} ms past its wait deadline",
+            )
+        return None
+
+
 def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem | None:
     """Checks that need no model: per-section time, and fences (see the module doc).
     ``fences`` false: time only (a semaphore's permits have no fence)."""
@@ -425,6 +714,8 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
     seen: dict[int, str] = {}
     done_max: tuple[int, str] | None = None
     floor_at_send: dict[str, tuple[int, str] | None] = {}
+    deadlines = _Deadlines()
+    waits = _Waits()
     for i, e in enumerate(events):
         t = _time(e)
         if _is_declaration(e):
@@ -440,6 +731,9 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
                 f"before its own previous event (event {n + 1}, t={before} ms)",
             )
         last[client] = (i, t)
+        problem = deadlines.step(i, e, t) or waits.step(i, e, t)
+        if problem is not None:
+            return problem
         if not fences:
             continue
         if e["action"] == "Acquire":
@@ -537,31 +831,42 @@ def build_model(
         if client not in index:
             index[client] = len(index) + 1
             config[client] = e
-        if e["action"] not in CLIENT_ACTIONS:
+        if e["action"] not in CLIENT_ACTIONS and e["action"] not in WAIT_ACTIONS:
             raise TraceError(f"unknown action {e['action']!r}")
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
-    retries = {e.get("retries", 0) for e in firsts}
+    waits = {c for c, e in config.items() if e.get("wait_ms")}
+    if limit is not None and (waits or any(e["action"] in WAIT_ACTIONS for _, e in logged)):
+        raise TraceError("a semaphore's waiting permits are not checked against spec/Semaphore.tla")
+    # A waiting section's refusals do not count retries (it waits until its deadline).
+    retries = {e.get("retries", 0) for c, e in config.items() if c not in waits} or {0}
     if len(retries) != 1:
         raise TraceError(f"the sections of one trace must share one retries, got {retries}")
-    beats = {e.get("renew_every_ms") for e in firsts if e.get("watch")}
-    for e in firsts:
-        if e.get("watch") and e.get("renew_every_ms") is None:
-            raise TraceError(
-                f"section {e['client']!r} is watched without renewal (heartbeat_ms=False): "
-                "the spec's sections are renewed run/hold sections or manual handles"
-            )
+    beats = {
+        e.get("renew_every_ms")
+        for e in firsts
+        if e.get("watch") and e.get("renew_every_ms") is not None
+    }
+    # run/hold sections with heartbeat_ms=False: the spec's WatchOnly sections.
+    watch_only = any(e.get("watch") and e.get("renew_every_ms") is None for e in firsts)
+    if watch_only and limit is not None:
+        raise TraceError(
+            "a permit watched without renewal (heartbeat_ms=False) is not a mode of "
+            "spec/Semaphore.tla"
+        )
     if len(beats) > 1:
         raise TraceError(f"the renewed sections must share one heartbeat, got {beats}")
     unit = ttl_ms / ticks
     beat_ms = next(iter(beats)) if beats else ttl_ms / 4
     heartbeat = max(1, min(ticks // 2, round(float(beat_ms or ttl_ms / 4) / unit)))
     manual = any(not e.get("watch") for e in firsts)
+    hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
 
     lows, keep = _lows([e for _, e in logged], ttl_ms, ticks)
     faults = _plausible_faults(
         [e for _, e in logged], index, complete=complete, hang_after_ms=hang_after_ms
     )
+    hands = _handed_before([e for _, e in logged], index)
     fences = dict.fromkeys(index, 0)
     t0 = _time(logged[0][1])
     k = 0
@@ -576,22 +881,34 @@ def build_model(
         if not isinstance(value, bool):
             kind = ""  # no reply value recorded: nothing to compare
         fence = e.get("fence") if e["action"] == "AcquireReply" and value else 0
+        if _handed_fence(e) is not None:
+            # a Wake with the fence of a key handed over: a grant
+            kind, value, fence = "hand", True, e.get("fence")
         fence = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
         if fence:
             fences[client] = fence
+        # the core's "waiting" is the spec's "backoff" (see WaitDenied)
+        phase = "backoff" if e["phase"] == "waiting" else e["phase"]
         rows.append(
             f"[a |-> {_tla_str(e['action'])}, c |-> {index[client]}, k |-> {k}, "
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
-            f"phase |-> {_tla_str(e['phase'])}, outcome |-> {_tla_str(e['outcome'])}, "
+            f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(e['outcome'])}, "
             f"lost |-> {_tla_bool(e['lost'])}, kind |-> {_tla_str(kind)}, "
-            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, {faults[n]}]"
+            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, "
+            f"w |-> {_tla_bool(client in waits)}, hand |-> {hands[n]}, {faults[n]}]"
         )
     auto = ", ".join(_tla_bool(config[c].get("watch")) for c in index)
+    renews = ", ".join(
+        _tla_bool(config[c].get("watch") and config[c].get("renew_every_ms") is not None)
+        for c in index
+    )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
         "(* Generated by distlock.tools.tracecheck from a recorded trace. *)\n"
         "EXTENDS Sequences\n\n"
         f"AutoRenew == <<{auto}>>\n\n"
+        f"Renews == <<{renews}>>\n\n"
+        f"HandTTL == {hand_ttl}\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
         f"CheckFences == {_tla_bool(not data_lost)}\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
@@ -606,7 +923,7 @@ def build_model(
             [i for i, _ in logged],
             module="SemaphoreTrace",
         )
-    cases = "\n      [] ".join(f'e.a = "{a}" -> {a}(c)' for a in CLIENT_ACTIONS)
+    cases = "\n      [] ".join(_lock_case(a) for a in CLIENT_ACTIONS)
     trace_spec = TRACE_SPEC.replace("{cases}", cases)
     clients = ", ".join(str(i) for i in range(1, len(index) + 1))
     failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail"))
@@ -629,6 +946,7 @@ def build_model(
             f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
             f"    CounterSurvives = {_tla_bool(not data_lost)}",
             f"    Manual = {_tla_bool(manual)}",
+            f"    WatchOnly = {_tla_bool(watch_only)}",
             '    Mutant = "none"',
             # a body may release its own key (handle.release() inside hold)
             "    EarlyRelease = TRUE",
@@ -641,6 +959,23 @@ def build_model(
         ]
     )
     return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged])
+
+
+def _lock_case(action: str) -> str:
+    """The arm of ``Logged`` for the lock's ``action``: a waiting section's attempt notes
+    its send time, and its reply may be the waiting refusal."""
+    if action == "Acquire":
+        return (
+            'e.a = "Acquire" -> Acquire(c) /\\ UNCHANGED <<handed, withdrawing>>\n'
+            "                                  /\\ wsent' = [wsent EXCEPT ![c] = "
+            "IF e.w THEN now ELSE @]"
+        )
+    if action == "AcquireReply":
+        return (
+            'e.a = "AcquireReply" -> (IF e.w THEN WaitReply(c) ELSE AcquireReply(c))\n'
+            "                                  /\\ UNCHANGED WaitVars"
+        )
+    return f'e.a = "{action}" -> {action}(c) /\\ UNCHANGED WaitVars'
 
 
 def _semaphore_cfg(
@@ -726,13 +1061,56 @@ def reentrant_unchecked(events: Sequence[dict[str, Any]]) -> str | None:
     foreign = sorted({str(e["action"]) for e in events} - R_ACTIONS)
     if foreign:
         return f"{', '.join(foreign)} recorded: no such action in spec/Reentrant.tla"
-    sections = len({str(e["client"]) for e in events})
-    if sections > len(R_HOLDERS):
-        return (
-            f"{sections} sections on one key: spec/Reentrant.tla's trace check maps them "
-            f"onto its {len(R_HOLDERS)} holders, one section each"
-        )
+    try:
+        _reentrant_holders(events)
+    except TraceError as exc:
+        return str(exc)
     return None
+
+
+def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int], set[int]]:
+    """The holder (1 ``Parent``, 2 ``Child``, 3 ``Other``) each section of ``events`` runs
+    on, and the events that start a section on a holder that ran one before.
+
+    Sections take the holders in the order they first appear; a fourth and later one
+    takes a holder whose section has ended (its last event, a final outcome with no
+    failed round trip left to run, came before this section's first), and is a fresh
+    section there (``NextSection`` of ``spec/ReentrantTrace.tla``).  The spec's holders
+    differ only in their names, so this is any mapping of the sections that never runs
+    two at once on one holder.  More sections at once than holders: a TraceError."""
+    last: dict[str, int] = {}
+    failed: set[str] = set()
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        last[client] = n
+        if str(e["action"]).endswith("Fail"):
+            failed.add(client)
+    holder: dict[str, int] = {}
+    current: dict[int, str] = {}
+    fresh: set[int] = set()
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        if client in holder:
+            continue
+        if len(current) < len(R_HOLDERS):
+            h = len(current) + 1
+        else:
+            free = [
+                h
+                for h, c in current.items()
+                if last[c] < n and c not in failed and events[last[c]].get("phase") == "done"
+            ]
+            if not free:
+                raise TraceError(
+                    f"more than {len(R_HOLDERS)} sections at once on one key (at event "
+                    f"{n + 1}): spec/Reentrant.tla has {len(R_HOLDERS)} holders, one "
+                    "section each at a time"
+                )
+            h = min(free, key=lambda h: last[current[h]])
+            fresh.add(n)
+        holder[client] = h
+        current[h] = client
+    return holder, fresh
 
 
 def _spec_state(e: dict[str, Any]) -> tuple[str, str]:
@@ -778,11 +1156,7 @@ def build_reentrant_model(
             config[client] = e
         if e["action"] not in R_ACTIONS:
             raise TraceError(f"{e['action']!r} is not an action of spec/Reentrant.tla")
-    if len(index) > len(R_HOLDERS):
-        raise TraceError(
-            f"{len(index)} sections on one key: spec/Reentrant.tla has "
-            f"{len(R_HOLDERS)} holders, one section each"
-        )
+    holder_of, fresh = _reentrant_holders(events)
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
     # A manual acquire that is never granted (a refused child task) is any holder's.
@@ -830,7 +1204,7 @@ def build_reentrant_model(
         if isinstance(depth, bool) or not isinstance(depth, int):
             raise TraceError(f"a depth that is not a number: {e}")
         if action == "Reenter":
-            deep.add(index[client])
+            deep.add(holder_of[client])
             max_depth = max(max_depth, depth + 1)
         max_depth = max(max_depth, depth)
         phase, outcome = _spec_state(e)
@@ -839,18 +1213,20 @@ def build_reentrant_model(
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
             f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(outcome)}, "
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
-            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, {faults[n]}]"
+            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
+            f"{faults[n]}]"
         )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
         "(* Generated by distlock.tools.tracecheck from a recorded trace. *)\n"
         "EXTENDS Integers, Sequences\n\n"
         f"Sections == {len(index)}\n\n"
+        f"HolderIndex == <<{', '.join(str(holder_of[c]) for c in index)}>>\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
     )
-    holders = ", ".join(R_HOLDERS[: len(index)])
+    holders = ", ".join(R_HOLDERS[: len(set(holder_of.values()))])
     failures = sum(1 for e in events if str(e["action"]).endswith("Fail"))
     cfg = "\n".join(
         [
