@@ -8,8 +8,9 @@ The contenders, run in the same rounds on the same redis-server:
   the waiters ``BLPOP`` (at most one pending element, so a release nobody waited for
   cannot pile wake-ups up).  A refused worker blocks on the list no longer than the key's
   TTL, so a holder that died still frees it.
-- ``distlock wait``: ``Lock.acquire(key, wait_ms=...)``, handed the key by the holder's
-  release.
+- ``distlock wait``: ``with Lock.hold(key, wait_ms=...)``, handed the key by the holder's
+  release (a manual ``acquire(key, wait_ms=...)`` handle, never renewed, is woken instead
+  and sends one more attempt).
 - ``distlock retries``: ``Lock.acquire(key, retries=..., retry_delay_ms=...)``, the bounded
   spin that was the only way to wait before ``wait_ms``.
 - ``redis-py Lock``: ``redis.lock.Lock`` at its defaults, which polls every 100 ms.
@@ -61,7 +62,7 @@ from redis.lock import Lock as RedisPyLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from distlock import Lock
+from distlock import Lock, LockNotAcquiredError
 from distlock.asyncio import Lock as AsyncLock
 
 KEY = "contended"
@@ -299,8 +300,12 @@ class DistlockWait:
         self.key = key
 
     def acquire(self) -> Callable[[], object] | None:
-        handle = self.locks.acquire(self.key, wait_ms=WAIT_MS)
-        return None if handle is None else handle.release
+        hold = self.locks.hold(self.key, wait_ms=WAIT_MS)
+        try:
+            hold.__enter__()
+        except LockNotAcquiredError:
+            return None
+        return lambda: hold.__exit__(None, None, None)
 
     def close(self) -> None:
         self.locks.close()
@@ -314,8 +319,12 @@ class AsyncDistlockWait:
         self.key = key
 
     async def acquire(self) -> Callable[[], Awaitable[object]] | None:
-        handle = await self.locks.acquire(self.key, wait_ms=WAIT_MS)
-        return None if handle is None else handle.release
+        hold = self.locks.hold(self.key, wait_ms=WAIT_MS)
+        try:
+            await hold.__aenter__()
+        except LockNotAcquiredError:
+            return None
+        return lambda: hold.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
         await self.locks.aclose()

@@ -51,7 +51,7 @@ def put_to_sleep(r: redis.Redis) -> float:
     """Hold Redis asleep for ``ASLEEP_S``; the instant, on the core's clock, before which it
     cannot be back (it is put to sleep after this instant)."""
     asleep_from = now_ms()
-    r.execute_command("DEBUG", "SLEEP", ASLEEP_S)
+    r.execute_command("DEBUG", "SLEEP", ASLEEP_S)  # type: ignore[no-untyped-call]
     return asleep_from + ASLEEP_S * 1000
 
 
