@@ -663,8 +663,11 @@ class Lock(LockBase):
         closed meanwhile (its ``timeout``, a restart) is reconnected, not failed on."""
         conn, kept = self._waiter_conns.take(pool)
         if kept:
+            # redis-py 8 names it can_read (can_read_destructive warns there); 5.3 has the
+            # old name only.
+            can_read = getattr(conn, "can_read", None) or conn.can_read_destructive
             try:
-                if await conn.can_read_destructive():
+                if await can_read():
                     await conn.disconnect()
             except (aredis.ConnectionError, OSError):
                 await conn.disconnect()
