@@ -16,6 +16,9 @@
 (*   /extend  then re-score it (ZADD XX).                                  *)
 (*   release  remove our token if it is a live member and remember that   *)
 (*            it did (per token), so a resent release is answered 1.     *)
+(* Every script that writes a permit ends by setting the key's own expiry *)
+(* to its latest permit's instant (PEXPIREAT); when the key expires, every *)
+(* permit in it goes (key_ttl).                                           *)
 (*                                                                         *)
 (* Time without a clock, as in DistLock.tla: every instant is a countdown *)
 (* or an age.  Client instants count on the client clock (which may lag   *)
@@ -489,8 +492,9 @@ MayLag == {c \in Clients \ dead : drift[c] < MaxDrift
 
 (* Time advances one unit.  Every permit's score comes one unit closer on *)
 (* Redis's clock, and one whose score is reached stops counting (the      *)
-(* scripts' eviction and "score > now" checks).  Client countdowns move   *)
-(* as in DistLock.tla, except on a lagging client clock.                  *)
+(* scripts' eviction and "score > now" checks); when the key's own expiry *)
+(* is reached, the key and every permit in it are gone.  Client countdowns *)
+(* move as in DistLock.tla, except on a lagging client clock.             *)
 Tick ==
     /\ \A c \in Clients : ~TimerDue(c)
     /\ \E lag \in SUBSET MayLag :
