@@ -16,6 +16,9 @@
 (*   /extend  then re-score it (ZADD XX).                                  *)
 (*   release  remove our token if it is a live member and remember that   *)
 (*            it did (per token), so a resent release is answered 1.     *)
+(* Every script that writes a permit ends by setting the key's own expiry *)
+(* to its latest permit's instant (PEXPIREAT); when the key expires, every *)
+(* permit in it goes (key_ttl).                                           *)
 (*                                                                         *)
 (* Time without a clock, as in DistLock.tla: every instant is a countdown *)
 (* or an age.  Client instants count on the client clock (which may lag   *)
@@ -53,7 +56,10 @@ Mutants == {"none",
             "shared_ttl", "renew_without_membership_check", "expiry_by_client_clock",
             \* the Lock's properties, broken through the permit's scripts and actions
             "release_any_permit", "ignore_release_reply", "deadline_from_reply",
-            "no_completion_check", "retry_off_by_one"}
+            "no_completion_check", "retry_off_by_one",
+            \* the key's own expiry, a resent acquire, the release memory
+            "renew_keeps_key_expiry", "acquire_not_idempotent",
+            "release_memory_any_token", "release_memory_last_only"}
 
 (* Options a cfg turns on by overriding the definition, as in DistLock.tla. *)
 ShortTTL == TTL          \* the other TTL a manual extend may ask for
@@ -110,6 +116,7 @@ VARIABLES
     starved,          \* the body blocks the client's event loop (timers do not run)
     drift,            \* clock lag accumulated by the client during this section
     perm_ttl,         \* per token: its score minus Redis's now (0: not a live permit)
+    key_ttl,          \* the key's own PTTL (0: no key): when it runs out, every permit goes
     released,         \* tokens whose release removed their permit (the release memory)
     faults,           \* faults injected so far
     dead,             \* clients killed (SIGKILL): they take no step any more
@@ -120,14 +127,16 @@ VARIABLES
     late,             \* the body finished when the client clock said the lease had expired
     own_ttl,          \* per live permit: what is left of the expiry its OWN last write set
     foreign,          \* some script renewed or removed a live permit of another token
-    wiped             \* Redis lost the permit while it was this section's, and no reply
+    wiped,            \* Redis lost the permit while it was this section's, and no reply
                       \* since has told the client so
+    freed             \* tokens whose own release removed their live permit, while Redis
+                      \* keeps its release memory (where a release can be sent twice)
 
 client_vars == <<phase, outcome, retries_left, token, deadline_in, sent_ago,
                  renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                  extend_sent_ago, lost, granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-env_vars    == <<starved, drift, perm_ttl, released, faults, dead, net>>
-ghost_vars  == <<overlap, oks, late, own_ttl, foreign, wiped>>
+env_vars    == <<starved, drift, perm_ttl, key_ttl, released, faults, dead, net>>
+ghost_vars  == <<overlap, oks, late, own_ttl, foreign, wiped, freed>>
 vars        == <<client_vars, env_vars, ghost_vars>>
 
 Live == {t \in Tokens : perm_ttl[t] > 0}
@@ -176,6 +185,7 @@ Init ==
     /\ starved = [c \in Clients |-> FALSE]
     /\ drift = [c \in Clients |-> 0]
     /\ perm_ttl = [t \in Tokens |-> 0]
+    /\ key_ttl = 0
     /\ released = {}
     /\ faults = 0
     /\ dead = {}
@@ -186,6 +196,7 @@ Init ==
     /\ own_ttl = [t \in Tokens |-> 0]
     /\ foreign = FALSE
     /\ wiped = [c \in Clients |-> FALSE]
+    /\ freed = {}
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -202,7 +213,7 @@ Acquire(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago,
                    granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* Section.acquire_reply: granted (1) or refused (0: no free permit).  A   *)
@@ -238,8 +249,8 @@ AcquireReply(c) ==
                         /\ UNCHANGED retries_left
     /\ UNCHANGED <<token, renew_in_flight, renew_sent_ago, extend_in_flight,
                    extend_sent_ago, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
-    /\ UNCHANGED <<oks, late, own_ttl, foreign, wiped>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED <<oks, late, own_ttl, foreign, freed, wiped>>
 
 (* Section.acquire_fail: no reply will come (error or timeout).  The      *)
 (* acquire may have taken a permit: release it with our token (abandoned). *)
@@ -252,7 +263,7 @@ AcquireFail(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
                    granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* Section.renew_send, as the heartbeat tick takes it. *)
@@ -269,7 +280,7 @@ RenewSend(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
                    extend_in_flight, extend_sent_ago, lost, granted, auto_renew, extend_ttl,
                    unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 Told(c) == wiped' = [wiped EXCEPT ![c] = @ /\ phase[c] # "held"]
@@ -293,8 +304,8 @@ RenewReply(c) ==
     /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![c] = 0]
     /\ UNCHANGED <<phase, outcome, retries_left, token, sent_ago, next_renew_in,
                    extend_in_flight, extend_sent_ago, granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
-    /\ UNCHANGED <<overlap, oks, late, own_ttl, foreign>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED <<overlap, oks, late, own_ttl, foreign, freed>>
 
 (* Section.renew_fail: a connection error is not a loss. *)
 RenewFail(c) ==
@@ -307,7 +318,7 @@ RenewFail(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
                    next_renew_in, extend_in_flight, extend_sent_ago, lost,
                    granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* Section.lease_timeout: a heartbeat tick finds the deadline passed. *)
@@ -336,7 +347,7 @@ Extend(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost,
                    granted, auto_renew, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* Section.extend_reply: 1 moves the deadline from the send time; 0 fires *)
@@ -360,8 +371,8 @@ ExtendReply(c) ==
     /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, granted, auto_renew, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
-    /\ UNCHANGED <<overlap, oks, late, own_ttl, foreign>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED <<overlap, oks, late, own_ttl, foreign, freed>>
 
 (* Section.extend_fail: the error goes to the caller; no loss.  The extend *)
 (* may still run later: its TTL joins the ones a confirmation counts with. *)
@@ -375,7 +386,7 @@ ExtendFail(c) ==
     /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost, granted, auto_renew>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* Section.body_done: the completion-time check in the same turn. *)
@@ -389,8 +400,8 @@ BodyDone(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                    extend_sent_ago, granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<drift, perm_ttl, released, faults, dead, net>>
-    /\ UNCHANGED <<overlap, oks, own_ttl, foreign, wiped>>
+    /\ UNCHANGED <<drift, perm_ttl, key_ttl, released, faults, dead, net>>
+    /\ UNCHANGED <<overlap, oks, own_ttl, foreign, freed, wiped>>
 
 (* Section.release: the token-checked release of our permit. *)
 Release(c) ==
@@ -403,7 +414,7 @@ Release(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                    extend_sent_ago, lost, granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* A section abandoned before any grant: its release is a cleanup and it  *)
@@ -436,8 +447,8 @@ ReleaseReply(c) ==
     /\ UNCHANGED <<retries_left, token, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
-    /\ UNCHANGED <<late, own_ttl, foreign, wiped>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED <<late, own_ttl, foreign, freed, wiped>>
 
 (* Section.release_fail: an error, or no reply before the timeout. *)
 ReleaseFail(c) ==
@@ -451,8 +462,8 @@ ReleaseFail(c) ==
     /\ UNCHANGED <<retries_left, token, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    granted, auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
-    /\ UNCHANGED <<late, own_ttl, foreign, wiped>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED <<late, own_ttl, foreign, freed, wiped>>
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -481,8 +492,9 @@ MayLag == {c \in Clients \ dead : drift[c] < MaxDrift
 
 (* Time advances one unit.  Every permit's score comes one unit closer on *)
 (* Redis's clock, and one whose score is reached stops counting (the      *)
-(* scripts' eviction and "score > now" checks).  Client countdowns move   *)
-(* as in DistLock.tla, except on a lagging client clock.                  *)
+(* scripts' eviction and "score > now" checks); when the key's own expiry *)
+(* is reached, the key and every permit in it are gone.  Client countdowns *)
+(* move as in DistLock.tla, except on a lagging client clock.             *)
 Tick ==
     /\ \A c \in Clients : ~TimerDue(c)
     /\ \E lag \in SUBSET MayLag :
@@ -506,25 +518,34 @@ Tick ==
                                  IF ~extend_in_flight[c] \/ phase[c] # "held" THEN 0
                                  ELSE IF c \in lag THEN extend_sent_ago[c]
                                  ELSE Min(extend_sent_ago[c] + 1, AgeCap)]
-    /\ perm_ttl' = [t \in Tokens |-> Dec(perm_ttl[t])]
-    /\ own_ttl' = [t \in Tokens |-> IF perm_ttl[t] > 1 THEN Dec(own_ttl[t]) ELSE 0]
+    \* the key itself expires (PEXPIREAT): every permit in it goes with it
+    /\ key_ttl' = Dec(key_ttl)
+    /\ perm_ttl' = [t \in Tokens |-> IF key_ttl > 1 THEN Dec(perm_ttl[t]) ELSE 0]
+    /\ own_ttl' = [t \in Tokens |->
+                     IF perm_ttl[t] > 1 /\ key_ttl > 1 THEN Dec(own_ttl[t]) ELSE 0]
     /\ UNCHANGED <<phase, outcome, retries_left, token, renew_in_flight, lost, granted,
                    extend_in_flight, auto_renew, extend_ttl, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, released, faults, dead, net>>
-    /\ UNCHANGED <<overlap, oks, late, foreign, wiped>>
+    /\ UNCHANGED <<overlap, oks, late, foreign, wiped, freed>>
 
 Answer(m, v) ==
     net' = (net \ {m}) \cup (IF Awaited(m) /\ m.st = "sent"
                             THEN {[m EXCEPT !.st = "done", !.val = v]} ELSE {})
 
-(* The permits after a script scores token t at now + n: ZADD t, and      *)
-(* PEXPIREAT the key at the highest score.  In the broken shared_ttl (a   *)
-(* set of tokens under the key's one TTL) PEXPIRE n is every member's     *)
-(* expiry.                                                                *)
+(* The permits after a script scores token t at now + n: ZADD t.  In the *)
+(* broken shared_ttl (a set of tokens under the key's one TTL) PEXPIRE n  *)
+(* is every member's expiry.                                              *)
 Scored(base, t, n) ==
     [x \in Tokens |-> IF x = t THEN n
                      ELSE IF Mutant = "shared_ttl" /\ base[x] > 0 THEN n
                      ELSE base[x]]
+
+(* The key's PTTL after a script that wrote the permits `after` ends with *)
+(* expire_at_last (PEXPIREAT the key at its highest score): the latest    *)
+(* permit's countdown, and 0 (no key) when none is left (Redis deletes an *)
+(* empty sorted set).                                                     *)
+LastExpiry(after) ==
+    LET s == {after[x] : x \in Tokens} IN CHOOSE v \in s : \A w \in s : w <= v
 
 (* The ghost: each live permit's own expiry, set by its own writes only. *)
 OwnAfter(after, t, wrote, n) ==
@@ -545,42 +566,62 @@ Kept == IF Mutant = "expiry_by_client_clock" THEN {t \in Live : perm_ttl[t] > Sk
 RedisStep(m) ==
     /\ m \in net /\ m.st \in {"sent", "hung"}
     /\ CASE m.kind = "acquire" ->
+              \* Our own live token (a resent acquire that already ran) is
+              \* granted whatever the count: the script re-scores it.  The broken
+              \* acquire_not_idempotent counts it against the limit like any other
+              \* permit, and refuses the resend while keeping the permit.
               LET base  == [x \in Tokens |-> IF x \in Kept THEN perm_ttl[x] ELSE 0]
-                  \* our own live token: a resent acquire that already ran
-                  grant == m.tok \in Kept \/ Cardinality(Kept) < Limit
+                  mine  == m.tok \in Kept /\ Mutant # "acquire_not_idempotent"
+                  grant == mine \/ Cardinality(Kept) < Limit
                   after == IF grant THEN Scored(base, m.tok, TTL) ELSE base
               IN /\ perm_ttl' = after
+                 /\ key_ttl' = IF grant THEN LastExpiry(after) ELSE key_ttl
                  /\ own_ttl' = OwnAfter(after, m.tok, grant, TTL)
                  /\ foreign' = Foreign(after, m.tok)
                  /\ Answer(m, IF grant THEN 1 ELSE 0)
-                 /\ UNCHANGED released
+                 /\ UNCHANGED <<released, freed>>
          [] m.kind \in {"renew", "extend"} ->
-              \* renew and extend are one script: the extend carries its TTL
+              \* renew and extend are one script: the extend carries its TTL.  The
+              \* broken renew_keeps_key_expiry re-scores the permit but leaves the
+              \* key's own expiry where the last grant put it.
               LET n     == IF m.kind = "extend" THEN m.val ELSE TTL
                   hit   == perm_ttl[m.tok] > 0 \/ Mutant = "renew_without_membership_check"
                   after == IF hit THEN Scored(perm_ttl, m.tok, n) ELSE perm_ttl
               IN /\ perm_ttl' = after
+                 /\ key_ttl' = IF hit /\ Mutant # "renew_keeps_key_expiry"
+                               THEN LastExpiry(after) ELSE key_ttl
                  /\ own_ttl' = OwnAfter(after, m.tok, hit, n)
                  /\ foreign' = Foreign(after, m.tok)
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
-                 /\ UNCHANGED released
+                 /\ UNCHANGED <<released, freed>>
          [] m.kind = "release" ->
-              \* Our token if it is a live permit (ZREM).  The broken variant
-              \* release_any_permit frees the permit closest to expiry (ZPOPMIN),
-              \* as if permits were interchangeable.
+              \* Our token if it is a live permit (ZREM), then the key's expiry at
+              \* the latest permit left, and our token in the release memory (a
+              \* sorted set of tokens beside the key).  A release of a permit no
+              \* longer live is answered 1 if the memory holds our token (a resend
+              \* of a release that ran).  The broken variant release_any_permit frees
+              \* the permit closest to expiry (ZPOPMIN), as if permits were
+              \* interchangeable; release_memory_any_token answers 1 if the memory
+              \* holds any token; release_memory_last_only keeps only the last
+              \* releaser's token (one record per key, overwritten).
               LET popped  == {v \in Live : \A x \in Live : perm_ttl[v] <= perm_ttl[x]}
                   victims == IF Mutant = "release_any_permit" /\ popped # {} THEN popped
                              ELSE {m.tok}
               IN \E v \in victims :
                    LET hit   == perm_ttl[v] > 0
                        after == [perm_ttl EXCEPT ![v] = 0]
-                       again == m.tok \in released
+                       again == IF Mutant = "release_memory_any_token" THEN released # {}
+                                ELSE m.tok \in released
+                       \* (kept only where a release can be sent twice, as in DistLock.tla)
+                       kept  == hit /\ v = m.tok /\ (ResendReleases \/ Manual)
                    IN /\ perm_ttl' = after
+                      /\ key_ttl' = IF hit THEN LastExpiry(after) ELSE key_ttl
                       /\ own_ttl' = OwnAfter(after, m.tok, FALSE, 0)
                       /\ foreign' = Foreign(after, m.tok)
-                      \* (kept only where a release can be sent twice, as in DistLock.tla)
-                      /\ released' = IF hit /\ v = m.tok /\ (ResendReleases \/ Manual)
-                                     THEN released \cup {m.tok} ELSE released
+                      /\ released' = IF ~kept THEN released
+                                     ELSE IF Mutant = "release_memory_last_only"
+                                     THEN {m.tok} ELSE released \cup {m.tok}
+                      /\ freed' = IF kept THEN freed \cup {m.tok} ELSE freed
                       /\ Answer(m, IF hit \/ again THEN 1 ELSE 0)
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, faults, dead>>
@@ -599,7 +640,7 @@ DropReply(m) ==
         net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
                             \cup (IF queued THEN {[m EXCEPT !.st = "hung"]} ELSE {})
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, dead>>
     /\ UNCHANGED ghost_vars
 
 (* The reply never comes and no error is raised (a hung connection). *)
@@ -609,7 +650,7 @@ HangReply(m) ==
     /\ net' = IF m.st = "sent" THEN (net \ {m}) \cup {[m EXCEPT !.st = "hung"]}
               ELSE net \ {m}
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, dead>>
     /\ UNCHANGED ghost_vars
 
 (* The client library resends an acquire whose reply was lost: it runs    *)
@@ -619,7 +660,7 @@ Resend(m) ==
     /\ Fault("resend")
     /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, dead>>
     /\ UNCHANGED ghost_vars
 
 (* The client library resends a release whose reply was lost (not a fault). *)
@@ -628,7 +669,7 @@ ResendRelease(m) ==
     /\ m \in net /\ m.kind = "release" /\ m.st = "done" /\ Awaited(m)
     /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 (* Redis restarts empty (no persistence) or fails over to a replica that  *)
@@ -637,8 +678,11 @@ KeyLost ==
     /\ Live # {}
     /\ Fault("key_lost")
     /\ perm_ttl' = [t \in Tokens |-> 0]
+    /\ key_ttl' = 0
     /\ own_ttl' = [t \in Tokens |-> 0]
     /\ released' \in {released, {}}
+    \* a release answered 0 once Redis forgot it is Redis's loss, not the script's
+    /\ freed' = IF released' = {} THEN {} ELSE freed
     /\ wiped' = [c \in Clients |-> wiped[c] \/ perm_ttl[token[c]] > 0]
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, dead, net>>
@@ -651,7 +695,7 @@ Starve(c) ==
     /\ Fault("starve")
     /\ starved' = [starved EXCEPT ![c] = TRUE]
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<drift, perm_ttl, released, dead, net>>
+    /\ UNCHANGED <<drift, perm_ttl, key_ttl, released, dead, net>>
     /\ UNCHANGED ghost_vars
 
 (* The client process is killed (SIGKILL) during a section: it takes no   *)
@@ -662,7 +706,7 @@ Die(c) ==
     /\ Fault("die")
     /\ dead' = dead \cup {c}
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, net>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, net>>
     /\ UNCHANGED ghost_vars
 
 (* The caller starts another section (a fresh Section, a fresh token). *)
@@ -691,7 +735,7 @@ NewSection(c) ==
     /\ overlap' = [overlap EXCEPT ![c] = {}]
     /\ late' = [late EXCEPT ![c] = FALSE]
     /\ wiped' = [wiped EXCEPT ![c] = FALSE]
-    /\ UNCHANGED <<perm_ttl, released, faults, dead, oks, own_ttl, foreign>>
+    /\ UNCHANGED <<perm_ttl, key_ttl, released, faults, dead, oks, own_ttl, foreign, freed>>
 
 -----------------------------------------------------------------------------
 (* Every client action (the Lock's, one by one: tests/test_parity.py reads *)
@@ -753,7 +797,8 @@ TypeOK ==
     /\ starved \in [Clients -> BOOLEAN]
     /\ drift \in [Clients -> 0..MaxDrift]
     /\ perm_ttl \in [Tokens -> 0..TTL]
-    /\ released \subseteq Tokens
+    /\ key_ttl \in 0..TTL
+    /\ released \subseteq Tokens /\ freed \subseteq Tokens
     /\ dead \subseteq Clients
     /\ net \subseteq Message
 
@@ -796,6 +841,22 @@ SignalSound == \A c \in Clients : Believes(c) => perm_ttl[token[c]] > 0
 (* A run/hold section reported ok finished its body within its lease. *)
 OkWithinLease == \A c \in Clients : (outcome[c] = "ok" /\ auto_renew[c]) => ~late[c]
 
+(* A section told "no free permit" holds none: a resent acquire of a      *)
+(* permit it was already granted is granted again, not refused with the   *)
+(* permit left behind (it would count against the limit for a whole TTL, *)
+(* held by nobody).                                                       *)
+RefusalHoldsNothing ==
+    \A c \in Clients :
+        (phase[c] = "backoff" \/ outcome[c] = "not_acquired") => perm_ttl[token[c]] = 0
+
+(* A release whose token's release removed its live permit is answered 1, *)
+(* whoever acquired and released in between (the release memory is per   *)
+(* token), unless Redis has lost the memory since: a resent release is    *)
+(* never reported as a lost permit.  Meaningful where a release can be    *)
+(* sent twice (ResendReleases, Manual), where the memory is kept.         *)
+NoSpuriousReleaseLoss ==
+    \A m \in net : (m.kind = "release" /\ m.st = "done" /\ m.tok \in freed) => m.val = 1
+
 (***************************************************************************)
 (* Reachability probes: invariants TLC must VIOLATE.                      *)
 (***************************************************************************)
@@ -813,6 +874,6 @@ Symmetry == Permutations(Clients)
 (* States that differ only in the overlap ghosts (read by no action and by *)
 (* no property but NoOverlapAboveLimit) are one state, in a model that     *)
 (* does not check that property.                                          *)
-NoOverlapView == <<client_vars, env_vars, late, own_ttl, foreign, wiped>>
+NoOverlapView == <<client_vars, env_vars, late, own_ttl, foreign, wiped, freed>>
 
 =============================================================================

@@ -235,6 +235,12 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         (SEMAPHORE,),
     ),
     Mutant(
+        "SA3", "S_ACQUIRE", "a resent acquire counts our own live permit against the limit",
+        "if not (score and tonumber(score) > now)\n    and",
+        "if true\n    and",
+        (SEMAPHORE,),
+    ),
+    Mutant(
         "SW1", "SW_ACQUIRE", "a grant wakes nobody else while permits are left",
         "  return redis.call('ZCARD', KEYS[1]) < LIMIT\n",
         "  return false\n",
@@ -259,9 +265,21 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         (EDGES, SEMAPHORE),
     ),
     Mutant(
+        "SR3", "S_RENEW", "a renewal leaves the key's own expiry where the grant put it",
+        "'XX', ms(now + tonumber(ARGV[2])), ARGV[1])\nexpire_at_last(KEYS[1])\n",
+        "'XX', ms(now + tonumber(ARGV[2])), ARGV[1])\n",
+        (SEMAPHORE,),
+    ),
+    Mutant(
         "SX1", "S_RELEASE", "the release does not write its memory",
         "  redis.call('ZADD', KEYS[2], ms(now + tonumber(ARGV[2])), ARGV[1])\n",
         "",
+        (SEMAPHORE,),
+    ),
+    Mutant(
+        "SX3", "S_RELEASE", "the release memory answers for any token",
+        "local forget = redis.call('ZSCORE', KEYS[2], ARGV[1])",
+        "local forget = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]",
         (SEMAPHORE,),
     ),
     Mutant(

@@ -190,6 +190,24 @@ def test_renewal_moves_the_permit_s_expiry_while_the_body_runs(r: redis.Redis) -
     assert r.exists("sem:k") == 0
 
 
+def test_a_renewal_moves_the_key_s_own_expiry_with_its_permit(
+    sem: Semaphore, r: redis.Redis
+) -> None:
+    # The key expires at its latest permit's instant and takes every permit with it: a
+    # renewal that re-scored its permit but left the key's expiry where the grant put it
+    # would lose the permit at the old instant while its holder's lease runs on.
+    permit = sem.acquire("k")
+    assert permit is not None
+    granted = r.pexpiretime("sem:k")
+    assert granted == expiry_of(r, permit)
+    wait_until_redis_passes(r, granted - TTL + 2)
+    assert r.eval(S_RENEW.source, 1, "sem:k", permit.token, TTL) == 1
+    renewed = expiry_of(r, permit)
+    assert renewed is not None and renewed > granted
+    assert r.pexpiretime("sem:k") == renewed
+    assert permit.release() is True
+
+
 def test_a_removed_permit_fires_the_signal_and_fails_the_hold(
     sem: Semaphore, r: redis.Redis
 ) -> None:

@@ -111,12 +111,15 @@ def _wait_refutes(name: str, config: str, prop: str) -> Run:
 
 
 #: What the models of the semaphore check (spec/Semaphore.tla): the limit on overlapping
-#: successes and on sections believing they hold, per-permit expiry, and the Lock's
-#: safety that applies (no fence, no SignalOnTime nor RejectionSignals).
+#: successes and on sections believing they hold, per-permit expiry, no refused section
+#: left holding a permit, and the Lock's safety that applies (no fence, no SignalOnTime nor
+#: RejectionSignals).
 SEMAPHORE = (
     "NoOverlapAboveLimit, LiveWithinLimit, ValidPermitsWithinLimit, ReclaimedAtOwnExpiry, "
-    "NoForeignWrite, SignalSound, OkWithinLease"
+    "NoForeignWrite, SignalSound, OkWithinLease, RefusalHoldsNothing"
 )
+#: ... and where a release may be sent twice (so the release memory is written).
+SEMAPHORE_RELEASES = SEMAPHORE + ", NoSpuriousReleaseLoss"
 
 
 def _semaphore_holds(name: str, config: str, min_states: int, checks: str = SEMAPHORE) -> Run:
@@ -275,7 +278,9 @@ RUNS: tuple[Run, ...] = (
     # no fault there: LiveWithinLimit implies NoOverlapAboveLimit (see the cfg)
     _semaphore_holds("semaphore-limit-two", "Semaphore.cfg", 5_000,
                      SEMAPHORE.replace("NoOverlapAboveLimit, ", "")),
-    _semaphore_holds("semaphore-faults", "SemaphoreFaults.cfg", 5_000),
+    # releases resent there: a resend after the other section's whole section is ours
+    _semaphore_holds("semaphore-faults", "SemaphoreFaults.cfg", 8_000, SEMAPHORE_RELEASES),
+    _semaphore_holds("semaphore-manual", "SemaphoreManual.cfg", 12_000, SEMAPHORE_RELEASES),
     # two sections cannot exceed two permits: NoOverlapAboveLimit is not checked there
     _semaphore_holds("semaphore-drift", "SemaphoreDrift.cfg", 2_000),
     _semaphore_holds("semaphore-renewals", "SemaphoreRenewals.cfg", 5_000,
@@ -296,6 +301,14 @@ RUNS: tuple[Run, ...] = (
                        "SemaphoreMutantNoCompletionCheck.cfg", "OkWithinLease"),
     _semaphore_refutes("semaphore-mutant-retry-off-by-one", "SemaphoreMutantRetryOffByOne.cfg",
                        "TypeOK"),
+    _semaphore_refutes("semaphore-mutant-renew-keeps-key-expiry",
+                       "SemaphoreMutantRenewKeepsKeyExpiry.cfg", "SignalSound"),
+    _semaphore_refutes("semaphore-mutant-acquire-not-idempotent",
+                       "SemaphoreMutantAcquireNotIdempotent.cfg", "RefusalHoldsNothing"),
+    _semaphore_refutes("semaphore-mutant-release-memory-any-token",
+                       "SemaphoreMutantReleaseMemoryAnyToken.cfg", "NoOverlapAboveLimit"),
+    _semaphore_refutes("semaphore-mutant-release-memory-last-only",
+                       "SemaphoreMutantReleaseMemoryLastOnly.cfg", "NoSpuriousReleaseLoss"),
     _semaphore_refutes("semaphore-probe-limit-in-body", "SemaphoreProbeLimitInBody.cfg",
                        "ProbeLimitInBody"),
     _semaphore_refutes("semaphore-probe-dead-reclaimed", "SemaphoreProbeDeadReclaimed.cfg",
