@@ -15,6 +15,10 @@
 (* clock may stand still (drift: it lags real time by at most MaxDrift    *)
 (* units per section).                                                    *)
 (*                                                                         *)
+(* With the option Handoff, a refused section waits in the key's queue    *)
+(* and a release hands the key to the first waiter (Wake, Withdraw, and   *)
+(* the release and withdrawal cases of RedisStep).                        *)
+(*                                                                         *)
 (* Mutant names a deliberately broken variant ("none" for the real thing). *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets, TLC
@@ -957,8 +961,9 @@ EnvStep ==
     \/ \E c \in Clients : Starve(c)
     \/ \E c \in Clients : NewSection(c)
 
-(* Waiting with the handoff (spec/Wait.tla's client actions, WAIT_ACTIONS in *)
-(* distlock._core.actions): none is enabled unless Handoff.               *)
+(* Waiting with the handoff: the two of the core's WAIT_ACTIONS that move  *)
+(* the lease (Block and the withdrawal's replies change nothing of it).    *)
+(* Neither is enabled unless Handoff.                                      *)
 WaitStep(c) ==
     \/ Wake(c)
     \/ Withdraw(c)
