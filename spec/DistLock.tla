@@ -15,6 +15,10 @@
 (* clock may stand still (drift: it lags real time by at most MaxDrift    *)
 (* units per section).                                                    *)
 (*                                                                         *)
+(* With the option Handoff, a refused section waits in the key's queue    *)
+(* and a release hands the key to the first waiter (Wake, Withdraw, and   *)
+(* the release and withdrawal cases of RedisStep).                        *)
+(*                                                                         *)
 (* Mutant names a deliberately broken variant ("none" for the real thing). *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets, TLC
@@ -43,7 +47,13 @@ Mutants == {"none", "release_plain_del", "extend_without_token_check",
             "heartbeat_above_half", "drift_above_margin", "retry_off_by_one",
             "no_release_timeout", "lease_timeout_waits_for_renewal",
             "renew_reject_ignored", "fence_from_counter", "extend_trusts_its_own_ttl",
-            "release_without_record"}
+            "release_without_record",
+            \* the handoff (Handoff): the key handed with the releaser's remaining TTL; the
+            \* waiter's lease counted from the wake-up instead of its last attempt's send; an
+            \* attempt that finds its own token (a key handed to it) leaves the TTL as it is
+            \* (held_as without PEXPIRE); the handoff reuses the releaser's fence (no INCR)
+            "hand_releasers_ttl", "handed_lease_from_wakeup", "regrant_keeps_ttl",
+            "hand_reuses_fence"}
 
 (* Options a cfg turns on by overriding the definition ("ShortTTL = 2" under    *)
 (* CONSTANTS); the defaults leave them off, so a cfg that does not name them    *)
@@ -52,7 +62,15 @@ ShortTTL  == TTL    \* the other TTL a manual extend may ask for (extend(ttl_ms)
 WatchOnly == FALSE  \* run/hold sections may run with the heartbeat off (heartbeat_ms=False)
 ResendReleases == FALSE  \* the client library resends a release whose reply was lost
 EarlyRelease == FALSE  \* a run/hold body may release its own key (handle.release() inside)
+\* Waiting with the handoff (wait_ms > 0): a refused attempt leaves its section in the key's
+\* queue; a release (or a withdrawal) hands the key to the first waiter, with HandedTTL
+\* (the implementation's min(ttl, HANDED_TTL_MS)) and a new fence sent in its wake-up.
+\* Every section of such a model waits (run/hold with a heartbeat: the ones a key is
+\* handed to; the others are woken, which spec/Wait.tla's WakeUps models check).
+Handoff == FALSE
+HandedTTL == TTL
 \* the faults of the world outside Timely (a model may narrow them: see Restart.cfg)
+\* ("queue", with Handoff: a wake-up or a withdrawal lost, and no other message)
 FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
 
 ASSUME
@@ -66,12 +84,17 @@ ASSUME
     /\ (MaxDrift <= Margin) \/ (Mutant = "drift_above_margin")
     /\ ShortTTL \in (Margin + 1)..TTL /\ WatchOnly \in BOOLEAN
     /\ ResendReleases \in BOOLEAN /\ EarlyRelease \in BOOLEAN
-    /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve", "shared_counter"}
+    /\ Handoff \in BOOLEAN /\ HandedTTL \in (Margin + 1)..TTL
+    /\ Handoff => (~Manual /\ ~WatchOnly)
+    /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve", "shared_counter",
+                            "queue"}
 
-Phases   == {"idle", "acquiring", "backoff", "held", "body_done", "abandoned",
+Phases   == {"idle", "acquiring", "backoff", "waiting", "held", "body_done", "abandoned",
              "releasing", "release_unknown", "done"}
 Outcomes == {"none", "ok", "not_acquired", "lost", "failed"}
-Kinds    == {"acquire", "renew", "extend", "release"}
+\* (Handoff: "wake" is a waiter's wake-up, the handed fence in its wake list or on its way
+\* in the reply of its BLPOP; "withdraw" the withdrawal, whose reply nobody reads)
+Kinds    == {"acquire", "renew", "extend", "release", "wake", "withdraw"}
 NoToken  == <<>>
 Tokens   == Clients \X (1..MaxRounds)
 
@@ -91,7 +114,8 @@ VARIABLES
     token,            \* Section.token: <<client, section number>>, unique per section
     fence,            \* Section.fence (0 until granted)
     deadline_in,      \* Section.deadline - now (client clock), floored at 0
-    sent_ago,         \* now - sent_at of the acquire in flight (0 when none)
+    sent_ago,         \* now - sent_at of the acquire in flight, or of the last attempt while
+                      \* waiting (0 when none)
     renew_in_flight,  \* Section.renew_in_flight
     renew_sent_ago,   \* now - Section.renew_sent_at while renew_in_flight (else 0)
     next_renew_in,    \* Section.next_renew_at - now, floored at 0
@@ -112,6 +136,8 @@ VARIABLES
                       \* longer than any resend takes: their expiry is not modelled)
     faults,           \* faults injected so far (outside the Timely world)
     net,              \* requests and replies in flight
+    queue,            \* Handoff: the key's queue, the waiters' tokens in arrival order (their
+                      \* places do not expire here: spec/Wait.tla checks that)
     \* ---- ghosts for the properties ----
     overlap,          \* tokens of the sections that were in their body at the same time
     oks,              \* finished sections reported ok: [tok, overlap]
@@ -126,7 +152,8 @@ VARIABLES
 client_vars == <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                  renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                  extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-env_vars    == <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, net>>
+env_vars    == <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, net,
+                 queue>>
 ghost_vars  == <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 vars        == <<client_vars, env_vars, ghost_vars>>
 
@@ -193,6 +220,7 @@ Init ==
     /\ released = {}
     /\ faults = 0
     /\ net = {}
+    /\ queue = <<>>
     /\ overlap = [c \in Clients |-> {}]
     /\ oks = {}
     /\ late = [c \in Clients |-> FALSE]
@@ -210,15 +238,21 @@ Init ==
 (* Section.acquire: SET key token NX PX ttl and, if set, INCR the fence   *)
 (* counter, in one script.  From backoff the retry delay has elapsed (the *)
 (* delay itself has no bearing on the properties and is not modelled).    *)
+(* From waiting (Handoff), the block ended, at its time-out or by a       *)
+(* wake-up, and this is the next attempt: a wake-up not read by then is   *)
+(* never read (the driver discards a block's connection; the script       *)
+(* empties the wake list), and a key handed meanwhile is ours again only  *)
+(* by this attempt (the script's held_as).  A waiter's attempts may come  *)
+(* at any time, any number of them: the re-check times are spec/Wait.tla's. *)
 Acquire(c) ==
-    /\ phase[c] \in {"idle", "backoff"}
-    /\ net' = net \cup {Request(c, "acquire")}
+    /\ phase[c] \in {"idle", "backoff", "waiting"}
+    /\ net' = {m \in net : ~Mine(m, c, "wake")} \cup {Request(c, "acquire")}
     /\ phase' = [phase EXCEPT ![c] = "acquiring"]
     /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, lost, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED ghost_vars
 
 (* Section.acquire_reply: granted (fence > 0) or denied (0).  A grant     *)
@@ -229,7 +263,8 @@ AcquireReply(c) ==
     /\ \E m \in net :
         /\ Mine(m, c, "acquire") /\ m.st = "done"
         /\ net' = net \ {m}
-        /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+        \* a waiter's lease, if a release hands it the key, counts from this send
+        /\ sent_ago' = [sent_ago EXCEPT ![c] = IF m.val = 0 /\ Handoff THEN @ ELSE 0]
         /\ IF m.val > 0
            THEN \* granted: the lease runs from the send time
                 /\ phase' = [phase EXCEPT ![c] = "held"]
@@ -246,19 +281,25 @@ AcquireReply(c) ==
                                  ELSE IF InBody(d) THEN overlap[d] \cup {token[c]}
                                  ELSE overlap[d]]
                 /\ UNCHANGED <<outcome, retries_left>>
-           ELSE \* denied: back off while retries are left, else give up
+           ELSE \* denied: back off while retries are left, else give up; a waiting
+                \* attempt (Handoff) is in the queue and waits (its last attempt is a
+                \* refusal and a withdrawal here: see Withdraw)
                 /\ UNCHANGED <<fence, deadline_in, next_renew_in, lost, overlap>>
-                /\ IF retries_left[c] > 0
-                      \/ (Mutant = "retry_off_by_one" /\ retries_left[c] >= 0)
-                   THEN /\ phase' = [phase EXCEPT ![c] = "backoff"]
-                        /\ retries_left' = [retries_left EXCEPT ![c] = @ - 1]
-                        /\ UNCHANGED outcome
-                   ELSE /\ phase' = [phase EXCEPT ![c] = "done"]
-                        /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
-                        /\ UNCHANGED retries_left
+                /\ CASE Handoff ->
+                          /\ phase' = [phase EXCEPT ![c] = "waiting"]
+                          /\ UNCHANGED <<outcome, retries_left>>
+                     [] retries_left[c] > 0
+                          \/ (Mutant = "retry_off_by_one" /\ retries_left[c] >= 0) ->
+                          /\ phase' = [phase EXCEPT ![c] = "backoff"]
+                          /\ retries_left' = [retries_left EXCEPT ![c] = @ - 1]
+                          /\ UNCHANGED outcome
+                     [] OTHER ->
+                          /\ phase' = [phase EXCEPT ![c] = "done"]
+                          /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+                          /\ UNCHANGED retries_left
     /\ UNCHANGED <<token, renew_in_flight, renew_sent_ago, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Section.acquire_fail: the round trip failed or timed out (cancelled).  *)
@@ -273,7 +314,61 @@ AcquireFail(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
+    /\ UNCHANGED ghost_vars
+
+(* Waiting with the handoff (Handoff; spec/Wait.tla's Block, Wake and    *)
+(* Withdraw, on this spec's lease).  Section.wake with a fence: a release  *)
+(* handed us the key, and its wake-up (m.val, the fence) arrived while we  *)
+(* block.  The key's TTL was set at the release, after our last attempt    *)
+(* was sent, so the lease counts from that send (Section._granted,         *)
+(* handed=True), with the handed TTL; a key handed with a TTL shorter than *)
+(* the section's is renewed at once.  A block that ends without one is the *)
+(* next Acquire.                                                           *)
+Wake(c) ==
+    /\ phase[c] = "waiting"
+    /\ \E m \in net :
+        /\ Mine(m, c, "wake") /\ m.st = "done"
+        /\ net' = net \ {m}
+        /\ LET ago   == IF Mutant = "handed_lease_from_wakeup" THEN 0 ELSE sent_ago[c]
+               lease == LeaseOf(HandedTTL, ago)
+           IN /\ phase' = [phase EXCEPT ![c] = "held"]
+              /\ fence' = [fence EXCEPT ![c] = m.val]
+              /\ deadline_in' = [deadline_in EXCEPT ![c] = lease]
+              /\ next_renew_in' = [next_renew_in EXCEPT ![c] =
+                                     IF HandedTTL < TTL THEN 0 ELSE Max(Heartbeat - ago, 0)]
+              /\ lost' = [lost EXCEPT ![c] = lease = 0]
+    /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    /\ overlap' = [d \in Clients |->
+                     IF d = c THEN {token[e] : e \in {x \in Clients : InBody(x)}}
+                     ELSE IF InBody(d) THEN overlap[d] \cup {token[c]}
+                     ELSE overlap[d]]
+    /\ UNCHANGED <<outcome, retries_left, token, renew_in_flight, renew_sent_ago,
+                   extend_in_flight, extend_sent_ago, auto_renew, renews, extend_ttl,
+                   unconfirmed_ttl>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
+    /\ UNCHANGED <<oks, late, grants, foreign, wiped, consec_fail, renewed>>
+
+(* Section.withdraw: a waiter stops waiting (a cancellation, an error of   *)
+(* its block, or its deadline: the last attempt, whose refusal takes it    *)
+(* out of the queue in the same script, is a refusal and a withdrawal      *)
+(* here).  It ends not acquired and sends the withdrawal (best effort: the *)
+(* request may be lost, a fault, and its place then stays).  Its wake-up,  *)
+(* if any, is never read.                                                  *)
+Withdraw(c) ==
+    /\ phase[c] = "waiting"
+    /\ phase' = [phase EXCEPT ![c] = "done"]
+    /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+    /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    /\ \E sent \in IF ~Timely /\ faults < MaxFaults /\ FaultKinds \cap {"drop", "queue"} # {}
+                    THEN BOOLEAN ELSE {TRUE} :
+        /\ net' = {m \in net : ~Mine(m, c, "wake")}
+                  \cup (IF sent THEN {Request(c, "withdraw")} ELSE {})
+        /\ faults' = IF sent THEN faults ELSE faults + 1
+    /\ UNCHANGED <<retries_left, token, fence, deadline_in, renew_in_flight, renew_sent_ago,
+                   next_renew_in, lost, extend_in_flight, extend_sent_ago, auto_renew, renews,
+                   extend_ttl, unconfirmed_ttl>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, queue>>
     /\ UNCHANGED ghost_vars
 
 (* Section.renew_send, as the heartbeat tick (Section.tick) takes it: the *)
@@ -292,7 +387,7 @@ RenewSend(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    extend_in_flight, extend_sent_ago, lost,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED ghost_vars
 
 (* A 0 reply to a renewal or extend handled while the section is held     *)
@@ -325,7 +420,7 @@ RenewReply(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, next_renew_in,
                    extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign>>
 
 (* Section.renew_fail: a connection error is not a loss; the next tick    *)
@@ -342,7 +437,7 @@ RenewFail(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    next_renew_in, extend_in_flight, extend_sent_ago, lost,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, renewed>>
 
 (* Section.lease_timeout: a heartbeat tick finds the deadline passed.     *)
@@ -376,7 +471,7 @@ Extend(c) ==
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost,
                    auto_renew, renews, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED ghost_vars
 
 (* Section.extend_reply: 1 moves the deadline from the send time (unless  *)
@@ -401,7 +496,7 @@ ExtendReply(c) ==
     /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, auto_renew, renews, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, consec_fail, renewed>>
 
 (* Section.extend_fail: an error or a timeout goes to the caller; no loss. *)
@@ -417,7 +512,7 @@ ExtendFail(c) ==
     /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost, auto_renew, renews>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED ghost_vars
 
 (* Section.body_done: the body of a run/hold section returned or raised.  *)
@@ -434,7 +529,7 @@ BodyDone(c) ==
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                    extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, faults, net>>
+    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, faults, net, queue>>
     /\ UNCHANGED <<overlap, oks, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Section.release: the token-checked compare-and-delete; from a manual   *)
@@ -455,7 +550,7 @@ Release(c) ==
     /\ UNCHANGED <<outcome, retries_left, token, fence, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
                    extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED ghost_vars
 
 (* A section abandoned before any grant has fence 0: its release is a     *)
@@ -481,7 +576,7 @@ ReleaseReply(c) ==
     /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Section.release_fail: an error, or no reply before the timeout: the    *)
@@ -501,7 +596,7 @@ ReleaseFail(c) ==
     /\ UNCHANGED <<retries_left, token, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago,
                    auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, late, grants, foreign, wiped, consec_fail, renewed>>
 
 -----------------------------------------------------------------------------
@@ -516,7 +611,9 @@ Awaited(m) ==
     /\ CASE m.kind = "acquire" -> phase[c] = "acquiring"
          [] m.kind = "release" -> phase[c] = "releasing"
          [] m.kind = "renew"   -> renew_in_flight[c]
-         [] OTHER              -> extend_in_flight[c]
+         [] m.kind = "extend"  -> extend_in_flight[c]
+         [] m.kind = "wake"    -> phase[c] = "waiting"
+         [] OTHER              -> FALSE  \* a withdrawal: its reply changes nothing
 
 (* A heartbeat timer that is due fires before time moves on, unless the   *)
 (* body starves the event loop (then the timer waits: see Starve); the    *)
@@ -528,7 +625,8 @@ TimerDue(c) ==
     \/ phase[c] \in {"body_done", "abandoned"}
 
 (* Clients whose clock may lag real time on this tick (drift budget left). *)
-MayLag == {c \in Clients : drift[c] < MaxDrift /\ phase[c] \in {"acquiring", "held", "body_done"}}
+MayLag == {c \in Clients : drift[c] < MaxDrift
+                            /\ phase[c] \in {"acquiring", "waiting", "held", "body_done"}}
 
 (* Time advances one unit.  The key expires at its instant, message ages  *)
 (* move, and so do the countdowns of every client whose clock advances:   *)
@@ -549,9 +647,12 @@ Tick ==
                                IF phase[c] # "held" \/ ~renews[c] THEN 0
                                ELSE IF c \in lag THEN next_renew_in[c]
                                ELSE Dec(next_renew_in[c])]
+        \* (a waiter's stops where a handed lease would be spent: HandedTTL - Margin)
         /\ sent_ago' = [c \in Clients |->
-                          IF phase[c] # "acquiring" THEN 0
+                          IF phase[c] \notin {"acquiring", "waiting"} THEN 0
                           ELSE IF c \in lag THEN sent_ago[c]
+                          ELSE IF phase[c] = "waiting"
+                          THEN Min(sent_ago[c] + 1, HandedTTL - Margin)
                           ELSE Min(sent_ago[c] + 1, AgeCap)]
         /\ renew_sent_ago' = [c \in Clients |->
                                 IF ~renew_in_flight[c] \/ phase[c] # "held" THEN 0
@@ -569,39 +670,79 @@ Tick ==
        ELSE UNCHANGED net
     /\ UNCHANGED <<phase, outcome, retries_left, token, fence, renew_in_flight, lost,
                    extend_in_flight, auto_renew, renews, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 Answer(m, v) ==
     net' = (net \ {m}) \cup (IF Awaited(m) /\ m.st = "sent"
                             THEN {[m EXCEPT !.st = "done", !.val = v]} ELSE {})
 
+(* Handoff: the queue without the token t (the scripts' leave). *)
+Leave(q, t) == SelectSeq(q, LAMBDA x : x # t)
+
+(* The fence a handoff gives: a new one from the counter. *)
+HandFence == IF Mutant = "hand_reuses_fence" THEN fence_ctr ELSE fence_ctr + 1
+
+(* hand_head: the key goes to the waiter w with TTL ttl and a new fence,   *)
+(* which its wake list gets (the wake-up, in net: read by Wake).           *)
+HandTo(w, ttl) ==
+    /\ key_holder' = w
+    /\ key_ttl' = ttl
+    /\ fence_ctr' = HandFence
+    /\ grants' = Append(grants, [tok |-> w, fence |-> HandFence])
+
+Wakeup(w) == [tok |-> w, kind |-> "wake", st |-> "done", val |-> HandFence, age |-> 0]
+
+(* The wake-ups of token t (the script of an attempt of t empties its wake list). *)
+WakeupsOf(t) == {x \in net : x.tok = t /\ x.kind = "wake"}
+
 (* Redis runs one request atomically (scripts see time frozen) and queues *)
 (* its reply.  Requests run in any order (separate connections).  The     *)
 (* acquire script finding its own token (a resent acquire that already    *)
-(* ran: Resend) re-sets the TTL and returns the current counter.  A renewal *)
-(* sets the lock's TTL, an extend the TTL it carries.                     *)
+(* ran: Resend; with Handoff, a key handed to a waiter whose attempt came  *)
+(* before it read the wake-up: held_as) re-sets the TTL and returns the    *)
+(* current counter.  A renewal sets the lock's TTL, an extend the TTL it   *)
+(* carries.  With Handoff every attempt is a waiting one (W_ACQUIRE): a    *)
+(* free key goes to it only if nobody waits before it, and a refusal keeps *)
+(* its place in the queue (or gives it one at the tail); whatever it does, *)
+(* it empties its wake list.  A release whose key has a waiter hands it    *)
+(* over in the same script; a withdrawal gives back a key handed to its    *)
+(* waiter, and hands the key on if it gave it back or was first in line.   *)
 RedisStep(m) ==
     /\ m \in net /\ m.st \in {"sent", "hung"}
     /\ CASE m.kind = "acquire" ->
+              LET first == ~Handoff \/ queue = <<>> \/ Head(queue) = m.tok
+              IN
               IF key_holder = m.tok
-              THEN /\ key_ttl' = TTL
-                   /\ Answer(m, Max(fence_ctr, 1))
+              THEN /\ key_ttl' = IF Mutant = "regrant_keeps_ttl" THEN key_ttl ELSE TTL
+                   /\ net' = ((net \ {m}) \ WakeupsOf(m.tok))
+                             \cup (IF Awaited(m) /\ m.st = "sent"
+                                   THEN {[m EXCEPT !.st = "done", !.val = Max(fence_ctr, 1)]}
+                                   ELSE {})
                    \* Other keys of the slot may have moved the shared counter since the
                    \* first run: then this reply re-issues a larger fence to the same owner.
                    /\ grants' = IF grants # <<>> /\ grants[Len(grants)].tok = m.tok
                                    /\ grants[Len(grants)].fence < Max(fence_ctr, 1)
                                 THEN Append(grants, [tok |-> m.tok, fence |-> Max(fence_ctr, 1)])
                                 ELSE grants
+                   /\ queue' = Leave(queue, m.tok)
                    /\ UNCHANGED <<key_holder, fence_ctr, released, foreign>>
-              ELSE IF key_holder = NoToken
+              ELSE IF key_holder = NoToken /\ first
               THEN /\ key_holder' = m.tok
                    /\ key_ttl' = TTL
                    /\ fence_ctr' = fence_ctr + 1
                    /\ grants' = Append(grants, [tok |-> m.tok, fence |-> fence_ctr + 1])
-                   /\ Answer(m, fence_ctr + 1)
+                   /\ net' = ((net \ {m}) \ WakeupsOf(m.tok))
+                             \cup (IF Awaited(m) /\ m.st = "sent"
+                                   THEN {[m EXCEPT !.st = "done", !.val = fence_ctr + 1]}
+                                   ELSE {})
+                   /\ queue' = Leave(queue, m.tok)
                    /\ UNCHANGED <<foreign, released>>
-              ELSE /\ Answer(m, 0)
+              ELSE /\ net' = ((net \ {m}) \ WakeupsOf(m.tok))
+                             \cup (IF Awaited(m) /\ m.st = "sent"
+                                   THEN {[m EXCEPT !.st = "done", !.val = 0]} ELSE {})
+                   /\ queue' = IF Handoff /\ \A i \in 1..Len(queue) : queue[i] # m.tok
+                               THEN Append(queue, m.tok) ELSE queue
                    /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, released, grants, foreign>>
          [] m.kind \in {"renew", "extend"} ->
               LET hit == \/ key_holder = m.tok
@@ -610,7 +751,7 @@ RedisStep(m) ==
                                ELSE IF m.kind = "extend" THEN m.val ELSE TTL
                  /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
-                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants>>
+                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants, queue>>
          [] m.kind = "release" ->
               \* The release script deletes the key if it holds our token and records
               \* that it did; a release whose token has such a record (a resend, or a
@@ -619,15 +760,42 @@ RedisStep(m) ==
                          \/ (Mutant = "release_plain_del" /\ key_holder # NoToken)
                   again == /\ m.tok \in released
                            /\ Mutant # "release_without_record"
-              IN /\ key_holder' = IF hit THEN NoToken ELSE key_holder
-                 /\ key_ttl' = IF hit THEN 0 ELSE key_ttl
+                  \* deleting our key, it hands it to the first waiter (Handoff)
+                  hand == key_holder = m.tok /\ queue # <<>>
+              IN /\ IF hand
+                    THEN /\ HandTo(Head(queue), IF Mutant = "hand_releasers_ttl" THEN key_ttl
+                                                ELSE HandedTTL)
+                         /\ queue' = Tail(queue)
+                         /\ net' = (net \ {m}) \cup {Wakeup(Head(queue))}
+                                   \cup (IF Awaited(m) /\ m.st = "sent"
+                                         THEN {[m EXCEPT !.st = "done", !.val = 1]} ELSE {})
+                    ELSE /\ key_holder' = IF hit THEN NoToken ELSE key_holder
+                         /\ key_ttl' = IF hit THEN 0 ELSE key_ttl
+                         /\ Answer(m, IF hit \/ again THEN 1 ELSE 0)
+                         /\ UNCHANGED <<fence_ctr, grants, queue>>
                  \* (kept only where a release can be sent twice: elsewhere the record is
                  \* never read, and tracking it would only multiply the states)
                  /\ released' = IF key_holder = m.tok /\ (ResendReleases \/ Manual)
                                 THEN released \cup {m.tok} ELSE released
                  /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
-                 /\ Answer(m, IF hit \/ again THEN 1 ELSE 0)
-                 /\ UNCHANGED <<fence_ctr, grants>>
+         [] m.kind = "withdraw" ->
+              \* WITHDRAW: leave the queue; a key that holds our token (handed to us, or
+              \* granted by an attempt whose reply we never read) is deleted; then, if we
+              \* were first in line or gave the key back, and the key is free, it goes to
+              \* the new first waiter.  Nobody reads the reply.
+              LET q    == Leave(queue, m.tok)
+                  mine == key_holder = m.tok
+                  free == mine \/ key_holder = NoToken
+              IN IF (mine \/ (queue # <<>> /\ Head(queue) = m.tok)) /\ free /\ q # <<>>
+                 THEN /\ HandTo(Head(q), HandedTTL)
+                      /\ queue' = Tail(q)
+                      /\ net' = ((net \ {m}) \ WakeupsOf(m.tok)) \cup {Wakeup(Head(q))}
+                      /\ UNCHANGED <<released, foreign>>
+                 ELSE /\ key_holder' = IF mine THEN NoToken ELSE key_holder
+                      /\ key_ttl' = IF mine THEN 0 ELSE key_ttl
+                      /\ queue' = q
+                      /\ net' = (net \ {m}) \ WakeupsOf(m.tok)
+                      /\ UNCHANGED <<fence_ctr, released, grants, foreign>>
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, faults>>
     /\ UNCHANGED <<overlap, oks, late, wiped, consec_fail, renewed>>
@@ -644,13 +812,15 @@ DropReply(m) ==
     /\ m \in net /\ m.st \in {"sent", "done"} /\ Awaited(m)
     /\ IF Timely THEN /\ m.kind = "renew" /\ consec_fail[m.tok[1]] < MaxFail
                      /\ UNCHANGED faults
-                ELSE /\ faults < MaxFaults /\ "drop" \in FaultKinds
+                ELSE /\ faults < MaxFaults
+                     /\ \/ "drop" \in FaultKinds
+                        \/ "queue" \in FaultKinds /\ m.kind = "wake"
                      /\ faults' = faults + 1
     /\ \E queued \in IF m.st = "sent" /\ m.kind = "renew" /\ ~Timely THEN BOOLEAN ELSE {FALSE} :
         net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
                             \cup (IF queued THEN {[m EXCEPT !.st = "hung"]} ELSE {})
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The reply never comes and no error is raised (a hung connection).  An  *)
@@ -663,7 +833,7 @@ HangReply(m) ==
               ELSE net \ {m}
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The client library resends a command after a connection error (redis-py *)
@@ -675,7 +845,7 @@ Resend(m) ==
     /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The client library resends a release whose reply was lost (redis-py    *)
@@ -687,7 +857,7 @@ ResendRelease(m) ==
     /\ m \in net /\ m.kind = "release" /\ m.st = "done" /\ Awaited(m)
     /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "sent", !.val = 0]}
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* Another key of the lock key's hash slot takes its lock: the fence      *)
@@ -697,7 +867,7 @@ SharedIncr ==
     /\ fence_ctr' = fence_ctr + 1
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, released, net>>
+    /\ UNCHANGED <<starved, drift, key_holder, key_ttl, released, net, queue>>
     /\ UNCHANGED ghost_vars
 
 (* Redis loses the key without expiry: eviction of the volatile lock key  *)
@@ -714,7 +884,7 @@ KeyLost ==
     /\ faults' = faults + 1
     /\ wiped' = [c \in Clients |-> wiped[c] \/ key_holder = token[c]]
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, drift, net>>
+    /\ UNCHANGED <<starved, drift, net, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, consec_fail, renewed>>
 
 (* The body blocks the event loop (or holds the GIL) until it finishes:   *)
@@ -725,7 +895,7 @@ Starve(c) ==
     /\ starved' = [starved EXCEPT ![c] = TRUE]
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, net>>
+    /\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, net, queue>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, consec_fail, renewed>>
 
 (* The caller starts another section (a fresh Section, a fresh token).    *)
@@ -758,7 +928,8 @@ NewSection(c) ==
     /\ wiped' = [wiped EXCEPT ![c] = FALSE]
     /\ consec_fail' = [consec_fail EXCEPT ![c] = 0]
     /\ renewed' = [renewed EXCEPT ![c] = FALSE]
-    /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, released, faults, oks, grants, foreign>>
+    /\ UNCHANGED <<key_holder, key_ttl, fence_ctr, released, faults, oks, grants, foreign,
+                   queue>>
 
 -----------------------------------------------------------------------------
 (* Every client action; tests/test_parity.py reads these two lists. *)
@@ -790,7 +961,14 @@ EnvStep ==
     \/ \E c \in Clients : Starve(c)
     \/ \E c \in Clients : NewSection(c)
 
-Next == (\E c \in Clients : ClientStep(c)) \/ EnvStep
+(* Waiting with the handoff: the two of the core's WAIT_ACTIONS that move  *)
+(* the lease (Block and the withdrawal's replies change nothing of it).    *)
+(* Neither is enabled unless Handoff.                                      *)
+WaitStep(c) ==
+    \/ Wake(c)
+    \/ Withdraw(c)
+
+Next == (\E c \in Clients : ClientStep(c)) \/ (\E c \in Clients : WaitStep(c)) \/ EnvStep
 
 Spec == Init /\ [][Next]_vars
 
@@ -846,6 +1024,7 @@ TypeOK ==
     /\ released \subseteq Tokens
     /\ fence_ctr \in Nat
     /\ net \subseteq Message
+    /\ queue \in Seq(Tokens)
 
 (* Two sections that both finished ok were never in their bodies at the  *)
 (* same time.  No clock assumption; holds also when Redis loses the key.  *)
@@ -927,6 +1106,23 @@ ProbeOk             == ~\E c \in Clients : outcome[c] = "ok" /\ renewed[c]
 ProbeWatchOnlyLost  == ~\E c \in Clients : auto_renew[c] /\ ~renews[c] /\ outcome[c] = "lost"
 \* a resent acquire re-issued a larger fence to the same owner (the shared counter moved)
 ProbeReissued       == ~\E i, j \in 1..Len(grants) : i < j /\ grants[i].tok = grants[j].tok
+
+(* Handoff probes, as action properties TLC must VIOLATE: the step they   *)
+(* name is taken.                                                          *)
+\* a waiter is handed the key with its lease still running on its own clock (Wake)
+ProbeHandedGrant ==
+    [][\A c \in Clients : ~(phase[c] = "waiting" /\ phase'[c] = "held" /\ ~lost'[c])]_vars
+\* an attempt finds the key holding its own token and is granted it again (held_as): with
+\* no resend in the model, only a key handed to it that it had not read
+ProbeRegranted ==
+    [][~\E m \in net : /\ m.kind = "acquire" /\ m.st = "sent" /\ key_holder = m.tok
+                       /\ \E r \in net' : /\ r.tok = m.tok /\ r.kind = "acquire"
+                                          /\ r.st = "done" /\ r.val > 0]_vars
+\* a withdrawal gives back the key handed to its waiter (handing it on needs another
+\* waiter: a third client, or a second section)
+ProbeWithdrawGivesBack ==
+    [][~\E m \in net : /\ m.kind = "withdraw" /\ m.st = "sent" /\ key_holder = m.tok
+                       /\ key_holder' # m.tok]_vars
 
 Symmetry == Permutations(Clients)
 

@@ -242,7 +242,7 @@ WaitDenied(c) ==
     /\\ UNCHANGED <<retries_left, token, fence, deadline_in, renew_in_flight, renew_sent_ago,
                    next_renew_in, lost, extend_in_flight, extend_sent_ago, auto_renew, renews,
                    extend_ttl, unconfirmed_ttl>>
-    /\\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults>>
+    /\\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
     /\\ UNCHANGED ghost_vars
 
 WaitReply(c) == \\/ AcquireReply(c) /\\ phase'[c] = "held"
@@ -304,7 +304,7 @@ ReleaseHand(m, c) ==
     /\\ Answer(m, 1)
     /\\ handed' = [handed EXCEPT ![c] = fence_ctr + 1]
     /\\ UNCHANGED client_vars
-    /\\ UNCHANGED <<starved, drift, faults>>
+    /\\ UNCHANGED <<starved, drift, faults, queue>>
     /\\ UNCHANGED <<overlap, oks, late, foreign, wiped, consec_fail, renewed>>
     /\\ UNCHANGED <<wsent, withdrawing>>
 

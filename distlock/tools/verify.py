@@ -149,6 +149,8 @@ RUNS: tuple[Run, ...] = (
     _holds("timely-heartbeat-half", "TimelyHalf.cfg", "NoSpuriousLoss", short=True),
     _holds("release-records", "ReleaseRecords.cfg", "safety, NoSpuriousLoss", short=True),
     _holds("shared-counter", "SharedCounter.cfg", SAFETY, short=True),
+    # waiting with the handoff, on the lease clock: handed keys, re-grants, withdrawals
+    _holds("handoff", "Handoff.cfg", SAFETY, min_states=200_000),
     # liveness checking costs more per state: the optimising compiler pays for itself
     Run("liveness", "Liveness.cfg", "Terminates", "holds", quick=True),
     _holds("liveness-manual", "LivenessManual.cfg", "Terminates"),
@@ -186,6 +188,11 @@ RUNS: tuple[Run, ...] = (
     _refutes("mutant-extend-trusts-its-own-ttl", "MutantExtendOwnTTL.cfg", "SignalSound"),
     _refutes("mutant-release-without-record", "MutantReleaseWithoutRecord.cfg",
              "NoSpuriousLoss"),
+    _refutes("mutant-hand-releasers-ttl", "HandoffMutantReleasersTTL.cfg", "SignalSound"),
+    _refutes("mutant-handed-lease-from-wakeup", "HandoffMutantLeaseFromWakeup.cfg",
+             "SignalSound"),
+    _refutes("mutant-regrant-keeps-ttl", "HandoffMutantRegrantKeepsTTL.cfg", "SignalSound"),
+    _refutes("mutant-hand-reuses-fence", "HandoffMutantReusesFence.cfg", "FencesIncrease"),
     # -- groups of locks (spec/MultiLock.tla): sorted order never deadlocks ---------------
     Run("multilock", "MultiLock.cfg", "TypeOK Exclusive AllFinish, no deadlock", "holds",
         module="MultiLock", short=True),
@@ -321,6 +328,10 @@ RUNS: tuple[Run, ...] = (
     _refutes("probe-ok-after-renewal", "ProbeOk.cfg", "ProbeOk"),
     _refutes("probe-watch-only-lost", "ProbeWatchOnlyLost.cfg", "ProbeWatchOnlyLost"),
     _refutes("probe-reissued", "ProbeReissued.cfg", "ProbeReissued"),
+    _refutes("probe-handed-grant", "HandoffProbeHandedGrant.cfg", "ProbeHandedGrant"),
+    _refutes("probe-regranted", "HandoffProbeRegranted.cfg", "ProbeRegranted"),
+    _refutes("probe-withdraw-gives-back", "HandoffProbeWithdrawGivesBack.cfg",
+             "ProbeWithdrawGivesBack"),
 )
 
 
