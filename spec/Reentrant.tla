@@ -29,8 +29,11 @@
 (* gives a lease that renewals and a re-entry refresh, and that expires   *)
 (* on Redis while a slow reply is in flight; one fault per behaviour puts *)
 (* each fault (dropped, hung or resent request, key loss, starved body)   *)
-(* against every step of every level.  Two holders share nothing in the   *)
-(* real lock but their process (Tok(h) = h), so one competing holder       *)
+(* against every step of every level; with a competing holder, a key loss *)
+(* or a dropped or resent request puts one holder's late scripts and      *)
+(* resent release on the other's key (ReentrantContention.cfg).  Two    *)
+(* holders share nothing in the real lock but their process (Tok(h) = h), *)
+(* so one competing holder                                                 *)
 (* stands for a child and for another client's holder alike; a third      *)
 (* holder multiplies the states (over 1.5 million at TTL 2 without a      *)
 (* fault) and adds no new interleaving of the scripts.                    *)
@@ -58,7 +61,12 @@ Mutants == {"none",
             "reenter_after_loss",
             \* the Lock's properties, broken through the new scripts and actions
             "leave_without_token_check", "reenter_deadline_from_reply",
-            "fence_from_counter", "no_completion_check"}
+            "fence_from_counter", "no_completion_check",
+            \* writes without the token check, rejections without the signal, release
+            \* records that match any token or keep only the last releaser's
+            "renew_without_token_check", "reenter_without_token_check",
+            "leave_reject_ignored", "reenter_reject_ignored",
+            "release_record_any_token", "release_record_last_token"}
 
 (* A cfg may narrow the faults by overriding this definition. *)
 FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
@@ -125,12 +133,14 @@ VARIABLES
                       \* reply since has told the holder so
     unsettled,        \* a level change of this holder failed (or ran without being
                       \* taken) and no settled one with nothing older left to run came since
-    freed_inner       \* a script freed a key whose owner's outermost level was still open
+    freed_inner,      \* a script freed a key whose owner's outermost level was still open
+    freed_by          \* tokens whose own release freed the key (what the records must
+                      \* remember; forgotten only with them, when Redis loses the key)
 
 client_vars == <<phase, outcome, fence, depth, deadline_in, sent_ago, renew_in_flight,
                  renew_sent_ago, next_renew_in, op, op_sent_ago, lost>>
 env_vars    == <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults, net>>
-ghost_vars  == <<overlap, oks, late, grants, foreign, wiped, unsettled, freed_inner>>
+ghost_vars  == <<overlap, oks, late, grants, foreign, wiped, unsettled, freed_inner, freed_by>>
 vars        == <<client_vars, env_vars, ghost_vars>>
 
 Message == [h : Holders, tok : Holders, kind : Kinds, st : {"sent", "done", "error", "hung"},
@@ -187,6 +197,7 @@ Init ==
     /\ wiped = [h \in Holders |-> FALSE]
     /\ unsettled = [h \in Holders |-> FALSE]
     /\ freed_inner = FALSE
+    /\ freed_by = {}
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -235,7 +246,7 @@ AcquireReply(h) ==
                 /\ UNCHANGED <<fence, depth, deadline_in, next_renew_in, lost, overlap>>
     /\ UNCHANGED <<renew_in_flight, renew_sent_ago, op, op_sent_ago>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<oks, late, grants, foreign, wiped, unsettled, freed_inner>>
+    /\ UNCHANGED <<oks, late, grants, foreign, wiped, unsettled, freed_inner, freed_by>>
 
 (* acquire_fail: no reply (error or timeout); the script may have run:    *)
 (* abandoned, a cleanup release follows.                                  *)
@@ -289,7 +300,7 @@ RenewReply(h) ==
     /\ renew_sent_ago' = [renew_sent_ago EXCEPT ![h] = 0]
     /\ UNCHANGED <<phase, outcome, fence, depth, sent_ago, next_renew_in, op, op_sent_ago>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, oks, late, grants, foreign, unsettled, freed_inner>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, unsettled, freed_inner, freed_by>>
 
 (* renew_fail: a connection error is not a loss; the next tick retries. *)
 RenewFail(h) ==
@@ -330,7 +341,7 @@ BodyDone(h) ==
     /\ UNCHANGED <<outcome, fence, deadline_in, sent_ago, renew_in_flight, renew_sent_ago,
                    next_renew_in, op, op_sent_ago>>
     /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, released, faults, net>>
-    /\ UNCHANGED <<overlap, oks, grants, foreign, wiped, unsettled, freed_inner>>
+    /\ UNCHANGED <<overlap, oks, grants, foreign, wiped, unsettled, freed_inner, freed_by>>
 
 (* release: R_RELEASE(token), the outermost exit only: after the body, as *)
 (* the cleanup of an abandoned acquire, or for a grant that arrived after *)
@@ -365,7 +376,7 @@ ReleaseReply(h) ==
     /\ UNCHANGED <<fence, depth, deadline_in, sent_ago, renew_in_flight, renew_sent_ago,
                    next_renew_in, op, op_sent_ago>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, late, grants, foreign, wiped, unsettled, freed_inner>>
+    /\ UNCHANGED <<overlap, late, grants, foreign, wiped, unsettled, freed_inner, freed_by>>
 
 (* release_fail: no reply: the outcome is unknown, so not a success. *)
 ReleaseFail(h) ==
@@ -376,7 +387,7 @@ ReleaseFail(h) ==
     /\ UNCHANGED <<fence, depth, deadline_in, sent_ago, renew_in_flight, renew_sent_ago,
                    next_renew_in, op, op_sent_ago>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, late, grants, foreign, wiped, unsettled, freed_inner>>
+    /\ UNCHANGED <<overlap, late, grants, foreign, wiped, unsettled, freed_inner, freed_by>>
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -427,6 +438,8 @@ ReenterReply(h) ==
            ELSE IF m.val = 1
            THEN /\ unsettled' = [unsettled EXCEPT ![h] = TRUE]
                 /\ UNCHANGED <<depth, deadline_in, lost, wiped>>
+           ELSE IF Mutant = "reenter_reject_ignored"
+           THEN UNCHANGED <<depth, deadline_in, lost, wiped, unsettled>>
            ELSE /\ lost' = [lost EXCEPT ![h] = TRUE]
                 /\ Told(h)
                 /\ UNCHANGED <<depth, deadline_in, unsettled>>
@@ -435,7 +448,7 @@ ReenterReply(h) ==
     /\ UNCHANGED <<phase, outcome, fence, sent_ago, renew_in_flight, renew_sent_ago,
                    next_renew_in>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, oks, late, grants, foreign, freed_inner>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, freed_inner, freed_by>>
 
 (* reenter_fail: no reply (error or timeout): depth stays d, the re-entry *)
 (* raises the error; not a loss (Redis may hold d + 1 until the next      *)
@@ -450,7 +463,7 @@ ReenterFail(h) ==
     /\ UNCHANGED <<phase, outcome, fence, depth, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, lost>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, freed_inner>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, freed_inner, freed_by>>
 
 (* leave: an inner level (depth d >= 2) exits: depth d - 1 at once on the *)
 (* client, R_LEAVE(token, d - 1) sent, and the exit waits for the reply.  *)
@@ -473,7 +486,7 @@ LeaveReply(h) ==
     /\ \E m \in net :
         /\ Mine(m, h, "leave") /\ m.st = "done"
         /\ net' = net \ {m}
-        /\ IF m.val = 1
+        /\ IF m.val = 1 \/ Mutant = "leave_reject_ignored"
            THEN /\ Settle(h, m)
                 /\ UNCHANGED <<lost, wiped>>
            ELSE /\ lost' = [lost EXCEPT ![h] = TRUE]
@@ -483,7 +496,7 @@ LeaveReply(h) ==
     /\ UNCHANGED <<phase, outcome, fence, depth, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, op_sent_ago>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, oks, late, grants, foreign, freed_inner>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, freed_inner, freed_by>>
 
 (* leave_fail: no reply: not a loss (the depth in Redis is advisory until *)
 (* the next write).                                                       *)
@@ -496,7 +509,7 @@ LeaveFail(h) ==
     /\ UNCHANGED <<phase, outcome, fence, depth, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, op_sent_ago, lost>>
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
-    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, freed_inner>>
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, freed_inner, freed_by>>
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -553,7 +566,10 @@ Mirrored(tok) == key_holder = tok
 (* R_RENEW: our token -> PEXPIRE, 1 (depth untouched); else 0.           *)
 (* R_ENTER(d): our token -> HSET token d, PEXPIRE, 1; else 0.            *)
 (* R_LEAVE(d): our token -> HSET token d (never deletes), 1; else 0.     *)
-(* R_RELEASE: our token -> DEL, record, 1; our record -> 1; else 0.      *)
+(* R_RELEASE: our token -> DEL, SET its own record (one key per token:   *)
+(*   released_key), 1; our record -> 1; else 0.                          *)
+(* A write to a key holding another token is recorded (foreign), for    *)
+(* every script: a broken variant that drops a token check writes it.   *)
 RedisStep(m) ==
     /\ m \in net /\ m.st \in {"sent", "hung"}
     /\ CASE m.kind = "acquire" ->
@@ -574,18 +590,26 @@ RedisStep(m) ==
                    /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, released,
                                   grants, foreign>>
          [] m.kind = "renew" ->
-              LET hit == key_holder = m.tok
+              \* (without the token check: PEXPIRE on whatever hash is there)
+              LET hit == \/ key_holder = m.tok
+                         \/ (Mutant = "renew_without_token_check" /\ key_holder # NoToken)
               IN /\ key_ttl' = IF hit THEN TTL ELSE key_ttl
                  /\ key_depth' = IF hit /\ Mutant = "renew_resets_count" THEN 1
                                  ELSE key_depth
+                 /\ foreign' = (foreign \/ (hit /\ key_holder # m.tok))
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
-                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants, foreign>>
+                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants>>
          [] m.kind = "enter" ->
-              LET hit == key_holder = m.tok
+              \* (without the token check: our field HSET into another token's hash,
+              \* its TTL refreshed; the holder and its depth stay the owner's)
+              LET ours == key_holder = m.tok
+                  hit == \/ ours
+                         \/ (Mutant = "reenter_without_token_check" /\ key_holder # NoToken)
               IN /\ key_ttl' = IF hit THEN TTL ELSE key_ttl
-                 /\ key_depth' = IF hit THEN m.d ELSE key_depth
+                 /\ key_depth' = IF ours THEN m.d ELSE key_depth
+                 /\ foreign' = (foreign \/ (hit /\ ~ours))
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
-                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants, foreign>>
+                 /\ UNCHANGED <<key_holder, fence_ctr, released, grants>>
          [] m.kind = "leave" ->
               LET hit == \/ key_holder = m.tok
                          \/ (Mutant = "leave_without_token_check" /\ key_holder # NoToken)
@@ -597,13 +621,22 @@ RedisStep(m) ==
                  /\ Answer(m, IF hit THEN 1 ELSE 0)
                  /\ UNCHANGED <<fence_ctr, released, grants>>
          [] m.kind = "release" ->
+              \* The records: one per released token (the set of them), read for our
+              \* own token only.  Broken: one record per key, overwritten by each
+              \* release (the last releaser's token); or a record read as any token's.
               LET hit == key_holder = m.tok
+                  again == IF Mutant = "release_record_any_token" THEN released # {}
+                           ELSE m.tok \in released
               IN /\ key_holder' = IF hit THEN NoToken ELSE key_holder
                  /\ key_ttl' = IF hit THEN 0 ELSE key_ttl
                  /\ key_depth' = IF hit THEN 0 ELSE key_depth
-                 /\ released' = IF hit THEN released \cup {m.tok} ELSE released
-                 /\ Answer(m, IF hit \/ m.tok \in released THEN 1 ELSE 0)
+                 /\ released' = IF ~hit THEN released
+                                ELSE IF Mutant = "release_record_last_token" THEN {m.tok}
+                                ELSE released \cup {m.tok}
+                 /\ freed_by' = IF hit THEN freed_by \cup {m.tok} ELSE freed_by
+                 /\ Answer(m, IF hit \/ again THEN 1 ELSE 0)
                  /\ UNCHANGED <<fence_ctr, grants, foreign>>
+    /\ m.kind # "release" => UNCHANGED freed_by
     \* a script freed the key while its owner's outermost level was still open
     /\ freed_inner' = \/ freed_inner
                       \/ /\ key_holder # NoToken /\ key_holder' = NoToken
@@ -660,7 +693,11 @@ KeyLost ==
     /\ key_holder' = NoToken
     /\ key_depth' = 0
     /\ key_ttl' = 0
-    /\ released' \in {released, {}}
+    \* the release records may be lost with it (a failover to a replica that had
+    \* none of them): forgotten, a resend of a release is answered 0
+    /\ \E forget \in BOOLEAN :
+        /\ released' = IF forget THEN {} ELSE released
+        /\ freed_by' = IF forget THEN {} ELSE freed_by
     /\ faults' = faults + 1
     /\ wiped' = [h \in Holders |-> wiped[h] \/ key_holder = Tok(h)]
     /\ UNCHANGED client_vars
@@ -757,6 +794,7 @@ TypeOK ==
     /\ key_ttl \in 0..TTL /\ (key_holder = NoToken) = (key_ttl = 0)
     /\ key_depth \in 0..MaxDepth /\ (key_holder = NoToken) = (key_depth = 0)
     /\ released \subseteq Holders
+    /\ freed_by \subseteq Holders
     /\ fence_ctr \in Nat
     /\ net \subseteq Message
     /\ \A h \in Holders : (depth[h] > 0) = (phase[h] = "held")
@@ -805,6 +843,37 @@ SignalSound ==
             => key_holder = Tok(h)
 
 OkWithinLease == \A h \in Holders : outcome[h] = "ok" => ~late[h]
+
+(* The holder handles a 0 reply to its renewal, re-entry or inner exit in *)
+(* this step (the cheap in-flight tests first: TLC evaluates this on     *)
+(* every step).                                                           *)
+Rejected(h) ==
+    \E k \in {"renew", "enter", "leave"} :
+        /\ IF k = "renew" THEN renew_in_flight[h] /\ ~renew_in_flight'[h]
+                         ELSE op[h] = k /\ op'[h] = "none"
+        /\ \E m \in net \ net' : Mine(m, h, k) /\ m.st = "done" /\ m.val = 0
+
+(* A rejected renewal, re-entry or inner exit (Redis no longer holds the  *)
+(* token) while the section is held fires the signal in the same step,    *)
+(* for every level still open: the levels share one lease and one signal  *)
+(* (lost; in the code, one section under every level's handle), so the    *)
+(* outermost level and every inner one, the exiting level's parent among  *)
+(* them, see the loss, not only the call that got the 0.                  *)
+RejectionSignals ==
+    [][\A h \in Holders :
+         (phase[h] = "held" /\ ~lost'[h]) => ~Rejected(h)]_vars
+
+(* A release resent (its first run freed the key, its reply was lost) is  *)
+(* answered as released whoever acquired and released the key in between: *)
+(* a holder whose own release freed its key is never told by that         *)
+(* release's reply that the key was not its own (the records remember     *)
+(* every released token, not only the last releaser's).  Unless Redis     *)
+(* lost the records with the key (KeyLost forgets freed_by with them).    *)
+ReleaseRejected(h) ==
+    /\ phase[h] = "releasing" /\ phase'[h] = "done"
+    /\ \E m \in net \ net' : Mine(m, h, "release") /\ m.st = "done" /\ m.val = 0
+
+NoSpuriousLoss == [][\A h \in Holders : ReleaseRejected(h) => Tok(h) \notin freed_by]_vars
 
 (* Every holder's section ends. *)
 Terminates == \A h \in Holders : (phase[h] # "done") ~> (phase[h] = "done")

@@ -93,8 +93,10 @@ def _refutes(name: str, config: str, prop: str, quick: bool = False) -> Run:
 
 
 #: What the models of the reentrant lock check (spec/Reentrant.tla).
-#: ("safety" there is the invariants that apply: no SignalOnTime nor RejectionSignals)
-REENTRANT = "FreedOnlyAtOutermost, DepthMirrored, NoReentryAfterLoss, safety"
+#: ("safety" there is the invariants that apply, and RejectionSignals: no SignalOnTime;
+#: NoSpuriousLoss there is a resent release's answer, whoever released the key in between)
+REENTRANT = ("FreedOnlyAtOutermost, DepthMirrored, NoReentryAfterLoss, NoSpuriousLoss, "
+             "safety")
 
 
 def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
@@ -205,8 +207,8 @@ RUNS: tuple[Run, ...] = (
     # -- the reentrant lock (spec/Reentrant.tla): holders inside clients, nested levels ----
     Run("reentrant-faults", "Reentrant.cfg", REENTRANT, "holds", min_states=5_000,
         module="Reentrant", short=True),
-    Run("reentrant-holders", "ReentrantHolders.cfg", REENTRANT, "holds", min_states=5_000,
-        module="Reentrant", short=True),
+    Run("reentrant-contention", "ReentrantContention.cfg", REENTRANT, "holds",
+        min_states=150_000, module="Reentrant"),
     _reentrant_refutes("reentrant-mutant-release-at-first-exit",
                        "ReentrantMutantReleaseAtFirstExit.cfg", "FreedOnlyAtOutermost"),
     _reentrant_refutes("reentrant-mutant-child-inherits-identity",
@@ -223,6 +225,18 @@ RUNS: tuple[Run, ...] = (
                        "ReentrantMutantFenceFromCounter.cfg", "FencesIncrease"),
     _reentrant_refutes("reentrant-mutant-no-completion-check",
                        "ReentrantMutantNoCompletionCheck.cfg", "OkWithinLease"),
+    _reentrant_refutes("reentrant-mutant-renew-without-token-check",
+                       "ReentrantMutantRenewNoTokenCheck.cfg", "NoForeignWrite"),
+    _reentrant_refutes("reentrant-mutant-reenter-without-token-check",
+                       "ReentrantMutantReenterNoTokenCheck.cfg", "NoForeignWrite"),
+    _reentrant_refutes("reentrant-mutant-leave-reject-ignored",
+                       "ReentrantMutantLeaveRejectIgnored.cfg", "RejectionSignals"),
+    _reentrant_refutes("reentrant-mutant-reenter-reject-ignored",
+                       "ReentrantMutantReenterRejectIgnored.cfg", "RejectionSignals"),
+    _reentrant_refutes("reentrant-mutant-release-record-any-token",
+                       "ReentrantMutantReleaseRecordAnyToken.cfg", "NoOverlappingSuccess"),
+    _reentrant_refutes("reentrant-mutant-release-record-last-token",
+                       "ReentrantMutantReleaseRecordLastToken.cfg", "NoSpuriousLoss"),
     _reentrant_refutes("reentrant-probe-depth-2", "ReentrantProbeDepth2.cfg", "ProbeDepth2"),
     _reentrant_refutes("reentrant-probe-child-refused", "ReentrantProbeChildRefused.cfg",
                        "ProbeChildRefused"),
