@@ -23,7 +23,7 @@ Two directions:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,6 +31,7 @@ from distlock._core.actions import CLIENT_ACTIONS, method_name
 from distlock._core.commands import Op, Step
 from distlock._core.lease import Write
 from distlock._core.section import Phase, Section, SectionConfig
+from distlock._core.semaphore import SemaphoreSection
 from distlock.errors import ProtocolError, UsageError
 from distlock.events import Transition
 from tests.spec_graph import Graph, Model, Value
@@ -153,66 +154,6 @@ def ticks(ms: float) -> float:
     return int(value) if value.is_integer() else value
 
 
-def core_view(model: Model, client: Client) -> dict[str, Any]:
-    """What the spec observes of a section, in the spec's terms."""
-    sec = client.section
-    held = sec.phase is Phase.HELD
-    retries_left = model.retries - (
-        sec.attempts if sec.phase is Phase.BACKOFF else max(sec.attempts - 1, 0)
-    )
-    return {
-        "phase": sec.phase.value,
-        "outcome": sec.outcome.value,
-        "lost": sec.lost is not None,
-        "granted": sec.fence is not None,
-        "retries_left": retries_left,
-        "renew_in_flight": sec.renew_in_flight,
-        "extend_in_flight": sec.extend_in_flight,
-        "deadline_in": ticks(sec.deadline - client.now) if held else None,
-        "next_renew_in": (
-            ticks(sec.next_renew_at - client.now) if held and sec.config.watch else None
-        ),
-    }
-
-
-def spec_view(state: dict[str, Value], c: str) -> dict[str, Any]:
-    held = state["phase"][c] == "held"
-    return {
-        "phase": state["phase"][c],
-        "outcome": state["outcome"][c],
-        "lost": state["lost"][c],
-        "granted": state["fence"][c] > 0,
-        "retries_left": state["retries_left"][c],
-        "renew_in_flight": state["renew_in_flight"][c],
-        "extend_in_flight": state["extend_in_flight"][c],
-        "deadline_in": state["deadline_in"][c] if held else None,
-        "next_renew_in": state["next_renew_in"][c] if held and state["auto_renew"][c] else None,
-    }
-
-
-def client_key(state: dict[str, Value], c: str) -> tuple[Any, ...]:
-    """The client's variables as far as a guard or an effect reads them: countdowns and
-    ages only in the phase where they count (elsewhere the spec zeroes them on the next
-    tick), the fence only as granted or not, the token not at all."""
-    phase = state["phase"][c]
-    held = phase == "held"
-    return (
-        phase,
-        state["outcome"][c],
-        state["retries_left"][c],
-        state["fence"][c] > 0,
-        state["lost"][c],
-        state["auto_renew"][c],
-        state["renew_in_flight"][c],
-        state["extend_in_flight"][c],
-        state["deadline_in"][c] if held else None,
-        state["next_renew_in"][c] if held and state["auto_renew"][c] else None,
-        state["sent_ago"][c] if phase == "acquiring" else None,
-        state["renew_sent_ago"][c] if held and state["renew_in_flight"][c] else None,
-        state["extend_sent_ago"][c] if held and state["extend_in_flight"][c] else None,
-    )
-
-
 def _freeze(view: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(view.items()))
 
@@ -232,42 +173,195 @@ class Call:
         return "tick()" if self.via_tick else f"{method_name(self.action)}({self.arg!r})"
 
 
-def call(client: Client, action: str, arg: Arg, *, via_tick: bool = False,
+class Adapter:
+    """What a replay needs to know of one spec and its core: the lock's (``DistLock.tla``
+    and :class:`Section`).  A spec whose client is another core object subclasses this and
+    changes the few names that differ: which actions the client takes, which of the
+    spec's per-client variables the core mirrors, how a reply and a sent request are read
+    off ``net``, what the spec observes.  Every rule of the comparison itself lives in
+    :class:`Replay`, once for all of them."""
+
+    #: The spec's client-side actions, and the actions the core has a method for.
+    actions: Mapping[str, str] = CLIENT_ACTIONS
+    #: Reply actions, and the kind of the message whose answer they consume.
+    reply_kind: Mapping[str, str] = REPLY_KIND
+    family: Mapping[str, str] = FAMILY
+    timer_actions: frozenset[str] = TIMER_ACTIONS
+    starved_out: frozenset[str] = STARVED_OUT
+    #: The spec's per-client variables that a client step may change (those present).
+    client_vars: tuple[str, ...] = (
+        "phase", "outcome", "retries_left", "token", "fence", "deadline_in", "sent_ago",
+        "renew_in_flight", "renew_sent_ago", "next_renew_in", "extend_in_flight",
+        "extend_sent_ago", "lost", "auto_renew")
+    #: Core ops as the spec names the kind of their request.
+    op_kind: Mapping[str, str] = {}
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    # -- the core side ----------------------------------------------------------------------
+
+    def auto_renew(self, state: dict[str, Value], c: str) -> bool:
+        return bool(state["auto_renew"][c]) if "auto_renew" in state else True
+
+    def new_section(self, state: dict[str, Value], c: str) -> Section:
+        tok = state["token"][c]
+        cfg = section_config(self.model, self.auto_renew(state, c))
+        return Section("k", f"{tok[0]}-{tok[1]}", cfg, client=c, record=True)
+
+    def granted(self, sec: Section) -> bool:
+        return sec.fence is not None
+
+    def core_view(self, client: Client) -> dict[str, Any]:
+        """What the spec observes of a section, in the spec's terms."""
+        model, sec = self.model, client.section
+        held = sec.phase is Phase.HELD
+        retries_left = model.retries - (
+            sec.attempts if sec.phase is Phase.BACKOFF else max(sec.attempts - 1, 0)
+        )
+        return {
+            "phase": sec.phase.value,
+            "outcome": sec.outcome.value,
+            "lost": sec.lost is not None,
+            "granted": self.granted(sec),
+            "retries_left": retries_left,
+            "renew_in_flight": sec.renew_in_flight,
+            "extend_in_flight": sec.extend_in_flight,
+            "deadline_in": ticks(sec.deadline - client.now) if held else None,
+            "next_renew_in": (
+                ticks(sec.next_renew_at - client.now) if held and sec.config.watch else None
+            ),
+        }
+
+    # -- the spec side ----------------------------------------------------------------------
+
+    def spec_granted(self, state: dict[str, Value], c: str) -> bool:
+        return bool(state["fence"][c] > 0)
+
+    def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+        held = state["phase"][c] == "held"
+        return {
+            "phase": state["phase"][c],
+            "outcome": state["outcome"][c],
+            "lost": state["lost"][c],
+            "granted": self.spec_granted(state, c),
+            "retries_left": state["retries_left"][c],
+            "renew_in_flight": state["renew_in_flight"][c],
+            "extend_in_flight": state["extend_in_flight"][c],
+            "deadline_in": state["deadline_in"][c] if held else None,
+            "next_renew_in": (
+                state["next_renew_in"][c] if held and self.auto_renew(state, c) else None
+            ),
+        }
+
+    def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
+        """The client's variables as far as a guard or an effect reads them: countdowns and
+        ages only in the phase where they count (elsewhere the spec zeroes them on the next
+        tick), the fence only as granted or not, the token not at all."""
+        phase = state["phase"][c]
+        held = phase == "held"
+        return (
+            phase,
+            state["outcome"][c],
+            state["retries_left"][c],
+            self.spec_granted(state, c),
+            state["lost"][c],
+            self.auto_renew(state, c),
+            state["renew_in_flight"][c],
+            state["extend_in_flight"][c],
+            state["deadline_in"][c] if held else None,
+            state["next_renew_in"][c] if held and self.auto_renew(state, c) else None,
+            state["sent_ago"][c] if phase == "acquiring" else None,
+            state["renew_sent_ago"][c] if held and state["renew_in_flight"][c] else None,
+            state["extend_sent_ago"][c] if held and state["extend_in_flight"][c] else None,
+        )
+
+    def mine(self, m: dict[str, Value], c: str, state: dict[str, Value]) -> bool:
+        """A message of client ``c``'s current section."""
+        return bool(m["tok"] == state["token"][c])
+
+    def acquire_arg(self, c: str, dst: dict[str, Value]) -> Arg:
+        return "granted" if dst["phase"][c] == "held" else "denied"
+
+    def reply_value(self, action: str, c: str, src: dict[str, Value],
+                    dst: dict[str, Value]) -> Arg:
+        kind = self.reply_kind.get(action)
+        if kind is None:
+            return None
+        if action == "AcquireReply":
+            return self.acquire_arg(c, dst)
+        gone = [m for m in src["net"]
+                if self.mine(m, c, src) and m["kind"] == kind and m["st"] == "done"
+                and m not in dst["net"]]
+        assert len(gone) == 1, (action, gone)
+        return bool(gone[0]["val"] == 1)
+
+    def sent_kind(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
+        new = [m["kind"] for m in dst["net"]
+               if self.mine(m, c, dst) and m["st"] == "sent" and m not in src["net"]]
+        return new[0] if new else None
+
+    def fence(self, c: str, arg: Arg, dst: dict[str, Value]) -> int:
+        """The acquire reply's value for the core: the fence the spec granted, or 0."""
+        return int(dst["fence"][c]) if arg == "granted" else 0
+
+    def spec_fires(self, label: str, c: str, src: dict[str, Value],
+                   dst: dict[str, Value]) -> bool:
+        fired = bool(dst["lost"][c] and not src["lost"][c])
+        if label in ("ReleaseReply", "ReleaseFail") and not self.auto_renew(src, c):
+            # A manual handle's release answers with a bool: its signal is not fired
+            # by the release, only marked (spec: lost turns TRUE with the outcome).
+            fired = False
+        return fired
+
+    def lags(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> bool:
+        """The spec let client ``c``'s clock lag on this tick."""
+        return "drift" in dst and dst["drift"][c] != src["drift"][c]
+
+    def active(self, state: dict[str, Value], c: str) -> bool:
+        """The client still takes steps (the semaphore's clients may be killed)."""
+        return c not in state.get("dead", ())
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def invoke(self, sec: Section, now: float, action: str, arg: Arg, fence: int) -> Step:
+        """Call the core method of ``action`` with the reply value ``arg``."""
+        method: Callable[..., Step] = getattr(sec, method_name(action))
+        if action == "AcquireReply":
+            return method(now, fence if arg == "granted" else 0)
+        if action in self.reply_kind:
+            return method(now, bool(arg))
+        if action == "Extend":
+            return method(now, sec.config.ttl_ms)
+        return method(now)
+
+    def candidates(self) -> list[tuple[str, Arg, bool]]:
+        """Every call a driver could make: each action with each reply value, and tick()."""
+        out: list[tuple[str, Arg, bool]] = [("", None, True)]
+        for action in self.actions:
+            if action == "AcquireReply":
+                out += [(action, "granted", False), (action, "denied", False)]
+            elif action in self.reply_kind:
+                out += [(action, True, False), (action, False, False)]
+            else:
+                out.append((action, None, False))
+        return out
+
+
+def call(adapter: Adapter, client: Client, action: str, arg: Arg, *, via_tick: bool = False,
          fence: int = 1) -> Call:
     """Call the core method of ``action`` (or ``tick``) on ``client`` in place."""
     sec, now = client.section, client.now
     result = Call(action, arg, via_tick)
-    method: Callable[..., Step]
     try:
         if via_tick:
             result.step = sec.tick(now)
-        elif action == "AcquireReply":
-            result.step = sec.acquire_reply(now, fence if arg == "granted" else 0)
-        elif action in ("RenewReply", "ExtendReply", "ReleaseReply"):
-            method = getattr(sec, method_name(action))
-            result.step = method(now, bool(arg))
-        elif action == "Extend":
-            result.step = sec.extend(now, sec.config.ttl_ms)
         else:
-            method = getattr(sec, method_name(action))
-            result.step = method(now)
+            result.step = adapter.invoke(sec, now, action, arg, fence)
     except (ProtocolError, UsageError) as exc:
         result.refused = exc
     result.taken = [e.action for e in sec.take_events() if isinstance(e, Transition)]
     return result
-
-
-def candidates() -> list[tuple[str, Arg, bool]]:
-    """Every call a driver could make: each action with each reply value, and tick()."""
-    out: list[tuple[str, Arg, bool]] = [("", None, True)]
-    for action in CLIENT_ACTIONS:
-        if action == "AcquireReply":
-            out += [(action, "granted", False), (action, "denied", False)]
-        elif action in REPLY_KIND:
-            out += [(action, True, False), (action, False, False)]
-        else:
-            out.append((action, None, False))
-    return out
 
 
 @dataclass
@@ -315,18 +409,14 @@ class Report:
 class Replay:
     """Walks a model's graph, keeping one core world per state (the first path found)."""
 
-    def __init__(self, graph: Graph, *, loosen: Callable[[Section], None] | None = None):
+    def __init__(self, graph: Graph, adapter: Adapter | None = None):
         self.graph = graph
         self.model = graph.model
+        self.spec = adapter if adapter is not None else Adapter(graph.model)
         first = graph.states[graph.init[0]]
         self.clients = sorted(first["phase"])
         # Client variables: the spec's functions over clients that the core mirrors.
-        self.client_vars = [
-            v for v in ("phase", "outcome", "retries_left", "token", "fence", "deadline_in",
-                        "sent_ago", "renew_in_flight", "renew_sent_ago", "next_renew_in",
-                        "extend_in_flight", "extend_sent_ago", "lost", "auto_renew")
-            if v in first
-        ]
+        self.client_vars = [v for v in self.spec.client_vars if v in first]
         self.report = Report(graph.model, states=len(graph.states), edges=len(graph.edges))
         self._probed: set[Any] = set()
         self._allowed: dict[tuple[Any, ...], dict[tuple[str, Arg], set[Any]]] = {}
@@ -339,48 +429,24 @@ class Replay:
                  if any(src[v][c] != dst[v][c] for v in self.client_vars)]
         return moved[0] if len(moved) == 1 else None
 
-    @staticmethod
-    def reply_value(action: str, c: str, src: dict[str, Value], dst: dict[str, Value]) -> Arg:
-        kind = REPLY_KIND.get(action)
-        if kind is None:
-            return None
-        if action == "AcquireReply":
-            return "granted" if dst["phase"][c] == "held" else "denied"
-        tok = src["token"][c]
-        gone = [m for m in src["net"]
-                if m["tok"] == tok and m["kind"] == kind and m["st"] == "done"
-                and m not in dst["net"]]
-        assert len(gone) == 1, (action, gone)
-        return bool(gone[0]["val"] == 1)
-
-    @staticmethod
-    def sent_kind(c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
-        tok = src["token"][c]
-        new = [m["kind"] for m in dst["net"]
-               if m["tok"] == tok and m["st"] == "sent" and m not in src["net"]]
-        return new[0] if new else None
-
     def _index(self) -> None:
         """Which steps (action, reply value) the spec takes from states with each key."""
         g = self.graph
         for src_id, dst_id, label in g.edges:
-            if label not in CLIENT_ACTIONS:
+            if label not in self.spec.actions:
                 continue
             src, dst = g.states[src_id], g.states[dst_id]
             c = self.actor(src, dst)
             assert c is not None, (label, src_id, dst_id)
-            arg = self.reply_value(label, c, src, dst)
-            key = client_key(src, c)
+            arg = self.spec.reply_value(label, c, src, dst)
+            key = self.spec.client_key(src, c)
             self._allowed.setdefault(key, {}).setdefault((label, arg), set()).add(
-                _freeze(spec_view(dst, c)))
+                _freeze(self.spec.spec_view(dst, c)))
 
     # -- the walk -------------------------------------------------------------------------
 
     def new_client(self, state: dict[str, Value], c: str, now: float) -> Client:
-        cfg = section_config(self.model, bool(state["auto_renew"][c]))
-        tok = state["token"][c]
-        sec = Section("k", f"{tok[0]}-{tok[1]}", cfg, client=c, record=True)
-        return Client(sec, now)
+        return Client(self.spec.new_section(state, c), now)
 
     def run(self, *, probe: bool = True) -> Report:
         self._index()
@@ -414,7 +480,7 @@ class Replay:
         if label == "Tick":
             after = {c: cl.clone() for c, cl in world.items()}
             for c, cl in after.items():
-                if dst["drift"][c] == src["drift"][c]:
+                if not self.spec.lags(c, src, dst):
                     cl.now += UNIT_MS
             for c in self.clients:
                 self.check_view(after[c], dst, c, "Tick")
@@ -425,40 +491,37 @@ class Replay:
                 if src["token"][c] != dst["token"][c]:
                     after[c] = self.new_client(dst, c, world[c].now)
             return after
-        if label not in CLIENT_ACTIONS:
+        if label not in self.spec.actions:
             return world  # Redis, the network, starvation: nothing the core sees
         actor = self.actor(src, dst)
         assert actor is not None
         c = actor
         self.report.client_steps += 1
-        arg = self.reply_value(label, c, src, dst)
+        arg = self.spec.reply_value(label, c, src, dst)
         covered = self.report.covered
         covered[(label, arg)] = covered.get((label, arg), 0) + 1
         after = dict(world)
         client = after[c] = world[c].clone()
-        fence = dst["fence"][c] if arg == "granted" else 0
-        if label in TIMER_ACTIONS:
+        fence = self.spec.fence(c, arg, dst)
+        if label in self.spec.timer_actions:
             # The method itself must accept too, not only the scheduler's tick().
-            direct = call(client.clone(), label, arg)
+            direct = call(self.spec, client.clone(), label, arg)
             if direct.taken != [label]:
                 self.fail("core refuses", label, arg, src, c, direct)
-            res = call(client, label, arg, via_tick=True)
+            res = call(self.spec, client, label, arg, via_tick=True)
         else:
-            res = call(client, label, arg, fence=fence)
+            res = call(self.spec, client, label, arg, fence=fence)
         if res.taken != [label]:
             self.fail("core refuses", label, arg, src, c, res)
             return None
         assert res.step is not None
         sent = None if res.step.send is None else res.step.send.op.value
-        if sent != self.sent_kind(c, src, dst):
+        sent = self.spec.op_kind.get(sent or "", sent)
+        if sent != self.spec.sent_kind(c, src, dst):
             self.fail("sends otherwise", label, arg, src, c, res,
-                      f"core sends {sent}, spec {self.sent_kind(c, src, dst)}")
+                      f"core sends {sent}, spec {self.spec.sent_kind(c, src, dst)}")
         fired = res.step.loss is not None
-        spec_fired = dst["lost"][c] and not src["lost"][c]
-        if label in ("ReleaseReply", "ReleaseFail") and not src["auto_renew"][c]:
-            # A manual handle's release answers with a bool: its signal is not fired
-            # by the release, only marked (spec: lost turns TRUE with the outcome).
-            spec_fired = False
+        spec_fired = self.spec.spec_fires(label, c, src, dst)
         if fired != spec_fired:
             self.fail("signal differs", label, arg, src, c, res,
                       f"core fires the loss: {fired}, spec: {spec_fired}")
@@ -467,7 +530,7 @@ class Replay:
 
     def check_view(self, client: Client, state: dict[str, Value], c: str, after: str,
                    arg: Arg = None) -> None:
-        core, spec = core_view(self.model, client), spec_view(state, c)
+        core, spec = self.spec.core_view(client), self.spec.spec_view(state, c)
         if core != spec:
             diff = {k: (core[k], spec[k]) for k in core if core[k] != spec[k]}
             self.report.add(Finding("state differs", after, arg,
@@ -476,17 +539,19 @@ class Replay:
     def probe(self, world: World, src: dict[str, Value]) -> None:
         """Every call the core accepts here must be a step the spec takes."""
         for c in self.clients:
-            key = client_key(src, c)
+            if not self.spec.active(src, c):
+                continue
+            key = self.spec.client_key(src, c)
             seen = (key, fingerprint(world[c].section, world[c].now))
             if seen in self._probed:
                 continue
             self._probed.add(seen)
             allowed = self._allowed.get(key, {})
-            for action, arg, via_tick in candidates():
-                if src["starved"][c] and (via_tick or action in STARVED_OUT):
+            for action, arg, via_tick in self.spec.candidates():
+                if src["starved"][c] and (via_tick or action in self.spec.starved_out):
                     continue
                 client = world[c].clone()
-                res = call(client, action, arg, via_tick=via_tick)
+                res = call(self.spec, client, action, arg, via_tick=via_tick)
                 self.report.probes += 1
                 if not res.taken:
                     continue
@@ -497,8 +562,8 @@ class Replay:
                     self.fail("core takes another action", action, arg, src, c, res,
                               f"recorded {res.taken}")
                     continue
-                family = FAMILY.get(name, name)
-                if not any(FAMILY.get(a, a) == family for a, _ in allowed):
+                family = self.spec.family.get(name, name)
+                if not any(self.spec.family.get(a, a) == family for a, _ in allowed):
                     self.fail("core accepts what the spec refuses", name, arg, src, c, res)
                     continue
                 if (name, arg) not in allowed:
@@ -506,7 +571,7 @@ class Replay:
                     # environment's choice, and this model's may never make that one
                     # from here (its fault budget spent, the key gone for good).
                     continue
-                view = _freeze(core_view(self.model, client))
+                view = _freeze(self.spec.core_view(client))
                 if view not in allowed[(name, arg)]:
                     spec_views = [dict(v) for v in allowed[(name, arg)]]
                     self.fail("core accepts to another state", name, arg, src, c, res,
@@ -518,12 +583,12 @@ class Replay:
             f"{res.describe()} raised {res.refused!r}" if res.refused is not None
             else f"{res.describe()} recorded {res.taken}"
         )
-        where = {**spec_view(state, c), "auto_renew": state["auto_renew"][c]}
+        where = {**self.spec.spec_view(state, c), "auto_renew": self.spec.auto_renew(state, c)}
         self.report.add(Finding(kind, action, arg, what, where, res.via_tick))
 
 
-def replay(graph: Graph, *, probe: bool = True) -> Report:
-    return Replay(graph).run(probe=probe)
+def replay(graph: Graph, adapter: Adapter | None = None, *, probe: bool = True) -> Report:
+    return Replay(graph, adapter).run(probe=probe)
 
 
 def summary(report: Report) -> str:
@@ -532,3 +597,26 @@ def summary(report: Report) -> str:
              f"{len(report.findings)} disagreements"]
     lines += [f"  {f.describe()}" for f in report.distinct().values()]
     return "\n".join(lines)
+
+
+class SemaphoreAdapter(Adapter):
+    """``spec/Semaphore.tla`` and :class:`SemaphoreSection`: the lock's actions on a permit,
+    granted or not instead of a fence."""
+
+    client_vars = (*Adapter.client_vars, "granted")
+
+    def new_section(self, state: dict[str, Value], c: str) -> Section:
+        tok = state["token"][c]
+        cfg = section_config(self.model, self.auto_renew(state, c))
+        limit = int(dict(self.model.extra).get("Limit", "1"))
+        return SemaphoreSection("k", f"{tok[0]}-{tok[1]}", cfg, limit=limit, client=c,
+                                record=True)
+
+    def granted(self, sec: Section) -> bool:
+        return bool(getattr(sec, "granted", False))
+
+    def spec_granted(self, state: dict[str, Value], c: str) -> bool:
+        return bool(state["granted"][c])
+
+    def fence(self, c: str, arg: Arg, dst: dict[str, Value]) -> int:
+        return 1 if arg == "granted" else 0
