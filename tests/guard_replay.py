@@ -23,18 +23,19 @@ Two directions:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from distlock._core.actions import CLIENT_ACTIONS, method_name
+from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, method_name
 from distlock._core.commands import Op, Step
 from distlock._core.lease import Write
+from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section, SectionConfig
 from distlock._core.semaphore import SemaphoreSection
 from distlock.errors import ProtocolError, UsageError
 from distlock.events import Transition
-from tests.spec_graph import Graph, Model, Value
+from tests.spec_graph import Graph, Model, Value, parse_value
 
 UNIT_MS: Final = 1000
 
@@ -182,19 +183,19 @@ class Adapter:
     :class:`Replay`, once for all of them."""
 
     #: The spec's client-side actions, and the actions the core has a method for.
-    actions: Mapping[str, str] = CLIENT_ACTIONS
+    actions: ClassVar[Mapping[str, str]] = CLIENT_ACTIONS
     #: Reply actions, and the kind of the message whose answer they consume.
-    reply_kind: Mapping[str, str] = REPLY_KIND
-    family: Mapping[str, str] = FAMILY
-    timer_actions: frozenset[str] = TIMER_ACTIONS
-    starved_out: frozenset[str] = STARVED_OUT
+    reply_kind: ClassVar[Mapping[str, str]] = REPLY_KIND
+    family: ClassVar[Mapping[str, str]] = FAMILY
+    timer_actions: ClassVar[frozenset[str]] = TIMER_ACTIONS
+    starved_out: ClassVar[frozenset[str]] = STARVED_OUT
     #: The spec's per-client variables that a client step may change (those present).
-    client_vars: tuple[str, ...] = (
+    client_vars: ClassVar[tuple[str, ...]] = (
         "phase", "outcome", "retries_left", "token", "fence", "deadline_in", "sent_ago",
         "renew_in_flight", "renew_sent_ago", "next_renew_in", "extend_in_flight",
         "extend_sent_ago", "lost", "auto_renew")
     #: Core ops as the spec names the kind of their request.
-    op_kind: Mapping[str, str] = {}
+    op_kind: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, model: Model) -> None:
         self.model = model
@@ -318,6 +319,10 @@ class Adapter:
         """The spec let client ``c``'s clock lag on this tick."""
         return "drift" in dst and dst["drift"][c] != src["drift"][c]
 
+    def beyond_model(self, state: dict[str, Value], c: str, action: str) -> bool:
+        """The spec refuses ``action`` here only because the model is bounded."""
+        return False
+
     def active(self, state: dict[str, Value], c: str) -> bool:
         """The client still takes steps (the semaphore's clients may be killed)."""
         return c not in state.get("dead", ())
@@ -337,11 +342,15 @@ class Adapter:
 
     def candidates(self) -> list[tuple[str, Arg, bool]]:
         """Every call a driver could make: each action with each reply value, and tick()."""
+        return self.candidates_of(self.actions)
+
+    @classmethod
+    def candidates_of(cls, actions: Iterable[str]) -> list[tuple[str, Arg, bool]]:
         out: list[tuple[str, Arg, bool]] = [("", None, True)]
-        for action in self.actions:
+        for action in actions:
             if action == "AcquireReply":
                 out += [(action, "granted", False), (action, "denied", False)]
-            elif action in self.reply_kind:
+            elif action in cls.reply_kind:
                 out += [(action, True, False), (action, False, False)]
             else:
                 out.append((action, None, False))
@@ -550,6 +559,8 @@ class Replay:
             for action, arg, via_tick in self.spec.candidates():
                 if src["starved"][c] and (via_tick or action in self.spec.starved_out):
                     continue
+                if self.spec.beyond_model(src, c, action):
+                    continue
                 client = world[c].clone()
                 res = call(self.spec, client, action, arg, via_tick=via_tick)
                 self.report.probes += 1
@@ -603,7 +614,7 @@ class SemaphoreAdapter(Adapter):
     """``spec/Semaphore.tla`` and :class:`SemaphoreSection`: the lock's actions on a permit,
     granted or not instead of a fence."""
 
-    client_vars = (*Adapter.client_vars, "granted")
+    client_vars: ClassVar[tuple[str, ...]] = (*Adapter.client_vars, "granted")
 
     def new_section(self, state: dict[str, Value], c: str) -> Section:
         tok = state["token"][c]
@@ -620,3 +631,180 @@ class SemaphoreAdapter(Adapter):
 
     def fence(self, c: str, arg: Arg, dst: dict[str, Value]) -> int:
         return 1 if arg == "granted" else 0
+
+
+# -- what the test files share --------------------------------------------------------------
+
+#: Findings of the first direction (a spec step the core does not follow).
+FORWARD: Final = frozenset({"core refuses", "sends otherwise", "signal differs", "state differs"})
+
+
+@dataclass(frozen=True)
+class Known:
+    """A disagreement between the core and the spec, found by these tests."""
+
+    action: str
+    via_tick: bool
+    where: tuple[tuple[str, Any], ...]
+    why: str
+    #: Countdowns that are above 0 where it happens.
+    positive: tuple[str, ...] = ()
+    kind: str = "core accepts what the spec refuses"
+    #: Other actions it covers, and values the spec's view does not have where it happens.
+    also: tuple[str, ...] = ()
+    where_not: tuple[tuple[str, Any], ...] = ()
+
+    def matches(self, finding: Finding) -> bool:
+        return (
+            finding.kind == self.kind
+            and finding.action in (self.action, *self.also)
+            and finding.via_tick == self.via_tick
+            and all(finding.state.get(k) == v for k, v in self.where)
+            and all(finding.state.get(k) != v for k, v in self.where_not)
+            and all((finding.state.get(k) or 0) > 0 for k in self.positive)
+        )
+
+
+def listing(findings: list[Finding]) -> str:
+    distinct: dict[tuple[str, str, str, bool, bool], Finding] = {}
+    for f in findings:
+        distinct.setdefault(f.key(), f)
+    return "\n".join(f.describe() for f in distinct.values())
+
+
+class Replays:
+    """The replays of one spec's models, each made once per test session (TLC runs for
+    seconds), and the checks every spec's test file makes of them."""
+
+    def __init__(self, models: Mapping[str, Model], adapter: type[Adapter],
+                 known: Mapping[str, Known] | None = None) -> None:
+        self.models = models
+        self.adapter = adapter
+        self.known = dict(known or {})
+        self._reports: dict[str, Report] = {}
+
+    def report(self, name: str) -> Report:
+        if name not in self._reports:
+            from tests import spec_graph
+
+            graph = spec_graph.build(self.models[name])
+            self._reports[name] = replay(graph, self.adapter(graph.model))
+        return self._reports[name]
+
+    def check_forward(self, name: str, *, min_steps: int = 1000) -> None:
+        """Every spec step is taken by the core, alike."""
+        rep = self.report(name)
+        found = [f for f in rep.findings if f.kind in FORWARD
+                 and not any(k.matches(f) for k in self.known.values())]
+        assert rep.client_steps > min_steps, rep.client_steps
+        assert not found, f"{len(found)} spec steps the core does not follow:\n{listing(found)}"
+
+    def check_backward(self, name: str, *, min_probes: int = 1000) -> None:
+        """Every call the core accepts is a spec step, alike."""
+        rep = self.report(name)
+        found = [f for f in rep.findings if f.kind not in FORWARD
+                 and not any(k.matches(f) for k in self.known.values())]
+        assert rep.probes > min_probes, rep.probes
+        assert not found, (
+            f"{len(found)} calls the core accepts and the spec does not take:\n"
+            + listing(found))
+
+    def check_known(self, key: str) -> None:
+        """A known disagreement is still there (else its entry is stale)."""
+        k = self.known[key]
+        hits = [f for name in self.models for f in self.report(name).findings if k.matches(f)]
+        assert hits, f"{key} is gone: remove it from the known disagreements ({k.why})"
+
+    def covered(self) -> set[tuple[str, Arg]]:
+        out: set[tuple[str, Arg]] = set()
+        for name in self.models:
+            out |= {k for k, n in self.report(name).covered.items() if n}
+        return out
+
+    def check_coverage(self, wanted: set[tuple[str, Arg]]) -> None:
+        missing = wanted - self.covered()
+        assert not missing, f"never replayed: {sorted(map(str, missing))}"
+
+    def every_step(self, actions: Mapping[str, str]) -> set[tuple[str, Arg]]:
+        """Each of ``actions`` with each reply value its adapter knows."""
+        return {(a, arg) for a, arg, tick in self.adapter.candidates_of(actions) if not tick}
+
+
+class ReentrantAdapter(Adapter):
+    """``spec/Reentrant.tla`` and :class:`ReentrantSection`: one section per holder (its
+    token is the holder's name), run/hold only, no retry, no drift; the lock's actions at
+    the outermost level and the depth writes inside it."""
+
+    actions: ClassVar[Mapping[str, str]] = {**CLIENT_ACTIONS, **REENTRANT_ACTIONS}
+    reply_kind: ClassVar[Mapping[str, str]] = {
+        **REPLY_KIND, "ReenterReply": "enter", "LeaveReply": "leave"}
+    family: ClassVar[Mapping[str, str]] = {
+        **FAMILY, "ReenterReply": "Reenter*", "ReenterFail": "Reenter*",
+        "LeaveReply": "Leave*", "LeaveFail": "Leave*"}
+    client_vars: ClassVar[tuple[str, ...]] = (
+        "phase", "outcome", "fence", "depth", "deadline_in", "sent_ago", "renew_in_flight",
+        "renew_sent_ago", "next_renew_in", "op", "op_sent_ago", "lost")
+    op_kind: ClassVar[Mapping[str, str]] = {Op.REENTER.value: "enter"}
+    #: The spec's ``op`` for the core's ``depth_op``.
+    depth_op: ClassVar[Mapping[Op | None, str]] = {
+        None: "none", Op.REENTER: "enter", Op.LEAVE: "leave"}
+    #: Every exit of the outermost level passes the core's check first (both drivers).
+    outermost_exits: ClassVar[frozenset[str]] = frozenset({"BodyDone", "Release"})
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        extra = dict(model.extra)
+        self.max_depth = int(extra.get("MaxDepth", "1"))
+        self.deep = set(parse_value(extra.get("Deep", "{}")))
+
+    def beyond_model(self, state: dict[str, Value], c: str, action: str) -> bool:
+        # The model's bounds, not guards: how deep a holder goes, and which holders re-enter.
+        return action == "Reenter" and (
+            state["depth"][c] >= self.max_depth or c not in self.deep)
+
+    def invoke(self, sec: Section, now: float, action: str, arg: Arg, fence: int) -> Step:
+        if action in self.outermost_exits:
+            assert isinstance(sec, ReentrantSection)
+            sec.check_outermost_exit()
+        return super().invoke(sec, now, action, arg, fence)
+
+    def new_section(self, state: dict[str, Value], c: str) -> Section:
+        return ReentrantSection("k", c, section_config(self.model, True), client=c,
+                                record=True)
+
+    def core_view(self, client: Client) -> dict[str, Any]:
+        sec = client.section
+        assert isinstance(sec, ReentrantSection)
+        view = super().core_view(client)
+        del view["retries_left"], view["extend_in_flight"]
+        # The spec's depth counts the levels still open: the outermost one closes with the
+        # body (or its release); the core keeps counting it, and reads it only while held.
+        depth = sec.depth if sec.phase is Phase.HELD else 0
+        return {**view, "depth": depth, "op": self.depth_op[sec.depth_op]}
+
+    def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+        held = state["phase"][c] == "held"
+        return {
+            "phase": state["phase"][c],
+            "outcome": state["outcome"][c],
+            "lost": state["lost"][c],
+            "granted": self.spec_granted(state, c),
+            "renew_in_flight": state["renew_in_flight"][c],
+            "deadline_in": state["deadline_in"][c] if held else None,
+            "next_renew_in": state["next_renew_in"][c] if held else None,
+            "depth": state["depth"][c],
+            "op": state["op"][c],
+        }
+
+    def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
+        phase = state["phase"][c]
+        held = phase == "held"
+        return (
+            *self.spec_view(state, c).values(),
+            state["sent_ago"][c] if phase == "acquiring" else None,
+            state["renew_sent_ago"][c] if held and state["renew_in_flight"][c] else None,
+            state["op_sent_ago"][c] if state["op"][c] == "enter" else None,
+        )
+
+    def mine(self, m: dict[str, Value], c: str, state: dict[str, Value]) -> bool:
+        return bool(m["h"] == c)

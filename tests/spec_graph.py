@@ -37,8 +37,8 @@ class Model:
 
     The fields are the lock's constants (the semaphore shares them); ``module`` names the
     spec, and ``extra`` sets any other constant or overridable definition by name (for a
-    spec whose constants are not the lock's, ``lock_constants=False`` leaves the fields
-    out and ``extra`` says everything)."""
+    spec whose constants are not the lock's, ``lock_constants=False`` keeps only the lease's
+    terms, ``TTL``, ``Heartbeat``, ``Margin``, ``MaxFaults``, and ``extra`` says the rest)."""
 
     name: str
     module: str = "DistLock"
@@ -63,7 +63,10 @@ class Model:
 
     def constants(self) -> dict[str, str]:
         if not self.lock_constants:
-            return dict(self.extra)
+            # The lease's terms are named alike in every spec; the rest is the spec's own.
+            return {"TTL": str(self.ttl), "Heartbeat": str(self.heartbeat),
+                    "Margin": str(self.margin), "MaxFaults": str(self.max_faults),
+                    "Mutant": '"none"', **dict(self.extra)}
         names = [f"c{i}" for i in range(1, self.clients + 1)]
         return {
             "Clients": "{" + ", ".join(names) + "}",
