@@ -27,12 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, method_name
+from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS, method_name
 from distlock._core.commands import Op, Step
 from distlock._core.lease import Write
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section, SectionConfig
 from distlock._core.semaphore import SemaphoreSection
+from distlock._core.waiting import Waiting
 from distlock.errors import ProtocolError, UsageError
 from distlock.events import Transition
 from tests.spec_graph import Graph, Model, Value, parse_value
@@ -84,9 +85,12 @@ class Client:
 
     section: Section
     now: float
+    #: Where the driver is in a sequence the core does not tell apart (a waiter's block:
+    #: refused, blocked, woken), kept by the adapter; empty for the other specs.
+    mark: str = ""
 
     def clone(self) -> Client:
-        return Client(_clone(self.section), self.now)
+        return Client(_clone(self.section), self.now, self.mark)
 
 
 def _slots(cls: type) -> list[str]:
@@ -100,7 +104,8 @@ def _slots(cls: type) -> list[str]:
 
 #: Attributes of the core that hold instants on the client clock.
 _INSTANTS: Final = frozenset(
-    {"retry_at", "sent_at", "first_sent_at", "deadline", "confirmed_at", "renewed_at"}
+    {"retry_at", "sent_at", "first_sent_at", "deadline", "confirmed_at", "renewed_at",
+     "until", "block_until"}
 )
 
 
@@ -114,7 +119,7 @@ def fingerprint(obj: Any, now: float) -> Any:
         return obj.watch
     if isinstance(obj, BaseException):
         return type(obj).__name__
-    if isinstance(obj, Section | Write):
+    if isinstance(obj, Section | Write | Waiting):
         out = []
         for name in _slots(type(obj)):
             if not hasattr(obj, name) or name in ("events", "key", "_token", "client"):
@@ -139,6 +144,8 @@ def _clone(obj: Any) -> Any:
         value = getattr(obj, name)
         if isinstance(value, list):
             value = list(value)
+        elif isinstance(value, Waiting):
+            value = _clone(value)  # mutated in place by the section
         setattr(new, name, value)
     return new
 
@@ -196,6 +203,8 @@ class Adapter:
         "extend_sent_ago", "lost", "auto_renew")
     #: Core ops as the spec names the kind of their request.
     op_kind: ClassVar[Mapping[str, str]] = {}
+    #: Real time of one spec tick on the core's clock.
+    unit_ms: ClassVar[int] = UNIT_MS
 
     def __init__(self, model: Model) -> None:
         self.model = model
@@ -307,7 +316,8 @@ class Adapter:
         return int(dst["fence"][c]) if arg == "granted" else 0
 
     def spec_fires(self, label: str, c: str, src: dict[str, Value],
-                   dst: dict[str, Value]) -> bool:
+                   dst: dict[str, Value]) -> bool | None:
+        """Whether the spec fires the loss signal on this step (None: not modelled)."""
         fired = bool(dst["lost"][c] and not src["lost"][c])
         if label in ("ReleaseReply", "ReleaseFail") and not self.auto_renew(src, c):
             # A manual handle's release answers with a bool: its signal is not fired
@@ -322,6 +332,16 @@ class Adapter:
     def beyond_model(self, state: dict[str, Value], c: str, action: str) -> bool:
         """The spec refuses ``action`` here only because the model is bounded."""
         return False
+
+    def possible(self, client: Client, action: str, arg: Arg) -> bool:
+        """Redis could answer the core's request in flight with ``arg``."""
+        return True
+
+    def starved(self, state: dict[str, Value], c: str) -> bool:
+        return bool(state["starved"][c]) if "starved" in state else False
+
+    def after(self, client: Client, action: str, arg: Arg) -> None:
+        """Keep the driver's place (``Client.mark``) after a call the core took or not."""
 
     def active(self, state: dict[str, Value], c: str) -> bool:
         """The client still takes steps (the semaphore's clients may be killed)."""
@@ -490,7 +510,7 @@ class Replay:
             after = {c: cl.clone() for c, cl in world.items()}
             for c, cl in after.items():
                 if not self.spec.lags(c, src, dst):
-                    cl.now += UNIT_MS
+                    cl.now += self.spec.unit_ms
             for c in self.clients:
                 self.check_view(after[c], dst, c, "Tick")
             return after
@@ -523,6 +543,7 @@ class Replay:
         if res.taken != [label]:
             self.fail("core refuses", label, arg, src, c, res)
             return None
+        self.spec.after(client, label, arg)
         assert res.step is not None
         sent = None if res.step.send is None else res.step.send.op.value
         sent = self.spec.op_kind.get(sent or "", sent)
@@ -531,7 +552,7 @@ class Replay:
                       f"core sends {sent}, spec {self.spec.sent_kind(c, src, dst)}")
         fired = res.step.loss is not None
         spec_fired = self.spec.spec_fires(label, c, src, dst)
-        if fired != spec_fired:
+        if spec_fired is not None and fired != spec_fired:
             self.fail("signal differs", label, arg, src, c, res,
                       f"core fires the loss: {fired}, spec: {spec_fired}")
         self.check_view(client, dst, c, label, arg)
@@ -551,21 +572,24 @@ class Replay:
             if not self.spec.active(src, c):
                 continue
             key = self.spec.client_key(src, c)
-            seen = (key, fingerprint(world[c].section, world[c].now))
+            seen = (key, world[c].mark, fingerprint(world[c].section, world[c].now))
             if seen in self._probed:
                 continue
             self._probed.add(seen)
             allowed = self._allowed.get(key, {})
             for action, arg, via_tick in self.spec.candidates():
-                if src["starved"][c] and (via_tick or action in self.spec.starved_out):
+                if self.spec.starved(src, c) and (via_tick or action in self.spec.starved_out):
                     continue
                 if self.spec.beyond_model(src, c, action):
+                    continue
+                if not self.spec.possible(world[c], action, arg):
                     continue
                 client = world[c].clone()
                 res = call(self.spec, client, action, arg, via_tick=via_tick)
                 self.report.probes += 1
                 if not res.taken:
                     continue
+                self.spec.after(client, res.taken[0], arg)
                 name = res.taken[0]
                 if via_tick:
                     arg = None
@@ -650,17 +674,21 @@ class Known:
     #: Countdowns that are above 0 where it happens.
     positive: tuple[str, ...] = ()
     kind: str = "core accepts what the spec refuses"
-    #: Other actions it covers, and values the spec's view does not have where it happens.
+    #: Other actions and kinds of finding it covers, values the spec's view does not have
+    #: where it happens, and values one of which it has.
     also: tuple[str, ...] = ()
     where_not: tuple[tuple[str, Any], ...] = ()
+    kinds: tuple[str, ...] = ()
+    where_in: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def matches(self, finding: Finding) -> bool:
         return (
-            finding.kind == self.kind
+            finding.kind in (self.kind, *self.kinds)
             and finding.action in (self.action, *self.also)
             and finding.via_tick == self.via_tick
             and all(finding.state.get(k) == v for k, v in self.where)
             and all(finding.state.get(k) != v for k, v in self.where_not)
+            and all(finding.state.get(k) in vs for k, vs in self.where_in)
             and all((finding.state.get(k) or 0) > 0 for k in self.positive)
         )
 
@@ -808,3 +836,161 @@ class ReentrantAdapter(Adapter):
 
     def mine(self, m: dict[str, Value], c: str, state: dict[str, Value]) -> bool:
         return bool(m["h"] == c)
+
+
+class WaitAdapter(Adapter):
+    """``spec/Wait.tla``'s clients and :class:`Section`'s waiting path: attempts with a
+    place in the key's queue, blocks, wake-ups, handoffs and withdrawals.  The spec has no
+    lease clock, fence or renewal: only what it has is compared (phase, outcome, the wait
+    and the block left).  The core keeps one phase, ``waiting``, for the spec's
+    ``refused``, ``blocked`` and ``woken`` (the driver's sequence: block, then wake), and
+    none for ``withdrawing``: the replay keeps that place as ``Client.mark``."""
+
+    actions: ClassVar[Mapping[str, str]] = {
+        a: d for a, d in {**CLIENT_ACTIONS, **WAIT_ACTIONS}.items()
+        if a in ("Acquire", "AcquireReply", "AcquireFail", "BodyDone", "Release",
+                 "ReleaseReply", "ReleaseFail", *WAIT_ACTIONS)}
+    reply_kind: ClassVar[Mapping[str, str]] = {
+        "AcquireReply": "refused", "ReleaseReply": "released", "Wake": "element"}
+    family: ClassVar[Mapping[str, str]] = {
+        "AcquireReply": "Acquire*", "AcquireFail": "Acquire*",
+        "ReleaseReply": "Release*", "ReleaseFail": "Release*",
+        "WithdrawReply": "Withdraw*", "WithdrawFail": "Withdraw*"}
+    timer_actions: ClassVar[frozenset[str]] = frozenset()
+    starved_out: ClassVar[frozenset[str]] = frozenset()
+    client_vars: ClassVar[tuple[str, ...]] = ("phase", "outcome", "wait_left", "block_left")
+    op_kind: ClassVar[Mapping[str, str]] = {
+        Op.ACQUIRE.value: "attempt", Op.WITHDRAW.value: "leave"}
+    unit_ms: ClassVar[int] = 250
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        extra = dict(model.extra)
+        self.waiting = set(parse_value(extra.get("Waiting", "{}")))
+        self.max_wait = int(extra.get("MaxWait", "1"))
+        self.rechecks = max(model.ttl, self.max_wait)
+        self.cancels = "cancel" in extra.get("FaultKinds", '{"cancel"}')
+
+    def new_section(self, state: dict[str, Value], c: str) -> Section:
+        u = self.unit_ms
+        cfg = SectionConfig(
+            ttl_ms=self.model.ttl * u, retries=0, retry_delay_ms=0.0, renew_every_ms=u,
+            watch=True, drift_factor=0.0,
+            wait_ms=self.max_wait * u if c in self.waiting else 0)
+        return Section("k", c, cfg, client=c, record=True)
+
+    def after(self, client: Client, action: str, arg: Arg) -> None:
+        phase = client.section.phase
+        if action == "Withdraw":
+            client.mark = "withdrawing"
+        elif action in ("WithdrawReply", "WithdrawFail"):
+            client.mark = ""
+        elif client.mark == "withdrawing":
+            pass
+        elif phase is not Phase.WAITING:
+            client.mark = ""
+        elif action == "AcquireReply":
+            client.mark = "refused"
+        elif action == "Block":
+            client.mark = "blocked"
+        elif action == "Wake":
+            client.mark = "woken"
+
+    def core_view(self, client: Client) -> dict[str, Any]:
+        sec, u = client.section, self.unit_ms
+        phase = client.mark or sec.phase.value
+        waiting = sec.waiting
+        still = phase in ("acquiring", "refused", "blocked", "woken") and waiting is not None
+        wait_left = None
+        if still and waiting is not None and waiting.until is not None:
+            wait_left = ticks((waiting.until - client.now) * UNIT_MS / u)
+        block_left = None
+        if phase in ("refused", "blocked") and waiting is not None:
+            block_left = ticks((waiting.block_until - client.now) * UNIT_MS / u)
+        return {"phase": phase, "outcome": sec.outcome.value, "wait_left": wait_left,
+                "block_left": block_left}
+
+    def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+        phase = state["phase"][c]
+        still = phase in ("acquiring", "refused", "blocked", "woken") and c in self.waiting
+        return {"phase": phase, "outcome": state["outcome"][c],
+                "wait_left": state["wait_left"][c] if still else None,
+                "block_left": state["block_left"][c] if phase in ("refused", "blocked")
+                else None}
+
+    def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
+        return (*self.spec_view(state, c).values(), c in self.waiting,
+                state["faults"] < self.model.max_faults)
+
+    def mine(self, m: dict[str, Value], c: str, state: dict[str, Value]) -> bool:
+        return bool(m["c"] == c)
+
+    def reply_value(self, action: str, c: str, src: dict[str, Value],
+                    dst: dict[str, Value]) -> Arg:
+        if action == "AcquireReply":
+            if dst["phase"][c] == "held":
+                return "granted"
+            gone = [m for m in src["net"] if m["c"] == c and m["kind"] == "refused"
+                    and m not in dst["net"]]
+            return f"refused {gone[0]['n']}"
+        if action == "Wake":
+            return "handed" if dst["phase"][c] == "held" else None
+        if action == "ReleaseReply":
+            gone = [m for m in src["net"] if m["c"] == c and m["kind"] == "released"
+                    and m not in dst["net"]]
+            return bool(gone[0]["n"] == 1)
+        return None
+
+    def sent_kind(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
+        # The BLPOP of a block is the driver's command, not the core's.
+        new = [m["kind"] for m in dst["net"]
+               if m["c"] == c and m["kind"] in ("attempt", "release", "leave")
+               and m not in src["net"]]
+        return new[0] if new else None
+
+    def fence(self, c: str, arg: Arg, dst: dict[str, Value]) -> int:
+        return 1 if arg in ("granted", "handed") else 0
+
+    def spec_fires(self, label: str, c: str, src: dict[str, Value],
+                   dst: dict[str, Value]) -> bool | None:
+        return None  # no loss signal in Wait.tla
+
+    def beyond_model(self, state: dict[str, Value], c: str, action: str) -> bool:
+        # A withdrawal is a cancellation (a fault of the model) or a broken block.
+        return action == "Withdraw" and not (
+            self.cancels and state["faults"] < self.model.max_faults)
+
+    def active(self, state: dict[str, Value], c: str) -> bool:
+        return bool(state["phase"][c] != "dead")
+
+    def possible(self, client: Client, action: str, arg: Arg) -> bool:
+        # A waiter's attempt that carried no wait (the last) is refused with 0, any other
+        # with the re-check time, at least 1.
+        waiting = client.section.waiting
+        if action != "AcquireReply" or waiting is None or arg == "granted":
+            return True
+        return (arg == "refused 0") == (waiting.sent_ms == 0)
+
+    def invoke(self, sec: Section, now: float, action: str, arg: Arg, fence: int) -> Step:
+        if action == "AcquireReply":
+            if arg == "granted":
+                return sec.acquire_reply(now, 1)
+            assert isinstance(arg, str)
+            return sec.acquire_reply(now, -int(arg.split()[1]) * self.unit_ms)
+        if action == "Wake":
+            return sec.wake(now, arg == "handed", 1 if arg == "handed" else 0)
+        return super().invoke(sec, now, action, arg, fence)
+
+    def candidates(self) -> list[tuple[str, Arg, bool]]:
+        out: list[tuple[str, Arg, bool]] = []
+        for action in self.actions:
+            if action == "AcquireReply":
+                out += [(action, "granted", False)]
+                out += [(action, f"refused {n}", False) for n in range(self.rechecks + 1)]
+            elif action == "Wake":
+                out += [(action, "handed", False), (action, None, False)]
+            elif action == "ReleaseReply":
+                out += [(action, True, False), (action, False, False)]
+            else:
+                out.append((action, None, False))
+        return out
