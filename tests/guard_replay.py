@@ -18,6 +18,14 @@ Two directions:
   variables, to the same observable state.  Where the environment alone disables an
   action (no reply has come, a starved loop runs no callback), the core cannot know it:
   the comparison is over every state that shares the client's variables.
+
+The rules above live in :class:`Replay`, once.  What differs per spec is an
+:class:`Adapter`: the lock's (``DistLock.tla``, described above) is the base class, and
+:class:`SemaphoreAdapter`, :class:`ReentrantAdapter` (one section per holder) and
+:class:`WaitAdapter` (``Wait.tla``'s clients on the waiting path) change the few names
+that differ: the client actions, the spec's per-client variables, how replies and
+requests are read off ``net``, what is observed, and the model's bounds that are not
+guards.  :class:`Replays` holds the checks every test file makes.
 """
 
 from __future__ import annotations
