@@ -1,4 +1,5 @@
-"""The complete state graph of a small model of ``spec/DistLock.tla``, as TLC dumps it.
+"""The complete state graph of a small model of a spec (``spec/DistLock.tla``,
+``Reentrant.tla``, ``Semaphore.tla``, ``Wait.tla``), as TLC dumps it.
 
 Random simulation in this TLC build runs until killed and prints no behaviour unless an
 invariant breaks, so it cannot hand over many behaviours per JVM start.  An exhaustive
@@ -9,7 +10,7 @@ which is what a guard comparison needs.
 
 The model is generated at test time (a config beside a one-line module extending the
 real spec), so edits to the spec are checked as they land.  Constants this module does not
-set are taken from ``spec/DistLock.cfg``.
+set are taken from the spec's default cfg (``spec/<Module>.cfg``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,15 @@ Value = Any
 
 @dataclass(frozen=True)
 class Model:
-    """A small model: the constants that matter for guards."""
+    """A small model: the constants that matter for guards.
+
+    The fields are the lock's constants (the semaphore shares them); ``module`` names the
+    spec, and ``extra`` sets any other constant or overridable definition by name (for a
+    spec whose constants are not the lock's, ``lock_constants=False`` keeps only the lease's
+    terms, ``TTL``, ``Heartbeat``, ``Margin``, ``MaxFaults``, and ``extra`` says the rest)."""
 
     name: str
+    module: str = "DistLock"
     clients: int = 1
     rounds: int = 1
     retries: int = 0
@@ -44,8 +51,22 @@ class Model:
     max_drift: int = 0
     max_faults: int = 0
     manual: bool = False
+    extra: tuple[tuple[str, str], ...] = ()
+    lock_constants: bool = True
+    #: The spec's client actions (operators of one client), when its ``Next`` does not
+    #: let TLC label each client step with its action (a client set that changes, such
+    #: as the semaphore's ``Clients \\ dead``): the model then steps by a ``Next`` of its
+    #: own, each client action on its own under ``client_guard``, then ``EnvStep``.
+    client_actions: tuple[str, ...] = ()
+    client_set: str = "Clients"
+    client_guard: str = "TRUE"
 
     def constants(self) -> dict[str, str]:
+        if not self.lock_constants:
+            # The lease's terms are named alike in every spec; the rest is the spec's own.
+            return {"TTL": str(self.ttl), "Heartbeat": str(self.heartbeat),
+                    "Margin": str(self.margin), "MaxFaults": str(self.max_faults),
+                    "Mutant": '"none"', **dict(self.extra)}
         names = [f"c{i}" for i in range(1, self.clients + 1)]
         return {
             "Clients": "{" + ", ".join(names) + "}",
@@ -61,6 +82,7 @@ class Model:
             "Manual": "TRUE" if self.manual else "FALSE",
             "Mutant": '"none"',
             **{n: n for n in names},
+            **dict(self.extra),
         }
 
 
@@ -88,11 +110,11 @@ class TLCError(RuntimeError):
 _CONST_LINE = re.compile(r"^\s*(\w+)\s*=\s*(.+?)\s*$")
 
 
-def _default_constants(spec: Path) -> dict[str, str]:
+def _default_constants(spec: Path, module: str) -> dict[str, str]:
     """The CONSTANTS block of the default model: values for constants added later."""
     out: dict[str, str] = {}
     inside = False
-    for raw in (spec / "DistLock.cfg").read_text().splitlines():
+    for raw in (spec / f"{module}.cfg").read_text().splitlines():
         line = raw.split("\\*")[0].rstrip()
         if not line.strip():
             continue
@@ -105,14 +127,33 @@ def _default_constants(spec: Path) -> dict[str, str]:
 
 
 def _cfg(model: Model, spec: Path) -> str:
-    constants = _default_constants(spec)
+    constants = _default_constants(spec, model.module)
     # Model values of the default model (c1 = c1, ...) name clients this model may lack.
     constants = {k: v for k, v in constants.items() if k != v}
+    if model.lock_constants:
+        # The core lets a run/hold body release its own key: the spec's option for it.
+        constants["EarlyRelease"] = "TRUE"
     constants.update(model.constants())
-    # The core lets a run/hold body release its own key: the spec's option for it.
-    constants["EarlyRelease"] = "TRUE"
     lines = ["CONSTANTS", *(f"    {k} = {v}" for k, v in constants.items())]
-    return "\n".join([*lines, "INIT Init", "NEXT Next", ""])
+    nxt = "GuardNext" if model.client_actions else "Next"
+    return "\n".join([*lines, "INIT Init", f"NEXT {nxt}", ""])
+
+
+#: Prefix of the generated per-action operators; the graph's labels lose it.
+_PREFIX = "G_"
+
+
+def _module(model: Model) -> str:
+    """A module extending the spec; with ``client_actions``, a ``Next`` labelled by them."""
+    lines = ["---- MODULE GuardModel ----", f"EXTENDS {model.module}"]
+    if model.client_actions:
+        for a in model.client_actions:
+            lines.append(f"{_PREFIX}{a}(c) == {model.client_guard} /\\ {a}(c)")
+        lines.append("GuardNext ==")
+        lines += [f"    \\/ \\E c \\in {model.client_set} : {_PREFIX}{a}(c)"
+                  for a in model.client_actions]
+        lines.append("    \\/ EnvStep")
+    return "\n".join([*lines, "====", ""])
 
 
 def build(model: Model, *, timeout_s: float = 300.0) -> Graph:
@@ -124,9 +165,7 @@ def build(model: Model, *, timeout_s: float = 300.0) -> Graph:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="distlock-guards-") as tmp:
         work = Path(tmp)
-        (work / "GuardModel.tla").write_text(
-            "---- MODULE GuardModel ----\nEXTENDS DistLock\n====\n", encoding="ascii"
-        )
+        (work / "GuardModel.tla").write_text(_module(model), encoding="ascii")
         (work / "GuardModel.cfg").write_text(_cfg(model, spec), encoding="ascii")
         (work / "tmp").mkdir()
         cmd = [
@@ -177,7 +216,8 @@ def parse_dot(model: Model, text: str) -> Graph:
     edges: list[tuple[str, str, str]] = []
     for line in text.splitlines():
         if found := _EDGE.match(line):
-            edges.append((found.group(1), found.group(2), found.group(3)))
+            label = found.group(3).removeprefix(_PREFIX)
+            edges.append((found.group(1), found.group(2), label))
         elif (found := _NODE.match(line)) and found.group(1) not in states:
             states[found.group(1)] = parse_state(_unescape(found.group(2)))
             if found.group(3):
