@@ -416,11 +416,13 @@ ReleaseReply(c) ==
     /\ phase' = [phase EXCEPT ![c] = "done"]
     /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
 
+(* A release that got no answer: the key may or may not be gone, and the     *)
+(* section ends lost, as in DistLock.tla and the core.                      *)
 ReleaseFail(c) ==
     /\ phase[c] = "releasing"
     /\ \E m \in net : m.c = c /\ m.kind = "error" /\ net' = net \ {m}
     /\ phase' = [phase EXCEPT ![c] = "done"]
-    /\ outcome' = [outcome EXCEPT ![c] = "failed"]
+    /\ outcome' = [outcome EXCEPT ![c] = "lost"]
     /\ UNCHANGED <<wait_left, block_left, redis_vars, faults, ghost_vars>>
 
 -----------------------------------------------------------------------------

@@ -83,12 +83,6 @@ KNOWN: dict[str, Known] = {
         where_in=(("phase", ("acquiring", "withdrawing", "done")),
                   ("outcome", ("none", "failed"))),
     ),
-    "release-fail-outcome": Known(
-        "ReleaseFail", False, (), "a release that got no answer ends failed in Wait.tla, "
-        "lost in the core (and in DistLock.tla: the key may or may not be gone)",
-        also=("state", "Tick"), kinds=("state differs", "core accepts to another state"),
-        where_in=(("phase", ("releasing", "done")), ("outcome", ("none", "failed"))),
-    ),
     "withdraw-during-attempt": Known(
         "Withdraw", False, (), "Wait.tla withdraws an attempt in flight in one step (its "
         "reply is dropped; outcome not_acquired); the core's withdraw takes a waiter "
