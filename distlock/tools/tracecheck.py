@@ -107,8 +107,9 @@ token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if shorter, an
 fence); that ``Wake`` is the grant, counted from the last attempt's send, renewed at once
 when the handed TTL is short (``HandedGrant``).  Its fence takes part in the pre-pass and
 in the fence order like a granted attempt's.  Not modelled: the queue's order among
-waiters, a handoff by a withdrawal, and a semaphore's or reentrant lock's waiting (refused
-with a TraceError).  run/hold sections with ``heartbeat_ms=False`` are the spec's
+waiters and a handoff by a withdrawal (a withdrawing waiter's key handed on to the next:
+the next waiter's handed ``Wake`` then follows a withdrawal, not a release, and is no
+behaviour of the trace model).  run/hold sections with ``heartbeat_ms=False`` are the spec's
 ``WatchOnly`` sections (a lock's only).
 
 **The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
@@ -120,6 +121,14 @@ and the time bounds are the lock's (:func:`build_model` with ``limit``); the cfg
 (:func:`semaphore_limit`: callers passing different limits count against their own, and
 the spec has one).  Permits have no fence: the pre-pass checks time only, and no fence
 order is compared.  A declared data loss is Redis losing every permit (one fault more).
+A waiting permit (``wait_ms``) records ``Block``, ``Wake`` and its withdrawal as a lock's
+waiter does, with the same steps in ``SemaphoreTrace.tla`` (``WaitDenied``, ``Block``,
+``Wake`` and the withdrawal change nothing of the permits), except that the semaphore's
+release wakes its queue and never hands a permit over: a ``Wake`` with a fence is refused
+(a TraceError), and the woken section's next attempt is an ordinary one.  A run/hold
+permit with ``heartbeat_ms=False`` is one whose renewal the spec never sends
+(``Unrenewed``: a renewal in flight that no message carries, taken before its first
+attempt, which its ``Acquire`` requires); its lease timer fires as a renewed one's does.
 """
 
 from __future__ import annotations
@@ -836,8 +845,8 @@ def build_model(
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
     waits = {c for c, e in config.items() if e.get("wait_ms")}
-    if limit is not None and (waits or any(e["action"] in WAIT_ACTIONS for _, e in logged)):
-        raise TraceError("a semaphore's waiting permits are not checked against spec/Semaphore.tla")
+    if limit is not None and any(_handed_fence(e) is not None for _, e in logged):
+        raise TraceError("a semaphore's release never hands a permit over: a Wake with a fence")
     # A waiting section's refusals do not count retries (it waits until its deadline).
     retries = {e.get("retries", 0) for c, e in config.items() if c not in waits} or {0}
     if len(retries) != 1:
@@ -849,11 +858,6 @@ def build_model(
     }
     # run/hold sections with heartbeat_ms=False: the spec's WatchOnly sections.
     watch_only = any(e.get("watch") and e.get("renew_every_ms") is None for e in firsts)
-    if watch_only and limit is not None:
-        raise TraceError(
-            "a permit watched without renewal (heartbeat_ms=False) is not a mode of "
-            "spec/Semaphore.tla"
-        )
     if len(beats) > 1:
         raise TraceError(f"the renewed sections must share one heartbeat, got {beats}")
     unit = ttl_ms / ticks
