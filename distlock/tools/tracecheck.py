@@ -92,8 +92,16 @@ steps (time bounded by the timestamps; dropped or hung replies, a key loss or a 
 body only where the rest of the trace can tell them).  A denial with retries left (phase
 ``backoff``) is the spec's denial, and the retry after it the wrapper's ``RetryAcquire``
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
-levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
-manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
+levels of one section is rejected there.  A waiting section (``wait_ms``) is checked as
+the lock's is (see Waiting below), with the steps of ``ReentrantTrace.tla``: a refusal with
+time left is the spec's denial with the section left waiting (``e.waits``), its next
+attempt a ``RetryAcquire``; ``Block``, ``Wake`` and the withdrawal change nothing (a
+``Block`` or ``Wake`` only while waiting); the reentrant release hands the key as the
+lock's does (``R_RELEASE``'s ``hand_head``: ``ReleaseHand``, the waiter's token at depth 1
+with the handed TTL and a fresh fence), and the handed ``Wake`` is the outermost level's
+grant counted from the last attempt's send (``HandedGrant``).  Not checked against
+``Reentrant.tla``: a granted manual handle (``Extend``), and traces declaring a data loss
+(its counter never resets).
 
 **Waiting.**  A lock's waiting section (``wait_ms``) records, beside the lock's actions,
 ``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``,
@@ -212,8 +220,10 @@ R_FAIL_OF: Final = {
     "release": "ReleaseFail",
 }
 #: The holder actions of ``spec/Reentrant.tla`` (the lock's, without the manual extend).
-R_ACTIONS: Final = (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"}) | (
-    frozenset(REENTRANT_ACTIONS)
+R_ACTIONS: Final = (
+    (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"})
+    | frozenset(REENTRANT_ACTIONS)
+    | frozenset(WAIT_ACTIONS)
 )
 #: The spec's holders, in the order a trace's sections are mapped onto them.
 R_HOLDERS: Final = ("Parent", "Child", "Other")
@@ -1122,7 +1132,7 @@ def _spec_state(e: dict[str, Any]) -> tuple[str, str]:
     retries left (phase ``backoff``) ends the spec's section as not acquired (the wrapper's
     RetryAcquire starts it again)."""
     phase, outcome = str(e["phase"]), str(e["outcome"])
-    if phase == "backoff":
+    if phase in ("backoff", "waiting"):
         return "done", "not_acquired"
     if phase == "release_unknown":
         raise TraceError("a manual handle's unanswered release is not a step of spec/Reentrant.tla")
@@ -1186,6 +1196,9 @@ def build_reentrant_model(
     faults = _plausible_faults(
         events, index, complete=complete, hang_after_ms=hang_after_ms, reentrant=True
     )
+    hands = _handed_before(events, index)
+    waits = {c for c, e in config.items() if e.get("wait_ms")}
+    hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
     deep: set[int] = set()
     max_depth = 1
     fences = dict.fromkeys(index, 0)
@@ -1201,6 +1214,9 @@ def build_reentrant_model(
         if not isinstance(value, bool):
             kind = ""
         fence = e.get("fence") if action == "AcquireReply" and value else 0
+        if _handed_fence(e) is not None:
+            # a Wake with the fence of a key handed over: a grant
+            kind, value, fence = "hand", True, e.get("fence")
         fence = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
         if fence:
             fences[client] = fence
@@ -1218,7 +1234,8 @@ def build_reentrant_model(
             f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(outcome)}, "
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
-            f"{faults[n]}]"
+            f"w |-> {_tla_bool(client in waits)}, waits |-> {_tla_bool(e['phase'] == 'waiting')}, "
+            f"hand |-> {hands[n]}, {faults[n]}]"
         )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
@@ -1227,6 +1244,7 @@ def build_reentrant_model(
         f"Sections == {len(index)}\n\n"
         f"HolderIndex == <<{', '.join(str(holder_of[c]) for c in index)}>>\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
+        f"HandTTL == {hand_ttl}\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
     )
