@@ -85,7 +85,11 @@ NextSection(h) ==
 ReleaseHand(m, i) ==
     LET h == HolderOf[i] IN
     /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "release"
-    /\ key_holder = m.tok /\ waiting[i] /\ handed[i] = 0
+    /\ key_holder = m.tok /\ handed[i] = 0
+    \* queued: refused and waiting, or refused at Redis with the reply still on its way
+    /\ \/ waiting[i]
+       \/ /\ phase[h] = "acquiring"
+          /\ \E r \in net : Mine(r, h, "acquire") /\ r.st = "done" /\ r.val = 0
     /\ key_holder' = Tok(h)
     /\ key_depth' = 1
     /\ key_ttl' = HandTTL
@@ -132,7 +136,7 @@ HandedGrant(i) ==
 WaitStep(e) ==
     LET i == e.c IN
     CASE e.a = "Block" ->
-              /\ waiting[i] /\ handed[i] = 0 /\ UNCHANGED vars
+              /\ waiting[i] /\ UNCHANGED vars
               /\ UNCHANGED <<wsent, handed, withdrawing>>
       [] e.a = "Wake" ->
               /\ waiting[i]

@@ -458,6 +458,31 @@ def _async_waiting_reentrant(server: RedisServer, path: Path) -> list[Event]:
     return read_events(path)
 
 
+def _refusal_after_release(events: list[Event], wake: int, release: int) -> list[Event]:
+    """``events`` with the handed waiter's last refusal and block moved after the reply
+    to the release that hands it the key (their times moved with them)."""
+    waiter = events[wake]["client"]
+    refusal = max(
+        n
+        for n in range(wake)
+        if events[n]["client"] == waiter and events[n]["action"] == "AcquireReply"
+    )
+    moved = [n for n in range(refusal, wake) if events[n]["client"] == waiter]
+    reply = next(
+        n
+        for n in range(release, wake)
+        if events[n]["client"] == events[release]["client"]
+        and events[n]["action"] == "ReleaseReply"
+    )
+    assert all(n < release for n in moved), moved
+    t = events[reply]["t"]
+    return [
+        *(e for n, e in enumerate(events[: reply + 1]) if n not in moved),
+        *({**events[n], "t": t} for n in moved),
+        *events[reply + 1 :],
+    ]
+
+
 @needs_tlc
 @pytest.mark.tlc
 def test_waiting_reentrant_runs_are_checked(redis_server: RedisServer, tmp_path: Path) -> None:
@@ -499,9 +524,15 @@ def test_waiting_reentrant_runs_are_checked(redis_server: RedisServer, tmp_path:
     block = _index(good, "Block", client=quitter)
     ended = [*good[: refusal + 1], {**good[block], "t": good[refusal]["t"]}, *good[refusal + 1 :]]
 
+    # A history the run could have had: the waiter's attempt refused at Redis just before
+    # the release ran, and the refusal's reply (and the block) came back after the
+    # release's, the key already handed to it.
+    late_refusal = _refusal_after_release(good, wake, release)
+
     cases: list[tuple[str, list[Event], int | None]] = [
         ("genuine sync: timed out, handed, re-entered", good, None),
         ("genuine asyncio: withdrawn, handed, re-entered", aio, None),
+        ("a refusal answered after the release that hands the key", late_refusal, None),
         ("1. a body without a grant", ungranted, wake + 1),
         ("2. a key handed before its release", early, release),
         ("3. a block after giving up", ended, refusal + 1),

@@ -314,7 +314,11 @@ WaitWithdraw(c) ==
 (* The release script hands the key it deletes to the waiter c. *)
 ReleaseHand(m, c) ==
     /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "release"
-    /\\ key_holder = m.tok /\\ phase[c] = "backoff" /\\ handed[c] = 0
+    /\\ key_holder = m.tok /\\ handed[c] = 0
+    \\* queued: refused and waiting, or refused at Redis with the reply still on its way
+    /\\ \\/ phase[c] = "backoff"
+       \\/ /\\ phase[c] = "acquiring"
+          /\\ \\E r \\in net : Mine(r, c, "acquire") /\\ r.st = "done" /\\ r.val = 0
     /\\ key_holder' = token[c]
     /\\ key_ttl' = HandTTL
     /\\ fence_ctr' = fence_ctr + 1
@@ -562,8 +566,10 @@ def _handed_fence(e: dict[str, Any]) -> int | None:
 
 def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
     """For each event, the sections (a TLA+ set) a release may hand the key to before it:
-    those whose next event is a Wake with the key handed over (any other hand would only
-    lead TLC down dead ends)."""
+    those whose next event is a Wake with the key handed over, or their refusal (waiting)
+    and block before it: a release that runs after the attempt's refusal at Redis hands
+    it the key, though the refusal's reply may not have come back yet (any other hand
+    would only lead TLC down dead ends)."""
     out: list[str] = [""] * len(events)
     waking: set[int] = set()
     for n in reversed(range(len(events))):
@@ -571,10 +577,18 @@ def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> l
         i = index[str(e["client"])]
         if _handed_fence(e) is not None:
             waking.add(i)
-        else:
+        elif not _before_hand(e):
             waking.discard(i)
         out[n] = "{" + ", ".join(str(c) for c in sorted(waking)) + "}"
     return out
+
+
+def _before_hand(e: dict[str, Any]) -> bool:
+    """Whether ``e`` may come between a release that hands its section the key and the
+    section's Wake with it: the refusal that left it waiting, and its Block."""
+    if e.get("phase") != "waiting":
+        return False
+    return e["action"] == "Block" or (e["action"] == "AcquireReply" and not e.get("granted"))
 
 
 def _granted_fence(e: dict[str, Any]) -> int | None:
