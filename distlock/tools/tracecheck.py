@@ -103,22 +103,23 @@ grant counted from the last attempt's send (``HandedGrant``).  Not checked again
 ``Reentrant.tla``: a granted manual handle (``Extend``), and traces declaring a data loss
 (its counter never resets).
 
-**Waiting.**  A lock's waiting section (``wait_ms``) records, beside the lock's actions,
-``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``,
-``WithdrawFail``), checked against ``spec/DistLock.tla`` with these as client steps of the
-generated trace module whose effects on the lease are the lock's: a refused attempt with
-time left waits in the spec's ``backoff`` (``WaitDenied``; the last one ends not
-acquired), a ``Block``, a ``Wake`` without a fence and a withdrawal change nothing of the
-lease (a withdrawal from a block ends not acquired), and a release may hand the key to a
-waiter whose next event is a ``Wake`` with a fence (``ReleaseHand``: the key holds its
-token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if shorter, and a fresh
-fence); that ``Wake`` is the grant, counted from the last attempt's send, renewed at once
-when the handed TTL is short (``HandedGrant``).  Its fence takes part in the pre-pass and
-in the fence order like a granted attempt's.  Not modelled: the queue's order among
-waiters and a handoff by a withdrawal (a withdrawing waiter's key handed on to the next:
-the next waiter's handed ``Wake`` then follows a withdrawal, not a release, and is no
-behaviour of the trace model).  run/hold sections with ``heartbeat_ms=False`` are the spec's
-``WatchOnly`` sections (a lock's only).
+**Waiting.** A lock's waiting section (``wait_ms``) records, beside the lock's actions,
+``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``, ``WithdrawFail``),
+checked against ``spec/DistLock.tla`` with these as client steps of the generated trace
+module whose effects on the lease are the lock's: a refused attempt with time left waits in
+the spec's ``backoff`` (``WaitDenied``; the last one ends not acquired), a ``Block``, a
+``Wake`` without a fence and a withdrawal change nothing of the lease (a withdrawal from a
+block ends not acquired), and a release may hand the key to a waiter whose next event is a
+``Wake`` with a fence, or whose attempt Redis has just refused, the refusal's reply (and
+the ``Block``) coming back after the release's, before such a ``Wake`` (``ReleaseHand``:
+the key holds its token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if
+shorter, and a fresh fence); that ``Wake`` is the grant, counted from the last attempt's
+send, renewed at once when the handed TTL is short (``HandedGrant``).  Its fence takes part
+in the pre-pass and in the fence order like a granted attempt's.  Not modelled: the queue's
+order among waiters and a handoff by a withdrawal (a withdrawing waiter's key handed on to
+the next: the next waiter's handed ``Wake`` then follows a withdrawal, not a release, and
+is no behaviour of the trace model). run/hold sections with ``heartbeat_ms=False`` are the
+spec's ``WatchOnly`` sections (a lock's only).
 
 **The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
 permit sections (:func:`is_semaphore`; ``semaphore=`` of :func:`check` forces it) and is
