@@ -459,27 +459,27 @@ def _async_waiting_reentrant(server: RedisServer, path: Path) -> list[Event]:
 
 
 def _refusal_after_release(events: list[Event], wake: int, release: int) -> list[Event]:
-    """``events`` with the handed waiter's last refusal and block moved after the reply
-    to the release that hands it the key (their times moved with them)."""
+    """``events`` with the handed waiter's last refusal, and all it did next, moved after
+    the reply to the release that hands it the key (their times moved with them)."""
     waiter = events[wake]["client"]
     refusal = max(
         n
         for n in range(wake)
         if events[n]["client"] == waiter and events[n]["action"] == "AcquireReply"
     )
-    moved = [n for n in range(refusal, wake) if events[n]["client"] == waiter]
     reply = next(
         n
-        for n in range(release, wake)
+        for n in range(release, len(events))
         if events[n]["client"] == events[release]["client"]
         and events[n]["action"] == "ReleaseReply"
     )
-    assert all(n < release for n in moved), moved
+    assert refusal < release < reply
+    moved = [n for n in range(refusal, len(events)) if events[n]["client"] == waiter]
     t = events[reply]["t"]
     return [
         *(e for n, e in enumerate(events[: reply + 1]) if n not in moved),
-        *({**events[n], "t": t} for n in moved),
-        *events[reply + 1 :],
+        *({**events[n], "t": max(events[n]["t"], t)} for n in moved),
+        *(e for n, e in enumerate(events[reply + 1 :], reply + 1) if n not in moved),
     ]
 
 

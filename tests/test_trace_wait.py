@@ -208,19 +208,20 @@ def test_waiting_traces_are_behaviours_and_corrupted_ones_are_rejected(
     early[release] = {**early[release], "t": sync[release - 1]["t"]}
 
     # A history the run could have had: the waiter's attempt refused at Redis just before
-    # the release ran, the refusal's reply (and the block) back after the release's.
+    # the release ran, and the refusal's reply (and all the waiter did next) back after
+    # the release's.
     refusal = max(
         n
         for n in range(wake)
         if sync[n]["client"] == waiter and sync[n]["action"] == "AcquireReply"
     )
-    moved = [n for n in range(refusal, wake) if sync[n]["client"] == waiter]
     reply = _first(sync, "ReleaseReply", client=sync[grant]["client"])
-    assert max(moved) < release < reply < wake
+    assert refusal < release < reply
+    moved = [n for n in range(refusal, len(sync)) if sync[n]["client"] == waiter]
     late_refusal = [
         *(e for n, e in enumerate(sync[: reply + 1]) if n not in moved),
-        *({**sync[n], "t": sync[reply]["t"]} for n in moved),
-        *sync[reply + 1 :],
+        *({**sync[n], "t": max(sync[n]["t"], sync[reply]["t"])} for n in moved),
+        *(e for n, e in enumerate(sync[reply + 1 :], reply + 1) if n not in moved),
     ]
 
     cases: list[tuple[str, list[Event], int | None]] = [
