@@ -16,12 +16,24 @@
 (* next event's timestamp (e.k) and faults only where the rest of the     *)
 (* trace can tell them (e.drop, e.hang, e.starve, e.keylost).             *)
 (*                                                                         *)
+(* Waiting (wait_ms): a refused attempt with time left is the spec's      *)
+(* denial with the section left waiting (e.waits; waiting[i]), its next    *)
+(* attempt the wrapper's RetryAcquire; a Block, a Wake without a fence and *)
+(* a withdrawal change nothing of the key or the lease.  A release may     *)
+(* hand the key to a waiter whose next event is a Wake with a fence        *)
+(* (e.hand, ReleaseHand): the key holds its token at depth 1 with HandTTL  *)
+(* and a fresh fence; that Wake is the grant (HandedGrant), counted from   *)
+(* the last attempt's send (wsent[i]) with the handed TTL, renewed at once *)
+(* when the handed TTL is short.                                           *)
+(*                                                                         *)
 (* Invariant Unexplained is VIOLATED iff a behaviour explains the whole   *)
 (* trace (TLC 2.15 cannot ask "some behaviour reaches the end" otherwise). *)
 (***************************************************************************)
 EXTENDS Reentrant, TraceData, TLC
 
-VARIABLES l, now, at, rfence
+VARIABLES l, now, at, rfence, waiting, wsent, handed, withdrawing
+
+WaitVars == <<waiting, wsent, handed, withdrawing>>
 
 HolderOf == [i \in 1..Sections |-> <<Parent, Child, Other>>[HolderIndex[i]]]
 
@@ -67,6 +79,80 @@ NextSection(h) ==
     /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED ghost_vars
 
+(* The release script hands the key it deletes to the waiting section i:  *)
+(* R_RELEASE's hand_head, a new hash at depth 1 with a new fence and the   *)
+(* waiter's handed TTL.                                                    *)
+ReleaseHand(m, i) ==
+    LET h == HolderOf[i] IN
+    /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "release"
+    /\ key_holder = m.tok /\ handed[i] = 0
+    \* queued: refused and waiting, or refused at Redis with the reply still on its way
+    /\ \/ waiting[i]
+       \/ /\ phase[h] = "acquiring"
+          /\ \E r \in net : Mine(r, h, "acquire") /\ r.st = "done" /\ r.val = 0
+    /\ key_holder' = Tok(h)
+    /\ key_depth' = 1
+    /\ key_ttl' = HandTTL
+    /\ fence_ctr' = fence_ctr + 1
+    /\ grants' = Append(grants, [tok |-> Tok(h), fence |-> fence_ctr + 1])
+    /\ released' = released \cup {m.tok}
+    /\ Answer(m, 1)
+    /\ freed_inner' = \/ freed_inner
+                      \/ \E x \in Holders : Tok(x) = key_holder /\ phase[x] = "held"
+    /\ handed' = [handed EXCEPT ![i] = fence_ctr + 1]
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, faults>>
+    /\ UNCHANGED <<overlap, oks, late, foreign, wiped, unsettled>>
+    /\ UNCHANGED <<waiting, wsent, withdrawing>>
+
+(* A Wake that hands over the key: the outermost level's grant, counted   *)
+(* from the last attempt's send, with the handed TTL; renewed at once when *)
+(* the handed TTL is short.                                                *)
+HandedGrant(i) ==
+    LET h == HolderOf[i]
+        ago == now - wsent[i]
+        lease == Max(HandTTL - Margin - ago, 0)
+    IN
+    /\ handed[i] > 0 /\ phase[h] = "done"
+    /\ phase' = [phase EXCEPT ![h] = "held"]
+    /\ outcome' = [outcome EXCEPT ![h] = "none"]
+    /\ depth' = [depth EXCEPT ![h] = 1]
+    /\ fence' = [fence EXCEPT ![h] = handed[i]]
+    /\ deadline_in' = [deadline_in EXCEPT ![h] = lease]
+    /\ next_renew_in' = [next_renew_in EXCEPT ![h] =
+                           IF HandTTL < TTL THEN 0 ELSE Max(Heartbeat - ago, 0)]
+    /\ lost' = [lost EXCEPT ![h] = lease = 0]
+    /\ overlap' = [x \in Holders |->
+                     IF x = h THEN {y \in Holders : InBody(y)}
+                     ELSE IF InBody(x) THEN overlap[x] \cup {h}
+                     ELSE overlap[x]]
+    /\ UNCHANGED <<sent_ago, renew_in_flight, renew_sent_ago, op, op_sent_ago>>
+    /\ UNCHANGED env_vars
+    /\ UNCHANGED <<oks, late, grants, foreign, wiped, unsettled, freed_inner>>
+
+(* Block, Wake and withdrawal: a waiting section's steps (see above).     *)
+(* A withdrawal from a block ends the wait; from elsewhere (an attempt     *)
+(* that failed) it changes nothing.                                        *)
+WaitStep(e) ==
+    LET i == e.c IN
+    CASE e.a = "Block" ->
+              /\ waiting[i] /\ UNCHANGED vars
+              /\ UNCHANGED <<wsent, handed, withdrawing>>
+      [] e.a = "Wake" ->
+              /\ waiting[i]
+              /\ IF e.kind = "hand" THEN HandedGrant(i)
+                 ELSE handed[i] = 0 /\ UNCHANGED vars
+              /\ handed' = [handed EXCEPT ![i] = 0]
+              /\ UNCHANGED <<wsent, withdrawing>>
+      [] e.a = "Withdraw" ->
+              /\ ~withdrawing[i] /\ handed[i] = 0 /\ UNCHANGED vars
+              /\ withdrawing' = [withdrawing EXCEPT ![i] = TRUE]
+              /\ UNCHANGED <<wsent, handed>>
+      [] OTHER ->   \* WithdrawReply, WithdrawFail
+              /\ withdrawing[i] /\ UNCHANGED vars
+              /\ withdrawing' = [withdrawing EXCEPT ![i] = FALSE]
+              /\ UNCHANGED <<wsent, handed>>
+
 Logged(e) ==
     LET h == HolderOf[e.c] IN
     CASE e.a = "Acquire" /\ e.fresh -> NextSection(h)
@@ -95,6 +181,7 @@ Observed(e) ==
     /\ outcome'[h] = e.outcome
     /\ lost'[h] = e.lost
     /\ e.depth >= 0 => depth'[h] = e.depth
+    /\ waiting' = [waiting EXCEPT ![e.c] = e.waits]
 
 (* The reply the holder was handed is the one the spec's Redis gave. *)
 Answered(e) ==
@@ -104,7 +191,7 @@ Answered(e) ==
 (* Grants are ordered at Redis as their recorded fences are (rfence[h]: the *)
 (* recorded fence of holder h's current section).                           *)
 Fenced(e) ==
-    (e.a = "AcquireReply" /\ e.kind # "" /\ e.ok) =>
+    (e.kind \in {"acquire", "hand"} /\ e.ok) =>
         \A h \in Holders :
             (h # HolderOf[e.c] /\ fence[h] > 0) =>
                 ((fence'[HolderOf[e.c]] > fence[h]) = (e.fence > rfence[h]))
@@ -115,13 +202,14 @@ Elapsed(e) == now >= at[e.c] + e.lo
 Is(p, m) == HolderOf[p[1]] = m.h /\ p[2] = m.kind
 
 Hidden ==
-    \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1
+    \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED WaitVars
     \/ /\ \/ \E m \in net : RedisStep(m)
           \/ \E m \in net : (\E p \in Trace[l].drop : Is(p, m)) /\ DropReply(m)
           \/ \E m \in net : (\E p \in Trace[l].hang : Is(p, m)) /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E i \in Trace[l].starve : Starve(HolderOf[i])
-       /\ UNCHANGED now
+       /\ UNCHANGED <<now, WaitVars>>
+    \/ \E m \in net, i \in Trace[l].hand : ReleaseHand(m, i) /\ UNCHANGED now
 
 TraceInit ==
     /\ Init
@@ -129,24 +217,34 @@ TraceInit ==
     /\ now = 0
     /\ at = [i \in 1..Sections |-> 0]
     /\ rfence = [h \in Holders |-> 0]
+    /\ waiting = [i \in 1..Sections |-> FALSE]
+    /\ wsent = [i \in 1..Sections |-> 0]
+    /\ handed = [i \in 1..Sections |-> 0]
+    /\ withdrawing = [i \in 1..Sections |-> FALSE]
 
 TraceNext ==
     /\ l <= Len(Trace)
     /\ \/ /\ Elapsed(Trace[l])
-          /\ Logged(Trace[l]) /\ Observed(Trace[l])
+          /\ IF Trace[l].a \in {"Block", "Wake", "Withdraw", "WithdrawReply", "WithdrawFail"}
+             THEN WaitStep(Trace[l])
+             ELSE /\ Logged(Trace[l])
+                  /\ wsent' = IF Trace[l].a = "Acquire" /\ Trace[l].w
+                              THEN [wsent EXCEPT ![Trace[l].c] = now] ELSE wsent
+                  /\ UNCHANGED <<handed, withdrawing>>
+          /\ Observed(Trace[l])
           /\ Answered(Trace[l]) /\ Fenced(Trace[l])
           /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
           /\ rfence' = IF Trace[l].fence > 0
                        THEN [rfence EXCEPT ![HolderOf[Trace[l].c]] = Trace[l].fence]
                        ELSE rfence
           /\ l' = l + 1 /\ UNCHANGED now
-       \/ /\ Hidden /\ UNCHANGED <<l, at, rfence>>
+       \/ /\ Hidden /\ UNCHANGED <<l, at, rfence, waiting>>
 
 Unexplained == l <= Len(Trace)
 
 (* The ghost variables are read by no action: states differing only there *)
 (* have the same futures.                                                 *)
-TraceView == <<client_vars, env_vars, l, now, at, rfence>>
+TraceView == <<client_vars, env_vars, l, now, at, rfence, WaitVars>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================

@@ -15,19 +15,80 @@
 (* rest of the trace can tell them (e.drop, e.hang, e.starve, e.keylost). *)
 (* A permit has no fence: no fence order is checked.                       *)
 (*                                                                         *)
+(* Waiting (wait_ms): a refused attempt with time left waits in the       *)
+(* spec's "backoff" (WaitDenied: the core's "waiting"; the last one ends   *)
+(* not acquired) and the next attempt leaves from there; a Block, a Wake   *)
+(* and a withdrawal change nothing of the permits (the semaphore's release *)
+(* wakes its queue and never hands a permit over).                         *)
+(*                                                                         *)
+(* A run/hold section with heartbeat_ms=False (AutoRenew but not Renews)   *)
+(* watches its lease and never renews: before its first step it is given  *)
+(* a renewal "in flight" that no message carries (Unrenewed), so the     *)
+(* spec's heartbeat never sends and its lease timer still fires.           *)
+(*                                                                         *)
 (* Invariant Unexplained is VIOLATED iff a behaviour explains the whole   *)
 (* trace (TLC 2.15 cannot ask "some behaviour reaches the end" otherwise). *)
 (***************************************************************************)
 EXTENDS Semaphore, TraceData, TLC
 
-VARIABLES l, now, at
+VARIABLES l, now, at, withdrawing
 
 ASSUME TLCSet(1, 0)
+
+(* Waiting: a refusal with time left leaves the section waiting ("backoff"); *)
+(* a refusal of the attempt sent at the deadline ends it not acquired.       *)
+(* A waiter's refusals take none of its retries.                              *)
+WaitDenied(c) ==
+    /\ phase[c] = "acquiring"
+    /\ \E m \in net :
+        /\ Mine(m, c, "acquire") /\ m.st = "done" /\ m.val = 0
+        /\ net' = net \ {m}
+    /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
+    /\ \E last \in BOOLEAN :
+        /\ phase' = [phase EXCEPT ![c] = IF last THEN "done" ELSE "backoff"]
+        /\ outcome' = [outcome EXCEPT ![c] = IF last THEN "not_acquired" ELSE @]
+    /\ UNCHANGED <<retries_left, token, deadline_in, renew_in_flight, renew_sent_ago,
+                   next_renew_in, extend_in_flight, extend_sent_ago, lost, granted,
+                   auto_renew, extend_ttl, unconfirmed_ttl>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED ghost_vars
+
+WaitReply(c) == \/ AcquireReply(c) /\ phase'[c] = "held"
+                \/ WaitDenied(c)
+
+(* A withdrawal from a block ends the section not acquired; from elsewhere  *)
+(* (an attempt that failed) it changes nothing.  Its reply or failure       *)
+(* changes nothing either.                                                  *)
+WaitWithdraw(c) ==
+    /\ ~withdrawing[c]
+    /\ IF phase[c] = "backoff"
+       THEN /\ phase' = [phase EXCEPT ![c] = "done"]
+            /\ outcome' = [outcome EXCEPT ![c] = "not_acquired"]
+       ELSE UNCHANGED <<phase, outcome>>
+    /\ UNCHANGED <<retries_left, token, deadline_in, sent_ago, renew_in_flight,
+                   renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
+                   granted, auto_renew, extend_ttl, unconfirmed_ttl>>
+    /\ UNCHANGED env_vars
+    /\ UNCHANGED ghost_vars
+    /\ withdrawing' = [withdrawing EXCEPT ![c] = TRUE]
+
+(* heartbeat_ms=False: a renewal in flight that no message carries, taken   *)
+(* before the section's first step, keeps the spec's heartbeat from sending *)
+(* (RenewSendEnabled) and leaves the lease timer (LeaseTimeout) as it is.  *)
+Unrenewed(c) ==
+    /\ AutoRenew[c] /\ ~Renews[c]
+    /\ phase[c] = "idle" /\ ~renew_in_flight[c]
+    /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = TRUE]
+    /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
+                   renew_sent_ago, next_renew_in, extend_in_flight, extend_sent_ago, lost,
+                   granted, auto_renew, extend_ttl, unconfirmed_ttl>>
+    /\ UNCHANGED env_vars
+    /\ UNCHANGED ghost_vars
 
 Logged(e) ==
     LET c == e.c IN
     CASE e.a = "Acquire"      -> Acquire(c)
-      [] e.a = "AcquireReply" -> AcquireReply(c)
+      [] e.a = "AcquireReply" -> IF e.w THEN WaitReply(c) ELSE AcquireReply(c)
       [] e.a = "AcquireFail"  -> AcquireFail(c)
       [] e.a = "RenewSend"    -> RenewSend(c)
       [] e.a = "RenewReply"   -> RenewReply(c)
@@ -40,6 +101,19 @@ Logged(e) ==
       [] e.a = "Release"      -> Release(c)
       [] e.a = "ReleaseReply" -> ReleaseReply(c)
       [] e.a = "ReleaseFail"  -> ReleaseFail(c)
+      [] e.a = "Block"        -> phase[c] = "backoff" /\ UNCHANGED vars
+      [] e.a = "Wake"         -> phase[c] = "backoff" /\ UNCHANGED vars
+      [] e.a = "Withdraw"     -> WaitWithdraw(c)
+
+(* The steps of the trace's client actions that leave withdrawing as it is. *)
+Steps(e) ==
+    IF e.a = "Withdraw" THEN Logged(e)
+    ELSE IF e.a \in {"WithdrawReply", "WithdrawFail"}
+    THEN /\ withdrawing[e.c] /\ UNCHANGED vars
+         /\ withdrawing' = [withdrawing EXCEPT ![e.c] = FALSE]
+    ELSE IF e.a = "Acquire" /\ AutoRenew[e.c] /\ ~Renews[e.c]
+    THEN renew_in_flight[e.c] /\ Logged(e) /\ UNCHANGED withdrawing  \* never renews
+    ELSE Logged(e) /\ UNCHANGED withdrawing
 
 (* The core's state after its step. *)
 Observed(e) ==
@@ -57,13 +131,15 @@ Elapsed(e) == now >= at[e.c] + e.lo
 
 (* Faults only where the rest of the trace can tell them. *)
 Hidden ==
-    \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1
+    \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED withdrawing
+    \/ /\ \E c \in Clients : Unrenewed(c)
+       /\ UNCHANGED <<now, withdrawing>>
     \/ /\ \/ \E m \in net : RedisStep(m)
           \/ \E m \in net : <<m.tok[1], m.kind>> \in Trace[l].drop /\ DropReply(m)
           \/ \E m \in net : <<m.tok[1], m.kind>> \in Trace[l].hang /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E c \in Trace[l].starve : Starve(c)
-       /\ UNCHANGED now
+       /\ UNCHANGED <<now, withdrawing>>
 
 TraceInit ==
     /\ Init
@@ -71,11 +147,12 @@ TraceInit ==
     /\ l = 1
     /\ now = 0
     /\ at = [c \in Clients |-> 0]
+    /\ withdrawing = [c \in Clients |-> FALSE]
 
 TraceNext ==
     /\ l <= Len(Trace)
     /\ \/ /\ Elapsed(Trace[l])
-          /\ Logged(Trace[l]) /\ Observed(Trace[l]) /\ Answered(Trace[l])
+          /\ Steps(Trace[l]) /\ Observed(Trace[l]) /\ Answered(Trace[l])
           /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
           /\ l' = l + 1 /\ UNCHANGED now
        \/ /\ Hidden /\ UNCHANGED <<l, at>>
@@ -84,7 +161,7 @@ Unexplained == l <= Len(Trace)
 
 (* The ghost variables are read by no action: states differing only there *)
 (* have the same futures.                                                 *)
-TraceView == <<client_vars, env_vars, l, now, at>>
+TraceView == <<client_vars, env_vars, l, now, at, withdrawing>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================

@@ -24,6 +24,7 @@ import pytest
 
 import distlock
 import distlock.asyncio
+from distlock._core.waiting import HANDED_TTL_MS
 from distlock.tools import tracecheck
 from distlock.trace import DATA_LOSS, NdjsonRecorder, read_events, write_events
 from tests.redis_server import RedisServer
@@ -365,3 +366,197 @@ def test_the_shapes_the_trace_check_refuses_are_told_before_it_runs() -> None:
     for refused in (four, lost, extend):
         with pytest.raises(tracecheck.TraceError):
             tracecheck.build_reentrant_model(refused)
+
+
+def _waiting_reentrant(server: RedisServer, path: Path) -> list[Event]:
+    """A holder re-enters (depth 2); a waiter times out meanwhile; a second waiter is
+    handed the key at the holder's outermost release and re-enters too (sync driver)."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.ReentrantLock(server.url, prefix="rt-wait", ttl_ms=400, trace=watch) as locks:
+            held, timed_out = threading.Event(), threading.Event()
+
+            def blocked(seen: list[Event]) -> bool:
+                long = {
+                    e["client"]
+                    for e in seen
+                    if e["action"] == "Acquire" and e.get("wait_ms") == 10_000
+                }
+                return any(e["action"] == "Block" and e["client"] in long for e in seen)
+
+            def holder() -> None:
+                with locks.hold("x"), locks.hold("x") as inner:
+                    assert inner.depth == 2
+                    held.set()
+                    assert timed_out.wait(30)
+                    watch.wait_for(blocked)
+
+            thread = threading.Thread(target=holder, name="rt-holder")
+            thread.start()
+            assert held.wait(30)
+            assert locks.acquire("x", wait_ms=150) is None  # times out
+            timed_out.set()
+            with locks.hold("x", wait_ms=10_000) as handed, locks.hold("x") as again:
+                assert again.depth == 2 and again.fence == handed.fence
+            thread.join(30)
+            assert not thread.is_alive()
+    return read_events(path)
+
+
+def _async_waiting_reentrant(server: RedisServer, path: Path) -> list[Event]:
+    """asyncio: a task holds at depth 2; a child task waiting for the key is cancelled
+    while blocked (it withdraws); another is handed the key at the release."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+
+        async def until(pred: Callable[[list[Event]], bool]) -> None:
+            # the recorder is called on the loop's thread: poll it between loop turns
+            for _ in range(30_000):
+                if pred(watch.seen):
+                    return
+                await asyncio.sleep(0.001)
+            raise AssertionError("the awaited event never came")
+
+        def blocked(wait_ms: int) -> Callable[[list[Event]], bool]:
+            def pred(seen: list[Event]) -> bool:
+                mine = {
+                    e["client"]
+                    for e in seen
+                    if e["action"] == "Acquire" and e.get("wait_ms") == wait_ms
+                }
+                return any(e["action"] == "Block" and e["client"] in mine for e in seen)
+
+            return pred
+
+        async def main() -> None:
+            async with (
+                distlock.asyncio.ReentrantLock(
+                    server.url, prefix="rt-aiow", ttl_ms=400, trace=watch
+                ) as locks,
+            ):
+
+                async def waiter() -> int:
+                    async with locks.hold("x", wait_ms=10_000) as handle:
+                        async with locks.hold("x") as inner:
+                            assert inner.depth == 2
+                        return handle.fence
+
+                async with locks.hold("x") as outer:
+                    async with locks.hold("x") as inner:
+                        assert inner.depth == 2
+                    cancelled = asyncio.create_task(locks.acquire("x", wait_ms=20_000))
+                    await until(blocked(20_000))
+                    cancelled.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await cancelled
+                    await until(lambda seen: any(e["action"] == "Withdraw" for e in seen))
+                    handed = asyncio.create_task(waiter())
+                    await until(blocked(10_000))
+                assert await handed > outer.fence
+
+        asyncio.run(main())
+    return read_events(path)
+
+
+def _refusal_after_release(events: list[Event], wake: int, release: int) -> list[Event]:
+    """``events`` with the handed waiter's last refusal, and all it did next, moved after
+    the reply to the release that hands it the key (their times moved with them)."""
+    waiter = events[wake]["client"]
+    refusal = max(
+        n
+        for n in range(wake)
+        if events[n]["client"] == waiter and events[n]["action"] == "AcquireReply"
+    )
+    reply = next(
+        n
+        for n in range(release, len(events))
+        if events[n]["client"] == events[release]["client"]
+        and events[n]["action"] == "ReleaseReply"
+    )
+    assert refusal < release < reply
+    moved = [n for n in range(refusal, len(events)) if events[n]["client"] == waiter]
+    t = events[reply]["t"]
+    return [
+        *(e for n, e in enumerate(events[: reply + 1]) if n not in moved),
+        *({**events[n], "t": max(events[n]["t"], t)} for n in moved),
+        *(e for n, e in enumerate(events[reply + 1 :], reply + 1) if n not in moved),
+    ]
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_waiting_reentrant_runs_are_checked(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A reentrant lock's waiting sections (a refusal waits, a release hands the key with
+    the short handed TTL) are behaviours of spec/Reentrant.tla; corrupted, they are not."""
+    good = _waiting_reentrant(redis_server, tmp_path / "w.ndjson")
+    assert tracecheck.is_reentrant(good)
+    assert tracecheck.reentrant_unchecked(good) is None
+    wake = next(
+        n for n, e in enumerate(good) if e["action"] == "Wake" and e.get("fence") is not None
+    )
+    waiter = good[wake]["client"]
+    assert any(e["action"] == "AcquireReply" and e["outcome"] == "not_acquired" for e in good)
+    aio = _async_waiting_reentrant(redis_server, tmp_path / "aio.ndjson")
+    assert tracecheck.reentrant_unchecked(aio) is None
+    assert {"Withdraw", "Block", "Wake", "Reenter"} <= {e["action"] for e in aio}
+    grant = _index(good, "AcquireReply", granted=True)
+    release = _index(good, "Release", client=good[grant]["client"])
+    assert release < wake
+
+    # 1. A body entered without a grant: the Wake hands nothing over, the waiter
+    #    re-enters and runs its body anyway.
+    ungranted = [
+        {**e, "fence": None, "deadline": 0.0, **({"phase": "waiting"} if n == wake else {})}
+        if e["client"] == waiter and n >= wake
+        else e
+        for n, e in enumerate(good)
+    ]
+    # 2. The key handed over before its holder released it: the Wake moved before Release.
+    early = [
+        *good[:release],
+        good[wake],
+        *(e for n, e in enumerate(good[release:], release) if n != wake),
+    ]
+    early[release] = {**early[release], "t": good[release - 1]["t"]}
+    # 3. The waiter that timed out blocks again after its last refusal ended it.
+    refusal = _index(good, "AcquireReply", outcome="not_acquired")
+    quitter = good[refusal]["client"]
+    block = _index(good, "Block", client=quitter)
+    ended = [*good[: refusal + 1], {**good[block], "t": good[refusal]["t"]}, *good[refusal + 1 :]]
+
+    # A history the run could have had: the waiter's attempt refused at Redis just before
+    # the release ran, and the refusal's reply (and the block) came back after the
+    # release's, the key already handed to it.
+    late_refusal = _refusal_after_release(good, wake, release)
+
+    cases: list[tuple[str, list[Event], int | None]] = [
+        ("genuine sync: timed out, handed, re-entered", good, None),
+        ("genuine asyncio: withdrawn, handed, re-entered", aio, None),
+        ("a refusal answered after the release that hands the key", late_refusal, None),
+        ("1. a body without a grant", ungranted, wake + 1),
+        ("2. a key handed before its release", early, release),
+        ("3. a block after giving up", ended, refusal + 1),
+    ]
+    verdicts = _check_each([trace for _, trace, _ in cases])
+    for (name, _, index), v in zip(cases, verdicts, strict=True):
+        if index is None:
+            assert v.accepted, f"{name}: {v.describe()}\n{v.output[-3000:]}"
+        else:
+            assert not v.accepted, f"{name}: accepted"
+            assert (v.first_unexplained, v.by) == (index, "TLC"), f"{name}: {v.describe()}"
+
+    # The pre-pass: the handed lease counted from the Wake (its reply) rather than the
+    # last attempt's send, which the recorded deadline would show; time running backwards.
+    hand_ms = min(400, HANDED_TTL_MS)
+    from_wake = [
+        {**e, "deadline": good[wake]["t"] + hand_ms} if e["client"] == waiter and n >= wake else e
+        for n, e in enumerate(good)
+    ]
+    problem = tracecheck.prepass(from_wake)
+    assert problem is not None and problem.index == wake, problem
+    assert "deadline" in problem.reason
+    backwards = [*good]
+    backwards[wake] = {**good[wake], "t": good[wake - 1]["t"] - 50}
+    problem = tracecheck.prepass(backwards)
+    assert problem is not None and problem.index == wake
+    assert "time runs backwards" in problem.reason

@@ -341,3 +341,118 @@ def test_semaphore_runs_are_behaviours_of_the_spec(
     (v,) = tracecheck.check(forged)
     assert not v.accepted
     assert (v.first_unexplained, v.by) == (refusal, "TLC"), v.describe()
+
+
+def _waiting_permits(server: RedisServer, path: Path) -> list[Event]:
+    """A permit held with ``heartbeat_ms=False``; a waiter that times out meanwhile; a
+    waiter woken by the holder's release, then granted, holding without a heartbeat too
+    (limit 1, sync driver, threads)."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        sem_cls = _semaphore()
+        with sem_cls(server.url, prefix="st-w", limit=1, ttl_ms=2000, trace=watch) as sem:
+            held, timed_out = threading.Event(), threading.Event()
+
+            def blocked(wait_ms: int) -> Callable[[list[Event]], bool]:
+                def pred(seen: list[Event]) -> bool:
+                    waiting = {
+                        e["client"]
+                        for e in seen
+                        if e["action"] == "Acquire" and e.get("wait_ms") == wait_ms
+                    }
+                    return any(e["action"] == "Block" and e["client"] in waiting for e in seen)
+
+                return pred
+
+            def holder() -> None:
+                with sem.hold("x", heartbeat_ms=False):
+                    held.set()
+                    assert timed_out.wait(30)
+                    watch.wait_for(blocked(10_000))
+
+            thread = threading.Thread(target=holder)
+            thread.start()
+            assert held.wait(30)
+            assert sem.acquire("x", wait_ms=150) is None  # times out
+            timed_out.set()
+            with sem.hold("x", wait_ms=10_000, heartbeat_ms=False):
+                pass
+            thread.join(30)
+            assert not thread.is_alive()
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_waiting_and_unrenewed_permits_are_checked(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A semaphore's waiting sections (its release wakes, never hands) and its
+    heartbeat-off sections are behaviours of the spec; corrupted, they are not."""
+    good = _waiting_permits(redis_server, tmp_path / "w.ndjson")
+    assert tracecheck.is_semaphore(good)
+    actions = {e["action"] for e in good}
+    assert {"Block", "Wake"} <= actions
+    assert any(e["action"] == "AcquireReply" and e["outcome"] == "not_acquired" for e in good)
+    holder = good[0]["client"]
+    assert good[0].get("watch") and good[0].get("renew_every_ms") is None
+    assert "RenewSend" not in actions
+    wake = _index(good, "Wake")
+    waiter = good[wake]["client"]
+    refusal = _index(good, "AcquireReply", client=waiter)
+    assert good[refusal]["phase"] == "waiting"
+
+    # 1. The waiter's refusal forged into a grant while the holder has the only permit.
+    forged = [*good]
+    forged[refusal] = {**good[refusal], "granted": True, "phase": "held"}
+    # 2. The heartbeat-off holder's body runs three TTLs past its lease with no loss:
+    #    everything from its BodyDone on happens 6 s later.
+    done = _index(good, "BodyDone", client=holder)
+    late = [{**e, "t": e["t"] + 6_000} if n >= done else e for n, e in enumerate(good)]
+    # 3. The heartbeat-off holder renews: a renewal it never sent, answered.
+    renew_at = done
+    renewal = [
+        *good[:renew_at],
+        {
+            **good[renew_at - 1],
+            "client": holder,
+            "action": "RenewSend",
+            "phase": "held",
+            "outcome": "none",
+            "lost": False,
+            "t": good[renew_at]["t"],
+        },
+        {
+            **good[renew_at - 1],
+            "client": holder,
+            "action": "RenewReply",
+            "ok": True,
+            "phase": "held",
+            "outcome": "none",
+            "lost": False,
+            "t": good[renew_at]["t"],
+        },
+        *good[renew_at:],
+    ]
+    renewal[renew_at]["deadline"] = good[done]["deadline"]
+    renewal[renew_at + 1]["deadline"] = good[done]["deadline"]
+    # 4. Time runs backwards: the Wake before the waiter's own Block.
+    backwards = [*good]
+    backwards[wake] = {**good[wake], "t": good[wake - 1]["t"] - 500}
+
+    cases: list[tuple[str, list[Event], int | None, str | None]] = [
+        ("genuine: heartbeat off, timed out, woken", good, None, None),
+        ("1. a waiter granted while the permit is held", forged, refusal, "TLC"),
+        ("2. a heartbeat-off body past its lease", late, done, "TLC"),
+        ("3. a heartbeat-off section that renews", renewal, renew_at, "TLC"),
+    ]
+    verdicts = _check_each([trace for _, trace, _, _ in cases])
+    for (name, _, index, by), v in zip(cases, verdicts, strict=True):
+        if index is None:
+            assert v.accepted, f"{name}: {v.describe()}\n{v.output[-2000:]}"
+        else:
+            assert not v.accepted, f"{name}: accepted"
+            assert (v.first_unexplained, v.by) == (index, by), f"{name}: {v.describe()}"
+    problem = tracecheck.prepass(backwards, fences=False)
+    assert problem is not None and problem.index == wake
+    assert "time runs backwards" in problem.reason

@@ -207,8 +207,26 @@ def test_waiting_traces_are_behaviours_and_corrupted_ones_are_rejected(
     ]
     early[release] = {**early[release], "t": sync[release - 1]["t"]}
 
+    # A history the run could have had: the waiter's attempt refused at Redis just before
+    # the release ran, and the refusal's reply (and all the waiter did next) back after
+    # the release's.
+    refusal = max(
+        n
+        for n in range(wake)
+        if sync[n]["client"] == waiter and sync[n]["action"] == "AcquireReply"
+    )
+    reply = _first(sync, "ReleaseReply", client=sync[grant]["client"])
+    assert refusal < release < reply
+    moved = [n for n in range(refusal, len(sync)) if sync[n]["client"] == waiter]
+    late_refusal = [
+        *(e for n, e in enumerate(sync[: reply + 1]) if n not in moved),
+        *({**sync[n], "t": max(sync[n]["t"], sync[reply]["t"])} for n in moved),
+        *(e for n, e in enumerate(sync[reply + 1 :], reply + 1) if n not in moved),
+    ]
+
     cases: list[tuple[str, list[Event], int | None]] = [
         ("genuine sync: timed out, handed", sync, None),
+        ("a refusal answered after the release that hands the key", late_refusal, None),
         ("genuine asyncio: withdrawn, handed", aio, None),
         ("a body without a grant", ungranted, _first(ungranted, "BodyDone", client=waiter)),
         ("a key handed before its release", early, release),

@@ -92,24 +92,34 @@ steps (time bounded by the timestamps; dropped or hung replies, a key loss or a 
 body only where the rest of the trace can tell them).  A denial with retries left (phase
 ``backoff``) is the spec's denial, and the retry after it the wrapper's ``RetryAcquire``
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
-levels of one section is rejected there.  Not checked against ``Reentrant.tla``: a granted
-manual handle (``Extend``), and traces declaring a data loss (its counter never resets).
+levels of one section is rejected there.  A waiting section (``wait_ms``) is checked as
+the lock's is (see Waiting below), with the steps of ``ReentrantTrace.tla``: a refusal with
+time left is the spec's denial with the section left waiting (``e.waits``), its next
+attempt a ``RetryAcquire``; ``Block``, ``Wake`` and the withdrawal change nothing (a
+``Block`` or ``Wake`` only while waiting); the reentrant release hands the key as the
+lock's does (``R_RELEASE``'s ``hand_head``: ``ReleaseHand``, the waiter's token at depth 1
+with the handed TTL and a fresh fence), and the handed ``Wake`` is the outermost level's
+grant counted from the last attempt's send (``HandedGrant``).  Not checked against
+``Reentrant.tla``: a granted manual handle (``Extend``), and traces declaring a data loss
+(its counter never resets).
 
-**Waiting.**  A lock's waiting section (``wait_ms``) records, beside the lock's actions,
-``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``,
-``WithdrawFail``), checked against ``spec/DistLock.tla`` with these as client steps of the
-generated trace module whose effects on the lease are the lock's: a refused attempt with
-time left waits in the spec's ``backoff`` (``WaitDenied``; the last one ends not
-acquired), a ``Block``, a ``Wake`` without a fence and a withdrawal change nothing of the
-lease (a withdrawal from a block ends not acquired), and a release may hand the key to a
-waiter whose next event is a ``Wake`` with a fence (``ReleaseHand``: the key holds its
-token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if shorter, and a fresh
-fence); that ``Wake`` is the grant, counted from the last attempt's send, renewed at once
-when the handed TTL is short (``HandedGrant``).  Its fence takes part in the pre-pass and
-in the fence order like a granted attempt's.  Not modelled: the queue's order among
-waiters, a handoff by a withdrawal, and a semaphore's or reentrant lock's waiting (refused
-with a TraceError).  run/hold sections with ``heartbeat_ms=False`` are the spec's
-``WatchOnly`` sections (a lock's only).
+**Waiting.** A lock's waiting section (``wait_ms``) records, beside the lock's actions,
+``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``, ``WithdrawFail``),
+checked against ``spec/DistLock.tla`` with these as client steps of the generated trace
+module whose effects on the lease are the lock's: a refused attempt with time left waits in
+the spec's ``backoff`` (``WaitDenied``; the last one ends not acquired), a ``Block``, a
+``Wake`` without a fence and a withdrawal change nothing of the lease (a withdrawal from a
+block ends not acquired), and a release may hand the key to a waiter whose next event is a
+``Wake`` with a fence, or whose attempt Redis has just refused, the refusal's reply (and
+the ``Block``) coming back after the release's, before such a ``Wake`` (``ReleaseHand``:
+the key holds its token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if
+shorter, and a fresh fence); that ``Wake`` is the grant, counted from the last attempt's
+send, renewed at once when the handed TTL is short (``HandedGrant``).  Its fence takes part
+in the pre-pass and in the fence order like a granted attempt's.  Not modelled: the queue's
+order among waiters and a handoff by a withdrawal (a withdrawing waiter's key handed on to
+the next: the next waiter's handed ``Wake`` then follows a withdrawal, not a release, and
+is no behaviour of the trace model). run/hold sections with ``heartbeat_ms=False`` are the
+spec's ``WatchOnly`` sections (a lock's only).
 
 **The semaphore.**  A key whose ``Acquire`` events record a ``limit`` holds a semaphore's
 permit sections (:func:`is_semaphore`; ``semaphore=`` of :func:`check` forces it) and is
@@ -120,6 +130,14 @@ and the time bounds are the lock's (:func:`build_model` with ``limit``); the cfg
 (:func:`semaphore_limit`: callers passing different limits count against their own, and
 the spec has one).  Permits have no fence: the pre-pass checks time only, and no fence
 order is compared.  A declared data loss is Redis losing every permit (one fault more).
+A waiting permit (``wait_ms``) records ``Block``, ``Wake`` and its withdrawal as a lock's
+waiter does, with the same steps in ``SemaphoreTrace.tla`` (``WaitDenied``, ``Block``,
+``Wake`` and the withdrawal change nothing of the permits), except that the semaphore's
+release wakes its queue and never hands a permit over: a ``Wake`` with a fence is refused
+(a TraceError), and the woken section's next attempt is an ordinary one.  A run/hold
+permit with ``heartbeat_ms=False`` is one whose renewal the spec never sends
+(``Unrenewed``: a renewal in flight that no message carries, taken before its first
+attempt, which its ``Acquire`` requires); its lease timer fires as a renewed one's does.
 """
 
 from __future__ import annotations
@@ -203,8 +221,10 @@ R_FAIL_OF: Final = {
     "release": "ReleaseFail",
 }
 #: The holder actions of ``spec/Reentrant.tla`` (the lock's, without the manual extend).
-R_ACTIONS: Final = (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"}) | (
-    frozenset(REENTRANT_ACTIONS)
+R_ACTIONS: Final = (
+    (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"})
+    | frozenset(REENTRANT_ACTIONS)
+    | frozenset(WAIT_ACTIONS)
 )
 #: The spec's holders, in the order a trace's sections are mapped onto them.
 R_HOLDERS: Final = ("Parent", "Child", "Other")
@@ -295,7 +315,11 @@ WaitWithdraw(c) ==
 (* The release script hands the key it deletes to the waiter c. *)
 ReleaseHand(m, c) ==
     /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "release"
-    /\\ key_holder = m.tok /\\ phase[c] = "backoff" /\\ handed[c] = 0
+    /\\ key_holder = m.tok /\\ handed[c] = 0
+    \\* queued: refused and waiting, or refused at Redis with the reply still on its way
+    /\\ \\/ phase[c] = "backoff"
+       \\/ /\\ phase[c] = "acquiring"
+          /\\ \\E r \\in net : Mine(r, c, "acquire") /\\ r.st = "done" /\\ r.val = 0
     /\\ key_holder' = token[c]
     /\\ key_ttl' = HandTTL
     /\\ fence_ctr' = fence_ctr + 1
@@ -543,8 +567,10 @@ def _handed_fence(e: dict[str, Any]) -> int | None:
 
 def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
     """For each event, the sections (a TLA+ set) a release may hand the key to before it:
-    those whose next event is a Wake with the key handed over (any other hand would only
-    lead TLC down dead ends)."""
+    those whose next event is a Wake with the key handed over, or their refusal (waiting)
+    and block before it: a release that runs after the attempt's refusal at Redis hands
+    it the key, though the refusal's reply may not have come back yet (any other hand
+    would only lead TLC down dead ends)."""
     out: list[str] = [""] * len(events)
     waking: set[int] = set()
     for n in reversed(range(len(events))):
@@ -552,10 +578,18 @@ def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> l
         i = index[str(e["client"])]
         if _handed_fence(e) is not None:
             waking.add(i)
-        else:
+        elif not _before_hand(e):
             waking.discard(i)
         out[n] = "{" + ", ".join(str(c) for c in sorted(waking)) + "}"
     return out
+
+
+def _before_hand(e: dict[str, Any]) -> bool:
+    """Whether ``e`` may come between a release that hands its section the key and the
+    section's Wake with it: the refusal that left it waiting, and its Block."""
+    if e.get("phase") != "waiting":
+        return False
+    return e["action"] == "Block" or (e["action"] == "AcquireReply" and not e.get("granted"))
 
 
 def _granted_fence(e: dict[str, Any]) -> int | None:
@@ -836,8 +870,8 @@ def build_model(
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
     waits = {c for c, e in config.items() if e.get("wait_ms")}
-    if limit is not None and (waits or any(e["action"] in WAIT_ACTIONS for _, e in logged)):
-        raise TraceError("a semaphore's waiting permits are not checked against spec/Semaphore.tla")
+    if limit is not None and any(_handed_fence(e) is not None for _, e in logged):
+        raise TraceError("a semaphore's release never hands a permit over: a Wake with a fence")
     # A waiting section's refusals do not count retries (it waits until its deadline).
     retries = {e.get("retries", 0) for c, e in config.items() if c not in waits} or {0}
     if len(retries) != 1:
@@ -849,11 +883,6 @@ def build_model(
     }
     # run/hold sections with heartbeat_ms=False: the spec's WatchOnly sections.
     watch_only = any(e.get("watch") and e.get("renew_every_ms") is None for e in firsts)
-    if watch_only and limit is not None:
-        raise TraceError(
-            "a permit watched without renewal (heartbeat_ms=False) is not a mode of "
-            "spec/Semaphore.tla"
-        )
     if len(beats) > 1:
         raise TraceError(f"the renewed sections must share one heartbeat, got {beats}")
     unit = ttl_ms / ticks
@@ -1118,7 +1147,7 @@ def _spec_state(e: dict[str, Any]) -> tuple[str, str]:
     retries left (phase ``backoff``) ends the spec's section as not acquired (the wrapper's
     RetryAcquire starts it again)."""
     phase, outcome = str(e["phase"]), str(e["outcome"])
-    if phase == "backoff":
+    if phase in ("backoff", "waiting"):
         return "done", "not_acquired"
     if phase == "release_unknown":
         raise TraceError("a manual handle's unanswered release is not a step of spec/Reentrant.tla")
@@ -1182,6 +1211,9 @@ def build_reentrant_model(
     faults = _plausible_faults(
         events, index, complete=complete, hang_after_ms=hang_after_ms, reentrant=True
     )
+    hands = _handed_before(events, index)
+    waits = {c for c, e in config.items() if e.get("wait_ms")}
+    hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
     deep: set[int] = set()
     max_depth = 1
     fences = dict.fromkeys(index, 0)
@@ -1197,6 +1229,9 @@ def build_reentrant_model(
         if not isinstance(value, bool):
             kind = ""
         fence = e.get("fence") if action == "AcquireReply" and value else 0
+        if _handed_fence(e) is not None:
+            # a Wake with the fence of a key handed over: a grant
+            kind, value, fence = "hand", True, e.get("fence")
         fence = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
         if fence:
             fences[client] = fence
@@ -1214,7 +1249,8 @@ def build_reentrant_model(
             f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(outcome)}, "
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
-            f"{faults[n]}]"
+            f"w |-> {_tla_bool(client in waits)}, waits |-> {_tla_bool(e['phase'] == 'waiting')}, "
+            f"hand |-> {hands[n]}, {faults[n]}]"
         )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
@@ -1223,6 +1259,7 @@ def build_reentrant_model(
         f"Sections == {len(index)}\n\n"
         f"HolderIndex == <<{', '.join(str(holder_of[c]) for c in index)}>>\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
+        f"HandTTL == {hand_ttl}\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
     )

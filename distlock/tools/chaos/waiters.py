@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 #: Waiters per trial: one on the faulted path, one direct.
 WAITERS = 2
+#: Waiters of the trial whose trace TLC checks: the one on the faulted path (direct when
+#: the trial has no proxy).  Each waiting section is one section more in TLC's model, and
+#: a semaphore's traced trial with both waiters costs TLC more than its CPU budget
+#: (``harness.TRACE_CPU_S``).
+TRACED_WAITERS = 1
 #: A waiter's ``wait_ms``, in TTLs.
 WAIT_TTLS = 2
 #: How far past its ``wait_ms`` a wait may end on a loaded machine under faults: the
@@ -57,16 +62,17 @@ def wait_ms(sc: Scenario) -> int:
     return WAIT_TTLS * sc.ttl_ms
 
 
-def paths(via_proxy: bool) -> list[bool]:
-    """Which waiters go through the proxy: the first, when the trial's victims do."""
-    return [via_proxy and i == 0 for i in range(WAITERS)]
+def paths(via_proxy: bool, traced: bool = False) -> list[bool]:
+    """Which waiters go through the proxy: the first, when the trial's victims do.  The
+    trial whose trace TLC checks has the first only (:data:`TRACED_WAITERS`)."""
+    return [via_proxy and i == 0 for i in range(TRACED_WAITERS if traced else WAITERS)]
 
 
 def sync_threads(
     sc: Scenario, trial: int, stop: threading.Event, *, via_proxy: bool
 ) -> list[threading.Thread]:
     threads = []
-    for i, proxied in enumerate(paths(via_proxy)):
+    for i, proxied in enumerate(paths(via_proxy, sc.traced(trial))):
         role = f"waiter{i}"
         lock = sc.sync_lock(sc.sync_client(f"{role}-t{trial}", via_proxy=proxied))
         threads.append(
@@ -109,7 +115,7 @@ async def async_waiters(
     """The waiters as tasks of the victims' event loop, until ``victims_done`` is set."""
     clients = []
     locks: list[AsyncLock] = []
-    for i, proxied in enumerate(paths(via_proxy)):
+    for i, proxied in enumerate(paths(via_proxy, sc.traced(trial))):
         client = sc.async_client(f"waiter{i}-t{trial}", via_proxy=proxied)
         clients.append(client)
         locks.append(sc.async_lock(client))

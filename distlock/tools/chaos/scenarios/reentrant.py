@@ -8,12 +8,13 @@ both levels: the inner level's exit and the outermost level's exit each raise
 re-entry refreshes the TTL, so its reply of 1 counts as a lease write for the detection
 bound, like a renewal's; an inner exit's does not.
 
-The first trial of each is traced, and would be checked by TLC against
-``spec/Reentrant.tla`` (``spec/ReentrantTrace.tla``), but that trace check maps a key's
-sections onto the spec's three holders, one section each, and a trial has more (three
-victims and the intruder's attempts), and it takes no declared data loss (Redis restarted
-empty): such a trial is skipped, the table saying why (``tracecheck.reentrant_unchecked``).
-The starving bodies are excluded as the lock's are.
+The first trial of each is traced and checked by TLC against ``spec/Reentrant.tla``
+(``spec/ReentrantTrace.tla``).  That trace check maps a key's sections onto the spec's
+three holders, one section at a time each, so the traced trial has one victim
+(``harness.TRACED_REENTRANT_VICTIMS``) beside the intruder and its waiter; the others
+keep three.  It takes no declared data loss (Redis restarted empty): such a trial is
+skipped, the table saying why (``tracecheck.reentrant_unchecked``).  The starving bodies
+are excluded as the lock's are.
 """
 
 from __future__ import annotations
