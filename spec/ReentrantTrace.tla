@@ -76,8 +76,9 @@ NextSection(h) ==
     /\ lost' = [lost EXCEPT ![h] = FALSE]
     /\ starved' = [starved EXCEPT ![h] = FALSE]
     /\ released' = released \ {Tok(h)}
+    /\ freed_by' = freed_by \ {Tok(h)}
     /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, faults>>
-    /\ UNCHANGED ghost_vars
+    /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, unsettled, freed_inner>>
 
 (* The release script hands the key it deletes to the waiting section i:  *)
 (* R_RELEASE's hand_head, a new hash at depth 1 with a new fence and the   *)
@@ -96,6 +97,7 @@ ReleaseHand(m, i) ==
     /\ fence_ctr' = fence_ctr + 1
     /\ grants' = Append(grants, [tok |-> Tok(h), fence |-> fence_ctr + 1])
     /\ released' = released \cup {m.tok}
+    /\ freed_by' = freed_by \cup {m.tok}
     /\ Answer(m, 1)
     /\ freed_inner' = \/ freed_inner
                       \/ \E x \in Holders : Tok(x) = key_holder /\ phase[x] = "held"
@@ -128,7 +130,7 @@ HandedGrant(i) ==
                      ELSE overlap[x]]
     /\ UNCHANGED <<sent_ago, renew_in_flight, renew_sent_ago, op, op_sent_ago>>
     /\ UNCHANGED env_vars
-    /\ UNCHANGED <<oks, late, grants, foreign, wiped, unsettled, freed_inner>>
+    /\ UNCHANGED <<oks, late, grants, foreign, wiped, unsettled, freed_inner, freed_by>>
 
 (* Block, Wake and withdrawal: a waiting section's steps (see above).     *)
 (* A withdrawal from a block ends the wait; from elsewhere (an attempt     *)

@@ -50,7 +50,7 @@ WaitDenied(c) ==
     /\ UNCHANGED <<retries_left, token, deadline_in, renew_in_flight, renew_sent_ago,
                    next_renew_in, extend_in_flight, extend_sent_ago, lost, granted,
                    auto_renew, extend_ttl, unconfirmed_ttl>>
-    /\ UNCHANGED <<starved, drift, perm_ttl, released, faults, dead>>
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
 WaitReply(c) == \/ AcquireReply(c) /\ phase'[c] = "held"
