@@ -53,6 +53,8 @@ CONSTANTS
     Heartbeat,  \* renewal period
     Margin,     \* subtracted from every deadline
     MaxFaults,  \* faults (drop, hang, resend, key loss, starvation) in one behaviour
+    CounterSurvives, \* TRUE: a key loss keeps the fence counter (eviction, failover with the
+                \* counter replicated); FALSE: it may reset it too (restart without persistence)
     Mutant      \* "none" or the name of a broken variant
 
 Mutants == {"none",
@@ -81,6 +83,7 @@ ASSUME
     /\ TTL \in Nat \ {0} /\ Heartbeat \in Nat \ {0} /\ Margin \in Nat /\ Margin < TTL
     /\ 2 * Heartbeat <= TTL
     /\ MaxFaults \in Nat
+    /\ CounterSurvives \in BOOLEAN
     /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve"}
 
 (* The identity a holder's requests carry (its token).  The broken variant *)
@@ -685,14 +688,16 @@ Resend(m) ==
     /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released>>
     /\ UNCHANGED ghost_vars
 
-(* Redis loses the key without expiry (eviction, failover); the counter   *)
-(* survives (its reset is DistLock.tla's restart model).                  *)
+(* Redis loses the key without expiry: eviction or a failover (the        *)
+(* counter survives), or, unless CounterSurvives, a restart without        *)
+(* persistence, which may also reset the fence counter (held key or not).  *)
 KeyLost ==
     /\ faults < MaxFaults /\ "key_lost" \in FaultKinds
-    /\ key_holder # NoToken
+    /\ key_holder # NoToken \/ (~CounterSurvives /\ fence_ctr > 0)
     /\ key_holder' = NoToken
     /\ key_depth' = 0
     /\ key_ttl' = 0
+    /\ fence_ctr' \in IF CounterSurvives THEN {fence_ctr} ELSE {fence_ctr, 0}
     \* the release records may be lost with it (a failover to a replica that had
     \* none of them): forgotten, a resend of a release is answered 0
     /\ \E forget \in BOOLEAN :
@@ -701,7 +706,7 @@ KeyLost ==
     /\ faults' = faults + 1
     /\ wiped' = [h \in Holders |-> wiped[h] \/ key_holder = Tok(h)]
     /\ UNCHANGED client_vars
-    /\ UNCHANGED <<starved, fence_ctr, net>>
+    /\ UNCHANGED <<starved, net>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, unsettled, freed_inner>>
 
 (* The outermost body's last stretch blocks the event loop (or holds the  *)
@@ -824,12 +829,17 @@ NoReentryAfterLoss ==
 (* The Lock's properties that apply. *)
 NoForeignWrite == ~foreign
 
+(* The fence each holder holds is the one Redis last issued its token:     *)
+(* this holds when a restart resets the counter too (CounterSurvives       *)
+(* FALSE), where FencesIncrease does not.                                  *)
 FenceIssued ==
     \A h \in Holders : fence[h] > 0 =>
         \E i \in 1..Len(grants) :
             /\ grants[i].tok = Tok(h) /\ grants[i].fence = fence[h]
             /\ \A j \in (i + 1)..Len(grants) : grants[j].tok # Tok(h)
 
+(* Each new owner gets a strictly larger fence (while Redis keeps the     *)
+(* counter), and the fence each holder holds is the one Redis issued it.   *)
 FencesIncrease ==
     /\ \A i \in 1..(Len(grants) - 1) : grants[i].fence < grants[i + 1].fence
     /\ FenceIssued

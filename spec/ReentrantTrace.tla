@@ -26,6 +26,10 @@
 (* the last attempt's send (wsent[i]) with the handed TTL, renewed at once *)
 (* when the handed TTL is short.                                           *)
 (*                                                                         *)
+(* A declared data loss (Redis restarted empty) is not an event: it is one *)
+(* fault more (MaxFaults), a KeyLost that may reset the fence counter      *)
+(* (CounterSurvives FALSE), and the fence order is not compared.           *)
+(*                                                                         *)
 (* Invariant Unexplained is VIOLATED iff a behaviour explains the whole   *)
 (* trace (TLC 2.15 cannot ask "some behaviour reaches the end" otherwise). *)
 (***************************************************************************)
@@ -191,9 +195,11 @@ Answered(e) ==
         \A m \in net \ net' : Mine(m, HolderOf[e.c], e.kind) => ((m.val > 0) = e.ok)
 
 (* Grants are ordered at Redis as their recorded fences are (rfence[h]: the *)
-(* recorded fence of holder h's current section).                           *)
+(* recorded fence of holder h's current section); not compared in a trace  *)
+(* declaring a data loss (CheckFences FALSE: the counter may have started  *)
+(* again; the pre-pass compares fences between declarations).              *)
 Fenced(e) ==
-    (e.kind \in {"acquire", "hand"} /\ e.ok) =>
+    (CheckFences /\ e.kind \in {"acquire", "hand"} /\ e.ok) =>
         \A h \in Holders :
             (h # HolderOf[e.c] /\ fence[h] > 0) =>
                 ((fence'[HolderOf[e.c]] > fence[h]) = (e.fence > rfence[h]))

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -167,6 +168,31 @@ def _async_nested(server: RedisServer, path: Path) -> list[Event]:
                 assert await asyncio.create_task(locks.acquire("x")) is None
 
     asyncio.run(main())
+    return read_events(path)
+
+
+def _restarted_under_reentry(server: RedisServer, path: Path) -> list[Event]:
+    """Three sections on one key: the first is granted fence 1, the second fence 2;
+    Redis restarts empty (declared) while the second holds at depth 2, so both its levels
+    raise the loss; the third is granted fence 1 again."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.ReentrantLock(
+            server.url, prefix="rt-restart", ttl_ms=2000, trace=watch
+        ) as locks:
+            with locks.hold("x"):
+                pass
+            with (  # noqa: PT012
+                pytest.raises(distlock.LockLeaseLostError),
+                locks.hold("x") as outer,
+                locks.hold("x") as inner,
+            ):
+                assert (outer.depth, inner.depth) == (1, 2)
+                rec.declare_data_loss(time.monotonic() * 1000.0)
+                server.restart()
+                assert inner.signal.wait(30)
+            with locks.hold("x"):
+                pass
     return read_events(path)
 
 
@@ -357,13 +383,17 @@ def test_the_shapes_the_trace_check_refuses_are_told_before_it_runs() -> None:
         "more than 3 sections at once on one key (at event 4): spec/Reentrant.tla has 3 "
         "holders, one section each at a time"
     )
-    lost = [*three, {"action": DATA_LOSS, "t": 1.0}]
-    assert "takes no declared data loss" in (tracecheck.reentrant_unchecked(lost) or "")
+    # a declared data loss is checked (CounterSurvives FALSE), not refused
+    lost = [*three, {"action": DATA_LOSS, "client": "redis", "t": 1.0}]
+    assert tracecheck.reentrant_unchecked(lost) is None
+    model = tracecheck.build_reentrant_model(lost)
+    assert "CounterSurvives = FALSE" in model.cfg and "CheckFences == FALSE" in model.data
+    assert model.rows == [0, 1, 2]
     extend = [*three, {**first, "client": "s0", "action": "Extend"}]
     assert tracecheck.reentrant_unchecked(extend) == (
         "Extend recorded: no such action in spec/Reentrant.tla"
     )
-    for refused in (four, lost, extend):
+    for refused in (four, extend):
         with pytest.raises(tracecheck.TraceError):
             tracecheck.build_reentrant_model(refused)
 
@@ -560,3 +590,24 @@ def test_waiting_reentrant_runs_are_checked(redis_server: RedisServer, tmp_path:
     problem = tracecheck.prepass(backwards)
     assert problem is not None and problem.index == wake
     assert "time runs backwards" in problem.reason
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_declared_restart_lets_reentrant_fences_start_over(
+    fresh_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Redis restarted empty under a re-entered section: the next section gets fence 1
+    again.  Accepted with the recorded declaration (the key loss may reset the counter);
+    the same trace without it (fences going down, no loss declared) is refused there."""
+    events = _restarted_under_reentry(fresh_redis, tmp_path / "restart.ndjson")
+    assert _count(events, DATA_LOSS) == 1 and tracecheck.is_reentrant(events)
+    grants = [n for n, e in enumerate(events) if e["action"] == "AcquireReply" and e["granted"]]
+    assert [events[n]["fence"] for n in grants] == [1, 2, 1]
+    assert tracecheck.reentrant_unchecked(events) is None
+    undeclared = [e for e in events if e["action"] != DATA_LOSS]
+    third = _index(undeclared, "AcquireReply", client=events[grants[2]]["client"], granted=True)
+    declared, plain = _check_each([events, undeclared])
+    assert declared.accepted, declared.describe() + "\n" + declared.output[-2000:]
+    assert not plain.accepted and plain.by == "pre-pass", plain.describe()
+    assert plain.first_unexplained == third and "already granted" in str(plain.reason)

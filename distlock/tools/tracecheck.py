@@ -100,8 +100,10 @@ attempt a ``RetryAcquire``; ``Block``, ``Wake`` and the withdrawal change nothin
 lock's does (``R_RELEASE``'s ``hand_head``: ``ReleaseHand``, the waiter's token at depth 1
 with the handed TTL and a fresh fence), and the handed ``Wake`` is the outermost level's
 grant counted from the last attempt's send (``HandedGrant``).  Not checked against
-``Reentrant.tla``: a granted manual handle (``Extend``), and traces declaring a data loss
-(its counter never resets).
+``Reentrant.tla``: a granted manual handle (``Extend``).  A trace declaring a data loss
+is checked as the lock's is: one key loss more, one that may reset the fence counter
+(``CounterSurvives`` FALSE), fences compared by the pre-pass within each stretch between
+declarations and not by TLC (``CheckFences``).
 
 **Waiting.** A lock's waiting section (``wait_ms``) records, beside the lock's actions,
 ``Block``, ``Wake`` and its withdrawal (``Withdraw``, ``WithdrawReply``, ``WithdrawFail``),
@@ -1078,20 +1080,17 @@ def is_reentrant(events: Sequence[dict[str, Any]]) -> bool:
 
 def reentrant_unchecked(events: Sequence[dict[str, Any]]) -> str | None:
     """Why :func:`build_reentrant_model` would refuse the reentrant lock's ``events`` (one
-    key) for their shape rather than for a wrong step, or None: a data loss declared, more
-    sections than the spec has holders, or an action the spec does not have.  A caller
-    checking many recorded runs (the chaos suite) skips such a trace, saying why, instead
-    of counting the refusal as a rejected run."""
-    if any(_is_declaration(e) for e in events):
-        return (
-            "Redis lost its data: spec/Reentrant.tla keeps the fence counter, so its trace "
-            "check takes no declared data loss"
-        )
-    foreign = sorted({str(e["action"]) for e in events} - R_ACTIONS)
+    key) for their shape rather than for a wrong step, or None: more sections than the
+    spec has holders, or an action the spec does not have.  A caller checking many
+    recorded runs (the chaos suite) skips such a trace, saying why, instead of counting
+    the refusal as a rejected run.  A declared data loss is checked (see
+    :func:`build_reentrant_model`)."""
+    logged = [e for e in events if not _is_declaration(e)]
+    foreign = sorted({str(e["action"]) for e in logged} - R_ACTIONS)
     if foreign:
         return f"{', '.join(foreign)} recorded: no such action in spec/Reentrant.tla"
     try:
-        _reentrant_holders(events)
+        _reentrant_holders(logged)
     except TraceError as exc:
         return str(exc)
     return None
@@ -1168,14 +1167,18 @@ def build_reentrant_model(
     ``Child`` and ``Other`` (each holder runs one section; the spec's holders differ only
     in their names, so any two holders of one process or of two stand for each other).
     The holders that re-enter are ``Deep``, and ``MaxDepth`` is the deepest level
-    recorded."""
-    if any(_is_declaration(e) for e in events):
-        raise TraceError(
-            "spec/Reentrant.tla keeps the fence counter: a trace declaring a data loss "
-            "is not checked against it"
-        )
-    if not events:
+    recorded.
+
+    A declared data loss (Redis restarted empty) is one key loss more, and one that may
+    reset the fence counter (``CounterSurvives`` FALSE); the fence order is then not
+    compared (``CheckFences``), as for the lock: the pre-pass compares fences within each
+    stretch between declarations."""
+    logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
+    if not logged:
         raise TraceError("empty trace")
+    declared = len(events) - len(logged)
+    rows_of = [i for i, _ in logged]
+    events = [e for _, e in logged]
     index: dict[str, int] = {}
     config: dict[str, dict[str, Any]] = {}
     for e in events:
@@ -1260,6 +1263,7 @@ def build_reentrant_model(
         f"HolderIndex == <<{', '.join(str(holder_of[c]) for c in index)}>>\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
         f"HandTTL == {hand_ttl}\n\n"
+        f"CheckFences == {_tla_bool(not declared)}\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
     )
@@ -1275,7 +1279,8 @@ def build_reentrant_model(
             f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
             "    Margin = 1",
-            f"    MaxFaults = {failures + SPARE_FAULTS}",
+            f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
+            f"    CounterSurvives = {_tla_bool(not declared)}",
             '    Mutant = "none"',
             "INIT TraceInit",
             "NEXT TraceNext",
@@ -1285,7 +1290,7 @@ def build_reentrant_model(
             "",
         ]
     )
-    return Model(data, None, cfg, len(index), list(range(len(events))), module="ReentrantTrace")
+    return Model(data, None, cfg, len(index), rows_of, module="ReentrantTrace")
 
 
 #: Replies and failures after which the key may have been lost without expiring: a key

@@ -209,6 +209,13 @@ RUNS: tuple[Run, ...] = (
         module="Reentrant", short=True),
     Run("reentrant-contention", "ReentrantContention.cfg", REENTRANT, "holds",
         min_states=150_000, module="Reentrant"),
+    # a restart without persistence may reset the fence counter with the key: FenceIssued
+    # holds for FencesIncrease, which TLC refutes
+    Run("reentrant-restart", "ReentrantRestart.cfg",
+        REENTRANT.replace("safety", "safety (FenceIssued for FencesIncrease)"), "holds",
+        min_states=10_000, module="Reentrant", short=True),
+    _reentrant_refutes("reentrant-restart-fences", "ReentrantRestartFences.cfg",
+                       "FencesIncrease"),
     _reentrant_refutes("reentrant-mutant-release-at-first-exit",
                        "ReentrantMutantReleaseAtFirstExit.cfg", "FreedOnlyAtOutermost"),
     _reentrant_refutes("reentrant-mutant-child-inherits-identity",

@@ -12,9 +12,10 @@ The first trial of each is traced and checked by TLC against ``spec/Reentrant.tl
 (``spec/ReentrantTrace.tla``).  That trace check maps a key's sections onto the spec's
 three holders, one section at a time each, so the traced trial has one victim
 (``harness.TRACED_REENTRANT_VICTIMS``) beside the intruder and its waiter; the others
-keep three.  It takes no declared data loss (Redis restarted empty): such a trial is
-skipped, the table saying why (``tracecheck.reentrant_unchecked``).  The starving bodies
-are excluded as the lock's are.
+keep three.  A declared data loss (Redis restarted empty) is checked as the lock's is: a
+key loss that may reset the fence counter; the sync trial of the restart is still skipped
+for its failed round trips (the intruder's attempts refused while Redis is down, each a
+new section).  The starving bodies are excluded as the lock's are.
 """
 
 from __future__ import annotations
