@@ -369,6 +369,20 @@ Fenced(e) ==
 (* At least e.lo ticks since the section's previous event (at[c] is when it was taken). *)
 Elapsed(e) == now >= at[e.c] + e.lo
 
+(* Trace only: the body stops starving the timers before it ends (time.sleep or a *)
+(* C call that returns mid-body).  The spec's Starve lasts until BodyDone; this    *)
+(* ends it sooner, and only that: the section is held and starved, and nothing     *)
+(* else moves.  Its timers are then due at once (Tick waits for them), its         *)
+(* deadline is what the clock made of it, and BodyDone still judges the body on    *)
+(* that deadline.  Offered where the section's next event is one a starved         *)
+(* section cannot take (Trace[l].resume, see tracecheck._plausible_faults).        *)
+Resume(c) ==
+    /\\ phase[c] = "held" /\\ starved[c]
+    /\\ starved' = [starved EXCEPT ![c] = FALSE]
+    /\\ UNCHANGED client_vars
+    /\\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, faults, net, queue>>
+    /\\ UNCHANGED ghost_vars
+
 (* Faults only where the rest of the trace can tell them (drop, hang, starve and   *)
 (* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
 (* lead TLC down dead ends.                                                         *)
@@ -379,6 +393,7 @@ Hidden ==
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
           \\/ Trace[l].keylost /\\ KeyLost
           \\/ \\E c \\in Trace[l].starve : Starve(c)
+          \\/ \\E c \\in Trace[l].resume : Resume(c)
        /\\ UNCHANGED <<now, WaitVars>>
     \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
 
@@ -1292,6 +1307,13 @@ def build_reentrant_model(
 #: loss before them is plausible (some section will find its key gone, or never know).
 _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 _R_LOSS_WITNESS: Final = frozenset({"RenewFail", "ReenterFail", "LeaveFail", "ReleaseFail"})
+#: The events a starved section cannot take (its timers and reply callbacks, and for the
+#: reentrant lock the levels its body opens and closes): before one of them, a starvation
+#: may have ended mid-body (the trace's ``Resume``), and may have begun.
+_STARVED_OUT: Final = frozenset({"RenewSend", "RenewReply", "RenewFail", "LeaseTimeout"})
+_R_STARVED_OUT: Final = _STARVED_OUT | {
+    "Reenter", "ReenterReply", "ReenterFail", "Leave", "LeaveReply", "LeaveFail"
+}
 
 
 def _plausible_faults(
@@ -1307,7 +1329,9 @@ def _plausible_faults(
     ``drop`` and ``hang``: the requests in flight (<<section, kind>>) whose reply may be
     dropped (the section's next word on it is the failure) or may hang (the failure, or
     no word at all).  ``starve``: the sections that may stop running timers and replies
-    (their next event is the end of the body, or they have none).  ``keylost``: whether
+    (their next event is the end of the body, one a starved section cannot take, or they
+    have none).  ``resume``: the sections whose starvation may end before the body does
+    (their next event is one a starved section cannot take).  ``keylost``: whether
     the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
     or release) or some later round trip fails.  A fault outside these would only lead
     TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any
@@ -1320,6 +1344,7 @@ def _plausible_faults(
     send_of = R_SEND_OF if reentrant else SEND_OF
     fail_of = R_FAIL_OF if reentrant else FAIL_OF
     loss_witness = _R_LOSS_WITNESS if reentrant else _LOSS_WITNESS
+    starved_out = _R_STARVED_OUT if reentrant else _STARVED_OUT
     reply_of = {kind: action for action, kind in reply_kind.items()}
     outstanding: dict[tuple[str, str], float] = {}
     before: list[frozenset[tuple[str, str]]] = []
@@ -1357,10 +1382,16 @@ def _plausible_faults(
                 drop.append(pair)
             if word is None or (word == fail_of[client_kind[1]] and at not in quick):
                 hang.append(pair)
-        starve = [str(i) for c, i in index.items() if next_action.get(c, "BodyDone") == "BodyDone"]
+        starve = [
+            str(i)
+            for c, i in index.items()
+            if next_action.get(c, "BodyDone") == "BodyDone" or next_action[c] in starved_out
+        ]
+        resume = [str(i) for c, i in index.items() if next_action.get(c) in starved_out]
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
-            f"starve |-> {{{', '.join(starve)}}}, keylost |-> {_tla_bool(witness)}"
+            f"starve |-> {{{', '.join(starve)}}}, resume |-> {{{', '.join(resume)}}}, "
+            f"keylost |-> {_tla_bool(witness)}"
         )
     return fields
 
