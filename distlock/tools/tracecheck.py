@@ -41,9 +41,21 @@ hung reply, the key lost, a starved client, time passing), which TLC finds by it
 Time may pass only up to the next event's timestamp (in ticks of ``ttl_ms / TTL``, with
 a tick of slack), which keeps the search finite.  Faults are offered only where the rest
 of the trace can tell them (a reply dropped before the failure the trace reports, a
-starved section before its body ends, a key lost before some section finds it gone),
-and states differing only in the spec's ghost variables are one state (``VIEW``): both
-keep TLC away from dead ends without ruling out any behaviour that explains the trace.
+starved section before its body ends or before a timer event it could not take starved,
+a key lost before some section finds it gone), and states differing only in the spec's
+ghost variables are one state (``VIEW``): both keep TLC away from dead ends without
+ruling out any behaviour that explains the trace.
+
+A starvation that ends mid-body (``time.sleep`` or a C call holding the GIL for a while,
+then more body) is one step the spec lacks: its ``Starve`` lasts until ``BodyDone``.  The
+lock's and the semaphore's trace models add ``Resume``, which ends a held section's
+starvation and changes nothing else, offered where the section's next event is one a
+starved section cannot take (a renewal sent or answered, the lease timeout).  It only
+lets the timers run again: they are due at once, the deadline is what the clock made of
+it, and ``BodyDone`` still reports a body that outlived it lost, so a body reported ok
+after its lease ran out during the starvation is refused.  The reentrant lock's trace
+model has no ``Resume``: ``spec/Reentrant.tla`` starves only the outermost level, and a
+body starved at depth 2 is no behaviour of it.
 
 Which check is where:
 
@@ -1307,13 +1319,11 @@ def build_reentrant_model(
 #: loss before them is plausible (some section will find its key gone, or never know).
 _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 _R_LOSS_WITNESS: Final = frozenset({"RenewFail", "ReenterFail", "LeaveFail", "ReleaseFail"})
-#: The events a starved section cannot take (its timers and reply callbacks, and for the
-#: reentrant lock the levels its body opens and closes): before one of them, a starvation
-#: may have ended mid-body (the trace's ``Resume``), and may have begun.
+#: The events a starved section cannot take (its timers and reply callbacks): before one
+#: of them, a starvation may have ended mid-body (the trace's ``Resume``), and may have
+#: begun.  Not for the reentrant lock: spec/Reentrant.tla starves only the outermost
+#: level's last stretch, and its trace model has no ``Resume``.
 _STARVED_OUT: Final = frozenset({"RenewSend", "RenewReply", "RenewFail", "LeaseTimeout"})
-_R_STARVED_OUT: Final = _STARVED_OUT | {
-    "Reenter", "ReenterReply", "ReenterFail", "Leave", "LeaveReply", "LeaveFail"
-}
 
 
 def _plausible_faults(
@@ -1331,7 +1341,8 @@ def _plausible_faults(
     no word at all).  ``starve``: the sections that may stop running timers and replies
     (their next event is the end of the body, one a starved section cannot take, or they
     have none).  ``resume``: the sections whose starvation may end before the body does
-    (their next event is one a starved section cannot take).  ``keylost``: whether
+    (their next event is one a starved section cannot take; none for the reentrant
+    lock, whose trace model has no ``Resume``).  ``keylost``: whether
     the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
     or release) or some later round trip fails.  A fault outside these would only lead
     TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any
@@ -1344,7 +1355,7 @@ def _plausible_faults(
     send_of = R_SEND_OF if reentrant else SEND_OF
     fail_of = R_FAIL_OF if reentrant else FAIL_OF
     loss_witness = _R_LOSS_WITNESS if reentrant else _LOSS_WITNESS
-    starved_out = _R_STARVED_OUT if reentrant else _STARVED_OUT
+    starved_out: frozenset[str] = frozenset() if reentrant else _STARVED_OUT
     reply_of = {kind: action for action, kind in reply_kind.items()}
     outstanding: dict[tuple[str, str], float] = {}
     before: list[frozenset[tuple[str, str]]] = []
