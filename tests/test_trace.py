@@ -5,7 +5,8 @@ property test must be accepted; corrupted traces (a reordered reply, a success a
 lost renewal, a fence that goes down, a forged reply, time running backwards, a body that
 outlived its lease, a late grant kept, a refused renewal with no signal, a deadline
 forged later than any reply allows) must be rejected, naming the first event no behaviour
-explains.  Sections with the heartbeat off are checked too.
+explains.  Sections with the heartbeat off are checked too, and a body whose starvation
+ends mid-body is accepted, but refused when forged ok after its lease ran out.
 """
 
 from __future__ import annotations
