@@ -1320,9 +1320,10 @@ def build_reentrant_model(
 _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 _R_LOSS_WITNESS: Final = frozenset({"RenewFail", "ReenterFail", "LeaveFail", "ReleaseFail"})
 #: The events a starved section cannot take (its timers and reply callbacks): before one
-#: of them, a starvation may have ended mid-body (the trace's ``Resume``), and may have
-#: begun.  Not for the reentrant lock: spec/Reentrant.tla starves only the outermost
-#: level's last stretch, and its trace model has no ``Resume``.
+#: of them, when it comes late (see :func:`_plausible_faults`), a starvation may have
+#: ended mid-body (the trace's ``Resume``), and may have begun.  Not for the reentrant
+#: lock: spec/Reentrant.tla starves only the outermost level's last stretch, and its
+#: trace model has no ``Resume``.
 _STARVED_OUT: Final = frozenset({"RenewSend", "RenewReply", "RenewFail", "LeaseTimeout"})
 
 
@@ -1339,17 +1340,17 @@ def _plausible_faults(
     ``drop`` and ``hang``: the requests in flight (<<section, kind>>) whose reply may be
     dropped (the section's next word on it is the failure) or may hang (the failure, or
     no word at all).  ``starve``: the sections that may stop running timers and replies
-    (their next event is the end of the body, one a starved section cannot take, or they
-    have none).  ``resume``: the sections whose starvation may end before the body does
-    (their next event is one a starved section cannot take; none for the reentrant
-    lock, whose trace model has no ``Resume``).  ``keylost``: whether
-    the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
-    or release) or some later round trip fails.  A fault outside these would only lead
-    TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any
-    witness: a key loss is then always plausible.  A request reported failed sooner than
-    ``hang_after_ms`` after its send (less than the client's socket timeout: the
-    connection failed) is not left to run later: its reply is dropped.  ``reentrant``:
-    the kinds of ``spec/Reentrant.tla`` (re-entries and inner exits too).
+    (their next event is the end of the body, or they have none, or it is one a starved
+    section cannot take and comes more than two renewal intervals after their previous
+    one).  ``resume``: the sections whose starvation may end before the body does (that
+    last case; none for the reentrant lock, whose trace model has no ``Resume``).
+    ``keylost``: whether the key may vanish, i.e. some later reply finds a key gone (a 0 to
+    a renewal, extend or release) or some later round trip fails. A fault outside these
+    would only lead TLC down dead ends. A prefix of a trace (``complete`` false) may go on
+    with any witness: a key loss is then always plausible. A request reported failed sooner
+    than ``hang_after_ms`` after its send (less than the client's socket timeout: the
+    connection failed) is not left to run later: its reply is dropped. ``reentrant``: the
+    kinds of ``spec/Reentrant.tla`` (re-entries and inner exits too).
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -1371,13 +1372,28 @@ def _plausible_faults(
                 sent = outstanding.pop((client, kind), None)
                 if sent is not None and _time(e) - sent < hang_after_ms:
                     quick.add(n)
+    # Whether each event of a section comes late enough after the section's previous one
+    # for its timers to have been held back: more than two renewal intervals (any gap
+    # for a section that does not renew).  Only before such an event may a starvation
+    # have ended; elsewhere the offer would only lead TLC down dead ends.
+    every: dict[str, float] = {}
+    previous: dict[str, float] = {}
+    held_back: list[bool] = []
+    for e in events:
+        client = str(e["client"])
+        if e["action"] == "Acquire" and e.get("renew_every_ms") is not None:
+            every[client] = float(e["renew_every_ms"])
+        held_back.append(_time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0))
+        previous[client] = _time(e)
     upcoming: dict[tuple[str, str], tuple[str, int]] = {}
     next_action: dict[str, str] = {}
+    late: dict[str, bool] = {}
     witness = not complete
     fields: list[str] = [""] * len(events)
     for n in reversed(range(len(events))):
         client, action = str(events[n]["client"]), str(events[n]["action"])
         next_action[client] = action
+        late[client] = held_back[n]
         if action in loss_witness or (
             action in reply_kind and action != "AcquireReply" and events[n].get("ok") is False
         ):
@@ -1396,9 +1412,10 @@ def _plausible_faults(
         starve = [
             str(i)
             for c, i in index.items()
-            if next_action.get(c, "BodyDone") == "BodyDone" or next_action[c] in starved_out
+            if next_action.get(c, "BodyDone") == "BodyDone"
+            or (next_action[c] in starved_out and late[c])
         ]
-        resume = [str(i) for c, i in index.items() if next_action.get(c) in starved_out]
+        resume = [str(i) for c, i in index.items() if next_action.get(c) in starved_out and late[c]]
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
             f"starve |-> {{{', '.join(starve)}}}, resume |-> {{{', '.join(resume)}}}, "
