@@ -50,7 +50,8 @@ A starvation that ends mid-body (``time.sleep`` or a C call holding the GIL for 
 then more body) is one step the spec lacks: its ``Starve`` lasts until ``BodyDone``.  The
 lock's and the semaphore's trace models add ``Resume``, which ends a held section's
 starvation and changes nothing else, offered where the section's next event is one a
-starved section cannot take (a renewal sent or answered, the lease timeout).  It only
+starved section cannot take (a renewal sent or answered, the lease timeout) and comes
+more than two renewal intervals after its previous one.  It only
 lets the timers run again: they are due at once, the deadline is what the clock made of
 it, and ``BodyDone`` still reports a body that outlived it lost, so a body reported ok
 after its lease ran out during the starvation is refused.  The reentrant lock's trace
