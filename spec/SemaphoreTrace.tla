@@ -129,6 +129,18 @@ Answered(e) ==
 (* At least e.lo ticks since the section's previous event. *)
 Elapsed(e) == now >= at[e.c] + e.lo
 
+(* Trace only: the body stops starving the timers before it ends (the     *)
+(* spec's Starve lasts until BodyDone).  Only that moves: the permit's     *)
+(* timers are due at once, and BodyDone still judges the body on the       *)
+(* deadline the clock made.  Offered where the section's next event is one *)
+(* a starved section cannot take (Trace[l].resume).                        *)
+Resume(c) ==
+    /\ phase[c] = "held" /\ starved[c]
+    /\ starved' = [starved EXCEPT ![c] = FALSE]
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<drift, perm_ttl, key_ttl, released, faults, dead, net>>
+    /\ UNCHANGED ghost_vars
+
 (* Faults only where the rest of the trace can tell them. *)
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED withdrawing
@@ -139,6 +151,7 @@ Hidden ==
           \/ \E m \in net : <<m.tok[1], m.kind>> \in Trace[l].hang /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E c \in Trace[l].starve : Starve(c)
+          \/ \E c \in Trace[l].resume : Resume(c)
        /\ UNCHANGED <<now, withdrawing>>
 
 TraceInit ==

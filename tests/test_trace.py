@@ -5,7 +5,8 @@ property test must be accepted; corrupted traces (a reordered reply, a success a
 lost renewal, a fence that goes down, a forged reply, time running backwards, a body that
 outlived its lease, a late grant kept, a refused renewal with no signal, a deadline
 forged later than any reply allows) must be rejected, naming the first event no behaviour
-explains.  Sections with the heartbeat off are checked too.
+explains.  Sections with the heartbeat off are checked too, and a body whose starvation
+ends mid-body is accepted, but refused when forged ok after its lease ran out.
 """
 
 from __future__ import annotations
@@ -403,6 +404,52 @@ def test_forged_values_and_times_are_rejected(redis_server: RedisServer, tmp_pat
         assert v.event is not None and v.describe().count("REJECTED") == 1
     assert "not above fence" in str(verdicts[2].reason)
     assert "time runs backwards" in str(verdicts[5].reason)
+
+
+def _resumed_run(server: RedisServer, tmp_path: Path) -> list[dict[str, Any]]:
+    """An asyncio section whose body blocks the event loop for three TTLs and then runs
+    on: the starvation ends mid-body, the lease timer fires then, and the body waits for
+    that signal before it ends."""
+    path = tmp_path / "resumed.ndjson"
+    with NdjsonRecorder(path, append=False) as rec:
+
+        async def section() -> None:
+            async with distlock.asyncio.Lock(
+                server.url, prefix="tr-resumed", ttl_ms=300, retries=RETRIES, trace=rec
+            ) as alocks:
+                with pytest.raises(distlock.LockLeaseLostError):  # noqa: PT012
+                    async with alocks.hold("x") as handle:
+                        time.sleep(0.9)  # noqa: ASYNC251 (the fault: a loop starved 3 TTLs)
+                        assert await handle.signal.wait()
+
+        asyncio.run(section())
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_starvation_that_ends_mid_body(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A body that starves the timers and then runs on: the lease timer fires when the
+    starvation ends, before the body does (the trace's Resume), and the run is accepted.
+    The same run with that loss removed, the body reported ok after its lease ran out
+    during the starvation, is rejected where the body ends."""
+    good = _resumed_run(redis_server, tmp_path)
+    timeout = _index(good, "LeaseTimeout")
+    done = _index(good, "BodyDone")
+    assert timeout < done and good[done]["lost"] is True
+    forged = [
+        {**e, "lost": False, "outcome": "ok" if e["action"] == "ReleaseReply" else e["outcome"]}
+        if n > timeout
+        else e
+        for n, e in enumerate(good)
+        if n != timeout
+    ]
+    forged[-1] = {**forged[-1], "ok": True}
+    assert forged[-1]["action"] == "ReleaseReply"
+    accepted, rejected = _check_each([good, forged])
+    assert accepted.accepted, f"{accepted.describe()}\n{accepted.output[-2000:]}"
+    assert not rejected.accepted, "a body ok after its lease ran out: accepted"
+    assert rejected.first_unexplained == done - 1, rejected.describe()
 
 
 @needs_tlc

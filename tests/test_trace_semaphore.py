@@ -14,10 +14,12 @@ request and time running backwards must be rejected, at the event they corrupt.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 
 import distlock
+import distlock.asyncio
 from distlock.tools import tracecheck
 from distlock.trace import NdjsonRecorder, read_events, write_events
 from tests.redis_server import RedisServer
@@ -456,3 +459,47 @@ def test_waiting_and_unrenewed_permits_are_checked(
     problem = tracecheck.prepass(backwards, fences=False)
     assert problem is not None and problem.index == wake
     assert "time runs backwards" in problem.reason
+
+
+def _resumed_permit(server: RedisServer, path: Path) -> list[Event]:
+    """An asyncio permit section whose body blocks the event loop for three TTLs and then
+    runs on: the starvation ends mid-body, the lease timer fires then, and the body waits
+    for that signal before it ends."""
+    with NdjsonRecorder(path, append=False) as rec:
+
+        async def section() -> None:
+            async with distlock.asyncio.Semaphore(
+                server.url, prefix="st-r", limit=2, ttl_ms=300, trace=rec
+            ) as sem:
+                with pytest.raises(distlock.LockLeaseLostError):  # noqa: PT012
+                    async with sem.hold("x") as permit:
+                        time.sleep(0.9)  # noqa: ASYNC251 (the fault: a loop starved 3 TTLs)
+                        assert await permit.signal.wait()
+
+        asyncio.run(section())
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_permit_starvation_that_ends_mid_body(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A permit body that starves the timers and then runs on is accepted (the trace's
+    Resume); the same run with the loss removed, the body reported ok after its lease
+    ran out during the starvation, is rejected where the body ends."""
+    good = _resumed_permit(redis_server, tmp_path / "resumed.ndjson")
+    timeout = _index(good, "LeaseTimeout")
+    done = _index(good, "BodyDone")
+    assert timeout < done and good[done]["lost"] is True
+    forged = [
+        {**e, "lost": False, "outcome": "ok" if e["action"] == "ReleaseReply" else e["outcome"]}
+        if n > timeout
+        else e
+        for n, e in enumerate(good)
+        if n != timeout
+    ]
+    forged[-1] = {**forged[-1], "ok": True}
+    assert forged[-1]["action"] == "ReleaseReply"
+    accepted, rejected = _check_each([good, forged])
+    assert accepted.accepted, accepted.describe() + "\n" + accepted.output[-2000:]
+    assert not rejected.accepted, "a permit body ok after its lease ran out: accepted"
+    assert rejected.first_unexplained == done - 1, rejected.describe()

@@ -41,9 +41,22 @@ hung reply, the key lost, a starved client, time passing), which TLC finds by it
 Time may pass only up to the next event's timestamp (in ticks of ``ttl_ms / TTL``, with
 a tick of slack), which keeps the search finite.  Faults are offered only where the rest
 of the trace can tell them (a reply dropped before the failure the trace reports, a
-starved section before its body ends, a key lost before some section finds it gone),
-and states differing only in the spec's ghost variables are one state (``VIEW``): both
-keep TLC away from dead ends without ruling out any behaviour that explains the trace.
+starved section before its body ends or before a timer event it could not take starved,
+a key lost before some section finds it gone), and states differing only in the spec's
+ghost variables are one state (``VIEW``): both keep TLC away from dead ends without
+ruling out any behaviour that explains the trace.
+
+A starvation that ends mid-body (``time.sleep`` or a C call holding the GIL for a while,
+then more body) is one step the spec lacks: its ``Starve`` lasts until ``BodyDone``.  The
+lock's and the semaphore's trace models add ``Resume``, which ends a held section's
+starvation and changes nothing else, offered where the section's next event is one a
+starved section cannot take (a renewal sent or answered, the lease timeout) and comes
+more than two renewal intervals after its previous one.  It only
+lets the timers run again: they are due at once, the deadline is what the clock made of
+it, and ``BodyDone`` still reports a body that outlived it lost, so a body reported ok
+after its lease ran out during the starvation is refused.  The reentrant lock's trace
+model has no ``Resume``: ``spec/Reentrant.tla`` starves only the outermost level, and a
+body starved at depth 2 is no behaviour of it.
 
 Which check is where:
 
@@ -371,6 +384,20 @@ Fenced(e) ==
 (* At least e.lo ticks since the section's previous event (at[c] is when it was taken). *)
 Elapsed(e) == now >= at[e.c] + e.lo
 
+(* Trace only: the body stops starving the timers before it ends (time.sleep or a *)
+(* C call that returns mid-body).  The spec's Starve lasts until BodyDone; this    *)
+(* ends it sooner, and only that: the section is held and starved, and nothing     *)
+(* else moves.  Its timers are then due at once (Tick waits for them), its         *)
+(* deadline is what the clock made of it, and BodyDone still judges the body on    *)
+(* that deadline.  Offered where the section's next event is one a starved         *)
+(* section cannot take (Trace[l].resume, see tracecheck._plausible_faults).        *)
+Resume(c) ==
+    /\\ phase[c] = "held" /\\ starved[c]
+    /\\ starved' = [starved EXCEPT ![c] = FALSE]
+    /\\ UNCHANGED client_vars
+    /\\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, faults, net, queue>>
+    /\\ UNCHANGED ghost_vars
+
 (* Faults only where the rest of the trace can tell them (drop, hang, starve and   *)
 (* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
 (* lead TLC down dead ends.                                                         *)
@@ -381,6 +408,7 @@ Hidden ==
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
           \\/ Trace[l].keylost /\\ KeyLost
           \\/ \\E c \\in Trace[l].starve : Starve(c)
+          \\/ \\E c \\in Trace[l].resume : Resume(c)
        /\\ UNCHANGED <<now, WaitVars>>
     \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
 
@@ -1297,6 +1325,12 @@ def build_reentrant_model(
 #: loss before them is plausible (some section will find its key gone, or never know).
 _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 _R_LOSS_WITNESS: Final = frozenset({"RenewFail", "ReenterFail", "LeaveFail", "ReleaseFail"})
+#: The events a starved section cannot take (its timers and reply callbacks): before one
+#: of them, when it comes late (see :func:`_plausible_faults`), a starvation may have
+#: ended mid-body (the trace's ``Resume``), and may have begun.  Not for the reentrant
+#: lock: spec/Reentrant.tla starves only the outermost level's last stretch, and its
+#: trace model has no ``Resume``.
+_STARVED_OUT: Final = frozenset({"RenewSend", "RenewReply", "RenewFail", "LeaseTimeout"})
 
 
 def _plausible_faults(
@@ -1312,19 +1346,23 @@ def _plausible_faults(
     ``drop`` and ``hang``: the requests in flight (<<section, kind>>) whose reply may be
     dropped (the section's next word on it is the failure) or may hang (the failure, or
     no word at all).  ``starve``: the sections that may stop running timers and replies
-    (their next event is the end of the body, or they have none).  ``keylost``: whether
-    the key may vanish, i.e. some later reply finds a key gone (a 0 to a renewal, extend
-    or release) or some later round trip fails.  A fault outside these would only lead
-    TLC down dead ends.  A prefix of a trace (``complete`` false) may go on with any
-    witness: a key loss is then always plausible.  A request reported failed sooner than
-    ``hang_after_ms`` after its send (less than the client's socket timeout: the
-    connection failed) is not left to run later: its reply is dropped.  ``reentrant``:
-    the kinds of ``spec/Reentrant.tla`` (re-entries and inner exits too).
+    (their next event is the end of the body, or they have none, or it is one a starved
+    section cannot take and comes more than two renewal intervals after their previous
+    one).  ``resume``: the sections whose starvation may end before the body does (that
+    last case; none for the reentrant lock, whose trace model has no ``Resume``).
+    ``keylost``: whether the key may vanish, i.e. some later reply finds a key gone (a 0 to
+    a renewal, extend or release) or some later round trip fails. A fault outside these
+    would only lead TLC down dead ends. A prefix of a trace (``complete`` false) may go on
+    with any witness: a key loss is then always plausible. A request reported failed sooner
+    than ``hang_after_ms`` after its send (less than the client's socket timeout: the
+    connection failed) is not left to run later: its reply is dropped. ``reentrant``: the
+    kinds of ``spec/Reentrant.tla`` (re-entries and inner exits too).
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
     fail_of = R_FAIL_OF if reentrant else FAIL_OF
     loss_witness = _R_LOSS_WITNESS if reentrant else _LOSS_WITNESS
+    starved_out: frozenset[str] = frozenset() if reentrant else _STARVED_OUT
     reply_of = {kind: action for action, kind in reply_kind.items()}
     outstanding: dict[tuple[str, str], float] = {}
     before: list[frozenset[tuple[str, str]]] = []
@@ -1340,13 +1378,28 @@ def _plausible_faults(
                 sent = outstanding.pop((client, kind), None)
                 if sent is not None and _time(e) - sent < hang_after_ms:
                     quick.add(n)
+    # Whether each event of a section comes late enough after the section's previous one
+    # for its timers to have been held back: more than two renewal intervals (any gap
+    # for a section that does not renew).  Only before such an event may a starvation
+    # have ended; elsewhere the offer would only lead TLC down dead ends.
+    every: dict[str, float] = {}
+    previous: dict[str, float] = {}
+    held_back: list[bool] = []
+    for e in events:
+        client = str(e["client"])
+        if e["action"] == "Acquire" and e.get("renew_every_ms") is not None:
+            every[client] = float(e["renew_every_ms"])
+        held_back.append(_time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0))
+        previous[client] = _time(e)
     upcoming: dict[tuple[str, str], tuple[str, int]] = {}
     next_action: dict[str, str] = {}
+    late: dict[str, bool] = {}
     witness = not complete
     fields: list[str] = [""] * len(events)
     for n in reversed(range(len(events))):
         client, action = str(events[n]["client"]), str(events[n]["action"])
         next_action[client] = action
+        late[client] = held_back[n]
         if action in loss_witness or (
             action in reply_kind and action != "AcquireReply" and events[n].get("ok") is False
         ):
@@ -1362,10 +1415,17 @@ def _plausible_faults(
                 drop.append(pair)
             if word is None or (word == fail_of[client_kind[1]] and at not in quick):
                 hang.append(pair)
-        starve = [str(i) for c, i in index.items() if next_action.get(c, "BodyDone") == "BodyDone"]
+        starve = [
+            str(i)
+            for c, i in index.items()
+            if next_action.get(c, "BodyDone") == "BodyDone"
+            or (next_action[c] in starved_out and late[c])
+        ]
+        resume = [str(i) for c, i in index.items() if next_action.get(c) in starved_out and late[c]]
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
-            f"starve |-> {{{', '.join(starve)}}}, keylost |-> {_tla_bool(witness)}"
+            f"starve |-> {{{', '.join(starve)}}}, resume |-> {{{', '.join(resume)}}}, "
+            f"keylost |-> {_tla_bool(witness)}"
         )
     return fields
 

@@ -17,9 +17,9 @@ with cooperative bodies) rather than three: the claims are about the faults, and
 longer lease keeps a loaded machine's scheduling out of the verdict at the same cost.
 
 The first trial of each is traced and checked by TLC against ``spec/Semaphore.tla``
-(``spec/SemaphoreTrace.tla``), as the lock's are against ``spec/DistLock.tla``, but where
-the scenario says why not: the starving bodies (``starvation.STARVATION_ENDS_MID_BODY``)
-and the killed permit holder.
+(``spec/SemaphoreTrace.tla``), as the lock's are against ``spec/DistLock.tla`` (the
+starving bodies' too: a starvation that ends mid-body is the trace's ``Resume``), but
+where the scenario says why not: the killed permit holder.
 """
 
 from __future__ import annotations
