@@ -256,20 +256,26 @@ class Adapter:
     def spec_granted(self, state: dict[str, Value], c: str) -> bool:
         return bool(state["fence"][c] > 0)
 
-    def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+    def lease_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+        """What every spec with a lease clock shows of client ``c``."""
         held = state["phase"][c] == "held"
         return {
             "phase": state["phase"][c],
             "outcome": state["outcome"][c],
             "lost": state["lost"][c],
             "granted": self.spec_granted(state, c),
-            "retries_left": state["retries_left"][c],
             "renew_in_flight": state["renew_in_flight"][c],
-            "extend_in_flight": state["extend_in_flight"][c],
             "deadline_in": state["deadline_in"][c] if held else None,
             "next_renew_in": (
                 state["next_renew_in"][c] if held and self.auto_renew(state, c) else None
             ),
+        }
+
+    def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+        return {
+            **self.lease_view(state, c),
+            "retries_left": state["retries_left"][c],
+            "extend_in_flight": state["extend_in_flight"][c],
         }
 
     def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
@@ -819,18 +825,7 @@ class ReentrantAdapter(Adapter):
         return {**view, "depth": depth, "op": self.depth_op[sec.depth_op]}
 
     def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
-        held = state["phase"][c] == "held"
-        return {
-            "phase": state["phase"][c],
-            "outcome": state["outcome"][c],
-            "lost": state["lost"][c],
-            "granted": self.spec_granted(state, c),
-            "renew_in_flight": state["renew_in_flight"][c],
-            "deadline_in": state["deadline_in"][c] if held else None,
-            "next_renew_in": state["next_renew_in"][c] if held else None,
-            "depth": state["depth"][c],
-            "op": state["op"][c],
-        }
+        return {**self.lease_view(state, c), "depth": state["depth"][c], "op": state["op"][c]}
 
     def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
         phase = state["phase"][c]
