@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
+from distlock._protocol import WITHDRAW
 from distlock.tools import tracecheck
 from distlock.trace import NdjsonRecorder, read_events
 from tests.redis_server import RedisServer
@@ -155,6 +158,72 @@ def _async_run(server: RedisServer, path: Path) -> list[Event]:
     return read_events(path)
 
 
+class LosesWithdrawals(aredis.Connection):
+    """A connection on which a lock's withdrawal never reaches Redis (the network lost
+    it): the sender sees a connection error, and the waiter's place stays queued."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        packed = b"".join(command) if isinstance(command, list) else bytes(command)
+        if WITHDRAW.sha.encode() in packed:
+            raise redis.ConnectionError("the withdrawal was lost on its way to Redis")
+        await super().send_packed_command(command, check_health)
+
+
+def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:
+    """A waiter cancelled while blocked whose withdrawal is lost: the holder's release
+    hands the key to its place, which nobody takes, and a later waiter is refused until
+    that handed key lapses (asyncio driver)."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            changed = asyncio.Event()
+
+            def notify() -> None:
+                loop.call_soon_threadsafe(changed.set)
+
+            watch.notify = notify
+
+            async def until(pred: Callable[[], bool]) -> None:
+                while True:
+                    changed.clear()
+                    if pred():
+                        return
+                    await asyncio.wait_for(changed.wait(), 30)
+
+            pool = aredis.ConnectionPool.from_url(server.url, connection_class=LosesWithdrawals)
+            lossy = aredis.Redis(connection_pool=pool)
+            options: dict[str, Any] = {"prefix": "trw-gone", "ttl_ms": 1_000, "trace": watch}
+            async with (
+                distlock.asyncio.Lock(server.url, **options) as locks,
+                distlock.asyncio.Lock(lossy, **options) as lossy_locks,
+            ):
+
+                async def gone() -> None:
+                    async with lossy_locks.hold("k", wait_ms=20_000):
+                        raise AssertionError("the cancelled waiter never holds the key")
+
+                async with locks.hold("k") as holder:
+                    waiter = asyncio.create_task(gone())
+                    await until(watch.blocked(20_000))
+                    waiter.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await waiter
+                    await until(lambda: any(e["action"] == "WithdrawFail" for e in watch.seen))
+                later = await locks.acquire("k", wait_ms=10_000)
+                assert later is not None
+                # The abandoned place took the fence in between.
+                assert later.fence == holder.fence + 2
+                await later.release()
+            await lossy.aclose()
+            await pool.aclose()
+            watch.notify = lambda: None  # the loop is about to close
+
+        asyncio.run(main())
+    return read_events(path)
+
+
 def _first(events: list[Event], action: str, **where: Any) -> int:
     return next(
         n
@@ -238,6 +307,26 @@ def test_waiting_traces_are_behaviours_and_corrupted_ones_are_rejected(
         else:
             assert not v.accepted, f"{name}: accepted"
             assert (v.first_unexplained, v.by) == (index, "TLC"), f"{name}: {v.describe()}"
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_key_handed_to_an_abandoned_place_is_a_behaviour(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A waiter whose withdrawal was lost leaves its place queued: the release hands it
+    the key, nobody renews it, and the next waiter is refused on it until it lapses."""
+    events = _abandoned_place_run(redis_server, tmp_path / "gone.ndjson")
+    assert "WithdrawFail" in {e["action"] for e in events}
+    later = max(n for n, e in enumerate(events) if e["action"] == "AcquireReply" and e["granted"])
+    refused = [
+        e
+        for e in events[:later]
+        if e["action"] == "AcquireReply" and e["client"] == events[later]["client"]
+    ]
+    assert refused and not any(e["granted"] for e in refused)
+    (verdict,) = tracecheck.check(events)
+    assert verdict.accepted, f"{verdict.describe()}\n{verdict.output[-2000:]}"
 
 
 def test_corrupted_waiting_traces_are_refused_by_the_prepass(

@@ -130,8 +130,12 @@ the ``Block``) coming back after the release's, before such a ``Wake`` (``Releas
 the key holds its token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if
 shorter, and a fresh fence); that ``Wake`` is the grant, counted from the last attempt's
 send, renewed at once when the handed TTL is short (``HandedGrant``).  Its fence takes part
-in the pre-pass and in the fence order like a granted attempt's.  Not modelled: the queue's
-order among waiters and a handoff by a withdrawal (a withdrawing waiter's key handed on to
+in the pre-pass and in the fence order like a granted attempt's.  A waiter whose withdrawal
+got no answer (``WithdrawFail``) may have left its place queued, until it ends on its own:
+a release may then hand that place the key, which nobody claims and which lapses after the
+handed TTL (``AbandonedHand``), and a waiting attempt may be refused on a free key, the
+abandoned place being first in line (``BehindAbandoned``).  Not modelled: the queue's
+order among live waiters and a handoff by a withdrawal (a withdrawing waiter's key handed on to
 the next: the next waiter's handed ``Wake`` then follows a withdrawal, not a release, and
 is no behaviour of the trace model). run/hold sections with ``heartbeat_ms=False`` are the
 spec's ``WatchOnly`` sections (a lock's only).
@@ -173,7 +177,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS
-from distlock._core.waiting import HANDED_TTL_MS
+from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS, QUEUE_GRACE_MS
 from distlock.tools import specfiles
 from distlock.trace import DATA_LOSS
 
@@ -327,25 +331,48 @@ WaitWithdraw(c) ==
     /\\ UNCHANGED env_vars
     /\\ UNCHANGED ghost_vars
 
-(* The release script hands the key it deletes to the waiter c. *)
-ReleaseHand(m, c) ==
+(* The release script hands the key it deletes to the section c: its token, the *)
+(* handed TTL and a fresh fence. *)
+HandKey(m, c) ==
     /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "release"
-    /\\ key_holder = m.tok /\\ handed[c] = 0
-    \\* queued: refused and waiting, or refused at Redis with the reply still on its way
-    /\\ \\/ phase[c] = "backoff"
-       \\/ /\\ phase[c] = "acquiring"
-          /\\ \\E r \\in net : Mine(r, c, "acquire") /\\ r.st = "done" /\\ r.val = 0
+    /\\ key_holder = m.tok
     /\\ key_holder' = token[c]
     /\\ key_ttl' = HandTTL
     /\\ fence_ctr' = fence_ctr + 1
     /\\ grants' = Append(grants, [tok |-> token[c], fence |-> fence_ctr + 1])
     /\\ released' = IF ResendReleases \\/ Manual THEN released \\cup {m.tok} ELSE released
     /\\ Answer(m, 1)
-    /\\ handed' = [handed EXCEPT ![c] = fence_ctr + 1]
     /\\ UNCHANGED client_vars
     /\\ UNCHANGED <<starved, drift, faults, queue>>
     /\\ UNCHANGED <<overlap, oks, late, foreign, wiped, consec_fail, renewed>>
     /\\ UNCHANGED <<wsent, withdrawing>>
+
+(* ... to the waiter c, queued: refused and waiting, or refused at Redis with the *)
+(* reply still on its way. *)
+ReleaseHand(m, c) ==
+    /\\ handed[c] = 0
+    /\\ \\/ phase[c] = "backoff"
+       \\/ /\\ phase[c] = "acquiring"
+          /\\ \\E r \\in net : Mine(r, c, "acquire") /\\ r.st = "done" /\\ r.val = 0
+    /\\ HandKey(m, c)
+    /\\ handed' = [handed EXCEPT ![c] = fence_ctr + 1]
+
+(* ... to a waiter that has gone, whose withdrawal got no answer (e.abandoned): *)
+(* its place may still be in the queue, ahead of any later waiter's.  Nobody     *)
+(* takes that key: it lapses after the handed TTL.                               *)
+AbandonedHand(m, c) == HandKey(m, c) /\\ UNCHANGED handed
+
+(* A waiting attempt refused on a free key: an abandoned place is first in line. *)
+BehindAbandoned(m) ==
+    /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "acquire"
+    /\\ key_holder = NoToken /\\ Waits[m.tok[1]]
+    /\\ net' = ((net \\ {m}) \\ WakeupsOf(m.tok))
+              \\cup (IF Awaited(m) /\\ m.st = "sent"
+                    THEN {[m EXCEPT !.st = "done", !.val = 0]} ELSE {})
+    /\\ UNCHANGED client_vars
+    /\\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
+    /\\ UNCHANGED ghost_vars
+    /\\ UNCHANGED WaitVars
 
 Logged(e) ==
     LET c == e.c IN
@@ -411,6 +438,8 @@ Hidden ==
           \\/ \\E c \\in Trace[l].resume : Resume(c)
        /\\ UNCHANGED <<now, WaitVars>>
     \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
+    \\/ \\E m \\in net, c \\in Trace[l].abandoned : AbandonedHand(m, c) /\\ UNCHANGED now
+    \\/ Trace[l].abandoned # {} /\\ \\E m \\in net : BehindAbandoned(m) /\\ UNCHANGED now
 
 TraceInit ==
     /\\ Init
@@ -611,6 +640,32 @@ def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> l
         elif not _before_hand(e):
             waking.discard(i)
         out[n] = "{" + ", ".join(str(c) for c in sorted(waking)) + "}"
+    return out
+
+
+def _abandoned_places(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
+    """For each event, the sections (a TLA+ set) whose place in the queue may outlive
+    them before it: a waiter whose withdrawal got no answer (``WithdrawFail``) may have
+    left its place behind, from its ``Withdraw`` on, until that place ends on its own:
+    ``LONGEST_BLOCK_MS + QUEUE_GRACE_MS`` after its last attempt at the latest (the
+    waiting script's bound on a place's life), so after the ``Withdraw``."""
+    ends: dict[str, tuple[int, float]] = {}
+    withdrew: dict[str, int] = {}
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        if e["action"] == "Withdraw":
+            withdrew[client] = n
+        elif e["action"] == "WithdrawFail" and client in withdrew:
+            start = withdrew.pop(client)
+            ends[client] = (start, _time(events[start]) + LONGEST_BLOCK_MS + QUEUE_GRACE_MS)
+    out: list[str] = []
+    for n in range(len(events)):
+        # The hand happens before event n, so after event n - 1 at the earliest.
+        since = _time(events[n - 1]) if n else _time(events[0])
+        gone = sorted(
+            index[c] for c, (start, until) in ends.items() if start < n and since <= until
+        )
+        out.append("{" + ", ".join(str(c) for c in gone) + "}")
     return out
 
 
@@ -926,6 +981,7 @@ def build_model(
         [e for _, e in logged], index, complete=complete, hang_after_ms=hang_after_ms
     )
     hands = _handed_before([e for _, e in logged], index)
+    abandoned = _abandoned_places([e for _, e in logged], index)
     fences = dict.fromkeys(index, 0)
     t0 = _time(logged[0][1])
     k = 0
@@ -954,7 +1010,8 @@ def build_model(
             f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(e['outcome'])}, "
             f"lost |-> {_tla_bool(e['lost'])}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, "
-            f"w |-> {_tla_bool(client in waits)}, hand |-> {hands[n]}, {faults[n]}]"
+            f"w |-> {_tla_bool(client in waits)}, hand |-> {hands[n]}, "
+            f"abandoned |-> {abandoned[n]}, {faults[n]}]"
         )
     auto = ", ".join(_tla_bool(config[c].get("watch")) for c in index)
     renews = ", ".join(
@@ -967,6 +1024,7 @@ def build_model(
         "EXTENDS Sequences\n\n"
         f"AutoRenew == <<{auto}>>\n\n"
         f"Renews == <<{renews}>>\n\n"
+        f"Waits == <<{', '.join(_tla_bool(c in waits) for c in index)}>>\n\n"
         f"HandTTL == {hand_ttl}\n\n"
         f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
         f"CheckFences == {_tla_bool(not data_lost)}\n\n"
