@@ -277,6 +277,11 @@ class Lock(LockBase):
         self._renewing: list[renewals.Renewal] = []
         self._route = Route(redis.Redis)
         self._waiter_conns = WaiterConnections()
+        #: The worker threads in one of this Lock's renewal round trips now (a thread once
+        #: per round trip it is in): close() waits for them, so that none reconnects
+        #: through the client after close() returned (see _begin_round_trip).
+        self._round_trips = threading.Condition(threading.Lock())
+        self._in_round_trip: list[threading.Thread] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -298,7 +303,10 @@ class Lock(LockBase):
         (:attr:`~distlock.errors.LossReason.LOCK_CLOSED`).  A caller waiting for a key
         raises ``LockClosedError`` at once, having withdrawn its place, and is never handed
         a key.  Only this Lock's timers are taken out: the timer thread and the worker pool
-        are the process's.  A client the Lock made is closed last.
+        are the process's.  A renewal of this Lock in flight on a worker thread is let
+        finish (a hung one ends at the client's socket timeout), and none starts after
+        this: once it returns, the Lock sends nothing more through the client, so closing
+        the client leaves no connection open.  A client the Lock made is closed last.
         """
         with self._mutex:  # no transition of this Lock arms a timer after this
             self._closed = True
@@ -311,6 +319,7 @@ class Lock(LockBase):
                     conn.disconnect()
         for handle in open_sections:
             self._close_section(cast(LockHandle, handle))
+        self._await_round_trips()
         for conn in self._waiter_conns.close():
             conn.disconnect()
         if self._owns_client and self._client is not None:
@@ -318,6 +327,36 @@ class Lock(LockBase):
 
     def _owns(self, item: object) -> bool:
         return getattr(item, "_lock", None) is self
+
+    def _begin_round_trip(self) -> bool:
+        """Count the calling worker thread in a renewal round trip of this Lock; False,
+        counting nothing, once the Lock is closed: the caller then sends nothing.
+
+        A round trip still running when the caller closes the client is not only late:
+        the client's close disconnects its connection under it, redis-py's ``Retry``
+        reconnects and sends again, and the new connection goes back to the closed pool,
+        open, with nobody left to close it."""
+        with self._round_trips:
+            if self._closed:
+                return False
+            self._in_round_trip.append(threading.current_thread())
+            return True
+
+    def _end_round_trip(self) -> None:
+        with self._round_trips:
+            self._in_round_trip.remove(threading.current_thread())
+            self._round_trips.notify_all()
+
+    def _await_round_trips(self) -> None:
+        """Until no other thread is in a renewal round trip of this Lock (``_closed`` is
+        set: none starts after this).  The calling thread's own is not waited for (an
+        ``on_renew_error`` observer closing the Lock runs inside one), nor a thread that is
+        not alive (a forked child has none of its parent's threads)."""
+        me = threading.current_thread()
+        with self._round_trips:
+            self._round_trips.wait_for(
+                lambda: all(t is me or not t.is_alive() for t in self._in_round_trip)
+            )
 
     def _close_section(self, handle: LockHandle) -> None:
         with contextlib.suppress(Exception):
@@ -671,19 +710,29 @@ class Lock(LockBase):
     def _send_batch(
         self, batch: list[renewals.Renewal], *, source: bool = False
     ) -> list[object]:
-        """The replies of one pipeline; if it fails as a whole, its error for every member."""
+        """The replies of one pipeline; if it fails as a whole, its error for every member
+        (on a closed Lock, without a round trip: ``LockClosedError``)."""
+        if not self._begin_round_trip():
+            return [LockClosedError(renewal.command.key) for renewal in batch]
         try:
             pipe = renewals.queue(renewals.pipeline(self.client), batch, source=source)
             return list(pipe.execute(raise_on_error=False))
         except BaseException as exc:
             return [exc] * len(batch)
+        finally:
+            self._end_round_trip()
 
     def _renew_alone(self, renewal: renewals.Renewal) -> None:
         reply: int | BaseException
-        try:
-            reply = self._call(renewal.command)
-        except BaseException as exc:
-            reply = exc
+        if not self._begin_round_trip():
+            reply = LockClosedError(renewal.command.key)
+        else:
+            try:
+                reply = self._call(renewal.command)
+            except BaseException as exc:
+                reply = exc
+            finally:
+                self._end_round_trip()
         interrupt = renewals.settle(renewal, reply)
         if interrupt is not None:
             raise interrupt
