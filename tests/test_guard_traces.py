@@ -46,7 +46,8 @@ def config(watch: bool) -> SectionConfig:
         retry_delay_ms=UNIT,
         renew_every_ms=int(2 * UNIT),
         watch=watch,
-        # The checker's model has a margin of one tick.
+        # A drift allowance of one tick: the core's lease ends a tick before the key's
+        # TTL, and before the checker's model's (which has no margin, tracecheck.TRACE_MARGIN).
         drift_factor=1 / tracecheck.TTL_TICKS,
     )
 

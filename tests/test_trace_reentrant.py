@@ -27,7 +27,7 @@ import distlock
 import distlock.asyncio
 from distlock._core.waiting import HANDED_TTL_MS
 from distlock.tools import tracecheck
-from distlock.trace import DATA_LOSS, NdjsonRecorder, read_events, write_events
+from distlock.trace import DATA_LOSS, NdjsonRecorder, iter_events, read_events, write_events
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -611,3 +611,43 @@ def test_a_declared_restart_lets_reentrant_fences_start_over(
     assert declared.accepted, declared.describe() + "\n" + declared.output[-2000:]
     assert not plain.accepted and plain.by == "pre-pass", plain.describe()
     assert plain.first_unexplained == third and "already granted" in str(plain.reason)
+
+
+#: A chaos trial's victim (TTL 200 ms, renewed every 50 ms) at depth 2 when Redis was
+#: killed and restarted empty: its renewals fail twice while Redis is down and restarting,
+#: and the third, sent 153 ms after the last confirmed one (whose lease runs 198 ms), finds
+#: the key gone.  Recorded (times shifted), the victim's section and the declaration only.
+RESTART_UNDER_RENEWALS = """\
+{"action":"Acquire","attempt":20,"client":"L2.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1000.0,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L2.1","deadline":1198.0,"fence":3,"granted":true,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1000.7}
+{"action":"Reenter","client":"L2.1","deadline":1198.0,"depth":1,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1001.1,"to":2}
+{"action":"ReenterReply","client":"L2.1","deadline":1199.1,"depth":2,"fence":3,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1001.9}
+{"action":"RenewSend","client":"L2.1","deadline":1199.1,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1051.3}
+{"action":"RenewReply","client":"L2.1","deadline":1249.3,"fence":3,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1052.7}
+{"action":"RedisLostData","client":"redis","t":1052.8}
+{"action":"RenewSend","client":"L2.1","deadline":1249.3,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1102.1}
+{"action":"RenewFail","client":"L2.1","deadline":1249.3,"failures":1,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1116.1}
+{"action":"RenewSend","client":"L2.1","deadline":1249.3,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1153.7}
+{"action":"RenewFail","client":"L2.1","deadline":1249.3,"failures":2,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1168.3}
+{"action":"RenewSend","client":"L2.1","deadline":1249.3,"fence":3,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1204.9}
+{"action":"RenewReply","client":"L2.1","deadline":1249.3,"fence":3,"lost":true,"ok":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1208.9}
+{"action":"Leave","client":"L2.1","deadline":1249.3,"depth":1,"fence":3,"lost":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1601.6}
+{"action":"LeaveReply","client":"L2.1","deadline":1249.3,"depth":1,"fence":3,"lost":true,"ok":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1602.9}
+{"action":"BodyDone","client":"L2.1","deadline":1249.3,"fence":3,"lost":true,"outcome":"none","phase":"body_done","renew_in_flight":false,"t":1603.0}
+{"action":"Release","client":"L2.1","deadline":1249.3,"fence":3,"lost":true,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1603.0}
+{"action":"ReleaseReply","client":"L2.1","deadline":1249.3,"fence":3,"lost":true,"ok":false,"outcome":"lost","phase":"done","renew_in_flight":false,"t":1603.5}
+"""
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_renewals_failing_until_late_in_the_lease_are_behaviours_of_the_spec() -> None:
+    """Checked as a chaos trial is (4 ticks per TTL, the socket timeout), the trace above
+    is accepted: the model's lease holds the three renewals the core sends after its last
+    confirmed one, so the trace model's margin must not cut a whole tick from it."""
+    from distlock.tools.chaos.harness import SOCKET_TIMEOUT, TRACE_TICKS
+
+    events = list(iter_events(RESTART_UNDER_RENEWALS.splitlines()))
+    assert _count(events, "RenewFail") == 2 and _count(events, DATA_LOSS) == 1
+    (verdict,) = tracecheck.check(events, ticks=TRACE_TICKS, hang_after_ms=SOCKET_TIMEOUT * 1000.0)
+    assert verdict.accepted, verdict.describe() + "\n" + verdict.output[-2000:]

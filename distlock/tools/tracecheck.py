@@ -187,13 +187,23 @@ TTL_TICKS: Final = 8
 #: The model must let at least ``floor(LOWER_RATE * gap / tick) - LOWER_SLACK_TICKS`` Ticks
 #: pass between two events of one section ``gap`` ms apart.  Both terms are slack for what
 #: the model does not have: its timers fire on the tick (a real one fires late, and those
-#: delays add up over a run of renewals while another section waits), its lease is whole
-#: ticks shorter than the core's, and timestamps fall between ticks.
+#: delays add up over a run of renewals while another section waits), its lease ends on
+#: a tick, and timestamps fall between ticks.
 LOWER_RATE: Final = 0.75
 LOWER_SLACK_TICKS: Final = 2
 #: Faults (drops, hangs, key losses, starvation) the model may use beyond one per
 #: failed round trip in the trace.
 SPARE_FAULTS: Final = 2
+#: The spec's ``Margin`` (ticks cut from every lease) in the trace models: none.  The
+#: core's lease ends its drift allowance (``drift_factor``, 1% of the TTL by default)
+#: before the key's TTL, less than one tick at any ``ticks`` used here; a whole tick in
+#: its place is no over-approximation, and at 4 ticks per TTL (the chaos traces) it leaves
+#: the model's lease a heartbeat short: renewing every quarter TTL, a section whose
+#: renewals fail on a dead connection sends the third one after its last confirmed
+#: renewal 150 ms into a 198 ms lease (TTL 200 ms), where the model's lease of 3 ticks
+#: has already run out.  With none, the model's lease is the key's TTL from the send,
+#: the bound the pre-pass holds the recorded deadlines to.
+TRACE_MARGIN: Final = 0
 
 #: The reply events, and the kind of request each answers (the spec's message kinds).
 REPLY_KIND: Final[dict[str, str]] = {
@@ -1053,7 +1063,7 @@ def build_model(
             f"    Retries = {int(next(iter(retries)))}",
             f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
-            "    Margin = 1",
+            f"    Margin = {TRACE_MARGIN}",
             "    Timely = FALSE",
             "    MaxDelay = 2",
             # One clock for every section, with no drift from real time: the slack of the
@@ -1119,7 +1129,7 @@ def _semaphore_cfg(
             f"    Limit = {limit}",
             f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
-            "    Margin = 1",
+            f"    Margin = {TRACE_MARGIN}",
             # one clock for every section, as in the lock's trace model
             "    MaxDrift = 0",
             f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
@@ -1364,7 +1374,7 @@ def build_reentrant_model(
             f"    MaxDepth = {max_depth}",
             f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
-            "    Margin = 1",
+            f"    Margin = {TRACE_MARGIN}",
             f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
             f"    CounterSurvives = {_tla_bool(not declared)}",
             '    Mutant = "none"',
