@@ -59,7 +59,9 @@ def _chaos_keys(client: redis.Redis) -> list[bytes]:
 def test_one_scenario_end_to_end_beside_a_teams_keys(
     toxiproxy: ToxiproxyClient, tmp_path: Path
 ) -> None:
-    out = tmp_path / "report.json"
+    # Folders that do not exist yet: the tool makes them.
+    out = tmp_path / "results" / "report.json"
+    traces = tmp_path / "results" / "traces"
     with RedisServer() as server:
         admin = redis.Redis.from_url(server.url)
         try:
@@ -70,6 +72,7 @@ def test_one_scenario_end_to_end_beside_a_teams_keys(
                 "--scenarios", FAST, "redis-paused-past-the-ttl",
                 "--allow-nonempty",
                 "--json", str(out),
+                "--trace-dir", str(traces),
             )  # fmt: skip
             assert proc.returncode == 0, proc.stdout + proc.stderr
             # The team's key is untouched, and the scenario's own keys are gone.
@@ -89,6 +92,7 @@ def test_one_scenario_end_to_end_beside_a_teams_keys(
     assert row["waits_granted"] + row["waits_timed_out"] + row["waits_failed"] > 0, row
     assert row["worst_wait_overrun_ms"] is not None
     assert row["traces_validated"] is not None and row["traces_validated"] >= 1, row
+    assert [p.name for p in traces.iterdir()] == ["bandwidth-4-KB-s-each-way-sync.ndjson"]
     skipped = [r for r in rows if r["status"] == "not run"]
     assert {r["scenario"] for r in skipped} == {
         "Redis paused (SIGSTOP) 2.5xTTL [sync]",
@@ -175,6 +179,17 @@ def test_process_faults_run_against_the_redis_the_tool_starts_and_no_tlc_is_said
     assert row["traces_validated"] is None and row["trace_note"] == "not checked: no TLC", row
     assert "not checked: no TLC" in proc.stdout
     assert "traces not checked against the spec (no TLC" in proc.stderr
+
+
+def test_a_results_folder_that_cannot_be_made_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = _chaos("--scenarios", FAST, "--trace-dir", str(blocker / "traces"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot create the folder" in proc.stderr and "a-file" in proc.stderr
+    assert "chaos:" not in proc.stdout  # no scenario started
 
 
 def test_an_unknown_scenario_is_named() -> None:

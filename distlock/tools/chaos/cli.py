@@ -144,6 +144,15 @@ def run_cli(args: argparse.Namespace) -> int:
     except KeyError as exc:
         return _error(str(exc.args[0]))
 
+    # Where the results go exists before anything runs: a scenario that ran for nothing
+    # because its trace or the report had nowhere to go is a scenario wasted.
+    for folder in (args.trace_dir, None if args.json is None else args.json.parent):
+        if folder is not None:
+            try:
+                Path(folder).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                return _error(f"cannot create the folder {str(folder)!r} for the results: {exc}")
+
     external = args.redis != LOCAL
     if external:
         try:
