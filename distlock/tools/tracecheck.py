@@ -112,7 +112,12 @@ attempt a ``RetryAcquire``; ``Block``, ``Wake`` and the withdrawal change nothin
 ``Block`` or ``Wake`` only while waiting); the reentrant release hands the key as the
 lock's does (``R_RELEASE``'s ``hand_head``: ``ReleaseHand``, the waiter's token at depth 1
 with the handed TTL and a fresh fence), and the handed ``Wake`` is the outermost level's
-grant counted from the last attempt's send (``HandedGrant``).  Not checked against
+grant counted from the last attempt's send (``HandedGrant``).  A place left queued by a
+waiter whose withdrawal got no answer is the lock's (``AbandonedHand``,
+``BehindAbandoned``, within the same bound), handed a token that is no holder's
+(``Gone``): a later section run on the waiter's holder is refused while that key lasts,
+as the real one is (a failed withdrawal leaves nothing of the section to run, so its
+holder may take a later section).  Not checked against
 ``Reentrant.tla``: a granted manual handle (``Extend``).  A trace declaring a data loss
 is checked as the lock's is: one key loss more, one that may reset the fence counter
 (``CounterSurvives`` FALSE), fences compared by the pre-pass within each stretch between
@@ -249,6 +254,7 @@ R_FAIL_OF: Final = {
     "leave": "LeaveFail",
     "release": "ReleaseFail",
 }
+_R_FAILS: Final = frozenset(R_FAIL_OF.values())
 #: The holder actions of ``spec/Reentrant.tla`` (the lock's, without the manual extend).
 R_ACTIONS: Final = (
     (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"})
@@ -1207,7 +1213,9 @@ def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int]
     for n, e in enumerate(events):
         client = str(e["client"])
         last[client] = n
-        if str(e["action"]).endswith("Fail"):
+        # A round trip that failed may still run; a withdrawal that failed is none of the
+        # spec's: the place it may leave queued is no holder's (``Gone``).
+        if e["action"] in _R_FAILS:
             failed.add(client)
     holder: dict[str, int] = {}
     current: dict[int, str] = {}
@@ -1235,6 +1243,31 @@ def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int]
         holder[client] = h
         current[h] = client
     return holder, fresh
+
+
+def _behind_abandoned(
+    events: Sequence[dict[str, Any]], index: dict[str, int], waits: set[str], abandoned: list[str]
+) -> list[str]:
+    """For each event, the waiting sections (a TLA+ set) whose attempt may be refused on
+    a free key before it, behind an abandoned place (:func:`_abandoned_places`): those
+    under way then (begun before the event, not ended before it), while some place may
+    be abandoned."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        first.setdefault(client, n)
+        last[client] = n
+    return [
+        "{"
+        + ", ".join(
+            str(index[c])
+            for c in sorted(waits, key=index.__getitem__)
+            if gone != "{}" and first[c] < n <= last[c]
+        )
+        + "}"
+        for n, gone in enumerate(abandoned)
+    ]
 
 
 def _spec_state(e: dict[str, Any]) -> tuple[str, str]:
@@ -1312,6 +1345,8 @@ def build_reentrant_model(
     )
     hands = _handed_before(events, index)
     waits = {c for c, e in config.items() if e.get("wait_ms")}
+    abandoned = _abandoned_places(events, index)
+    behind = _behind_abandoned(events, index, waits, abandoned)
     hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
     deep: set[int] = set()
     max_depth = 1
@@ -1349,7 +1384,8 @@ def build_reentrant_model(
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
             f"w |-> {_tla_bool(client in waits)}, waits |-> {_tla_bool(e['phase'] == 'waiting')}, "
-            f"hand |-> {hands[n]}, {faults[n]}]"
+            f"hand |-> {hands[n]}, abandoned |-> {abandoned[n]}, behind |-> {behind[n]}, "
+            f"{faults[n]}]"
         )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
