@@ -14,7 +14,8 @@
 (* least e.lo ticks since the section's previous event all matching; or   *)
 (* is one of the environment's unlogged steps, with time bounded by the   *)
 (* next event's timestamp (e.k) and faults only where the rest of the     *)
-(* trace can tell them (e.drop, e.hang, e.starve, e.keylost).             *)
+(* trace can tell them (e.drop, e.hang, e.starve, e.keylost); a starved   *)
+(* body may stop starving before its level ends (e.resume, Resume).        *)
 (*                                                                         *)
 (* Waiting (wait_ms): a refused attempt with time left is the spec's      *)
 (* denial with the section left waiting (e.waits; waiting[i]), its next    *)
@@ -237,6 +238,21 @@ Elapsed(e) == now >= at[e.c] + e.lo
 
 Is(p, m) == HolderOf[p[1]] = m.h /\ p[2] = m.kind
 
+(* Trace only: the body stops starving the timers before its level ends    *)
+(* (time.sleep or a C call that returns mid-body).  The spec's Starve lasts *)
+(* until the level's exit (BodyDone, or Leave deeper); this ends it sooner, *)
+(* and only that: the holder is held and starved, and nothing else moves.   *)
+(* Its timers are then due at once (Tick waits for them), its deadline is   *)
+(* what the clock made of it, and BodyDone still judges the body on that    *)
+(* deadline.  Offered where the section's next event is one a starved       *)
+(* section cannot take (e.resume, see tracecheck._plausible_faults).        *)
+Resume(h) ==
+    /\ phase[h] = "held" /\ starved[h]
+    /\ starved' = [starved EXCEPT ![h] = FALSE]
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, released, faults, net>>
+    /\ UNCHANGED ghost_vars
+
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED WaitVars
     \/ /\ \/ \E m \in net : RedisStep(m)
@@ -244,6 +260,7 @@ Hidden ==
           \/ \E m \in net : (\E p \in Trace[l].hang : Is(p, m)) /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E i \in Trace[l].starve : Starve(HolderOf[i])
+          \/ \E i \in Trace[l].resume : Resume(HolderOf[i])
        /\ UNCHANGED <<now, WaitVars>>
     \/ \E m \in net, i \in Trace[l].hand : ReleaseHand(m, i) /\ UNCHANGED now
     \/ Trace[l].abandoned # {} /\ \E m \in net : AbandonedHand(m) /\ UNCHANGED now

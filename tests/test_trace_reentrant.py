@@ -2,7 +2,8 @@
 
 Traces of real ``ReentrantLock`` runs (a nested hold renewed at depth 2 with a second
 thread refused and then granted, a loss at depth 2, a child holder taking a deleted key
-before its parent re-enters, the asyncio driver with a refused child task) must be
+before its parent re-enters, the asyncio driver with a refused child task, a body
+starved at depth 2, a key handed to a place a lost withdrawal left queued) must be
 accepted; corrupted versions (a Leave at depth 1, a re-entry answered 1 while another
 holder had the key, a forged inner exit after the loss, an event reordered, time running
 backwards, a fence changed between levels) must be rejected at the event they corrupt.
@@ -596,6 +597,67 @@ def test_waiting_reentrant_runs_are_checked(redis_server: RedisServer, tmp_path:
     problem = tracecheck.prepass(backwards)
     assert problem is not None and problem.index == wake
     assert "time runs backwards" in problem.reason
+
+
+def _starved_at_depth2(server: RedisServer, path: Path, *, run_on: bool) -> list[Event]:
+    """asyncio: a body at depth 2 blocks the event loop for three TTLs; with ``run_on``
+    it then runs on, and waits for the lease timer's signal before its level exits (the
+    starvation ends mid-body); without, its level exits at once (the starvation lasts
+    until the inner exit)."""
+
+    async def main() -> None:
+        with NdjsonRecorder(path, append=False) as rec:
+            async with distlock.asyncio.ReentrantLock(
+                server.url, prefix="rt-starved", ttl_ms=300, trace=rec
+            ) as locks:
+                with pytest.raises(distlock.LockLeaseLostError):  # noqa: PT012
+                    async with locks.hold("x"), locks.hold("x") as inner:
+                        assert inner.depth == 2
+                        time.sleep(0.9)  # noqa: ASYNC251 (the fault: a loop starved 3 TTLs)
+                        if run_on:
+                            assert await inner.signal.wait()
+
+    asyncio.run(main())
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_body_starved_at_depth_2(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A body that starves the timers at depth 2 is a behaviour of the spec, whether the
+    starvation ends mid-body (the lease timer fires then, before the inner exit: the
+    trace's Resume) or lasts until the inner exit.  The first run with its loss removed,
+    the inner exit answered 1 after the key expired during the starvation, is rejected
+    there."""
+    resumed = _starved_at_depth2(redis_server, tmp_path / "resumed.ndjson", run_on=True)
+    whole = _starved_at_depth2(redis_server, tmp_path / "whole.ndjson", run_on=False)
+    timeout = _index(resumed, "LeaseTimeout")
+    leave = _index(resumed, "Leave")
+    assert _index(resumed, "ReenterReply") < timeout < leave
+    # starved until the inner exit: no timer ran before it
+    assert _count(whole, "RenewSend") == 0
+    assert all(e["action"] != "LeaseTimeout" for e in whole[: _index(whole, "Leave")])
+    reply = _index(resumed, "LeaveReply")
+    assert resumed[reply]["ok"] is False
+    forged = [
+        {
+            **e,
+            "lost": False,
+            **({"ok": True} if n in (reply, len(resumed) - 1) else {}),
+            **({"outcome": "ok"} if e["outcome"] == "lost" else {}),
+        }
+        if n > timeout
+        else e
+        for n, e in enumerate(resumed)
+        if n != timeout
+    ]
+    assert forged[-1]["action"] == "ReleaseReply"
+    with ThreadPoolExecutor(2) as pool:
+        good, also, bad = (v for (v,) in pool.map(tracecheck.check, [resumed, whole, forged]))
+    assert good.accepted, f"{good.describe()}\n{good.output[-2000:]}"
+    assert also.accepted, f"{also.describe()}\n{also.output[-2000:]}"
+    assert not bad.accepted and bad.by == "TLC", bad.describe()
+    assert bad.first_unexplained == reply - 1, bad.describe()
 
 
 class LosesWithdrawals(aredis.Connection):

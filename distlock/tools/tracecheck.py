@@ -55,8 +55,9 @@ more than two renewal intervals after its previous one.  It only
 lets the timers run again: they are due at once, the deadline is what the clock made of
 it, and ``BodyDone`` still reports a body that outlived it lost, so a body reported ok
 after its lease ran out during the starvation is refused.  The reentrant lock's trace
-model has no ``Resume``: ``spec/Reentrant.tla`` starves only the outermost level, and a
-body starved at depth 2 is no behaviour of it.
+model has the same ``Resume``: ``spec/Reentrant.tla`` starves a body at any depth until
+its level exits (``BodyDone``, or ``Leave`` for an inner level), so a starvation is
+offered before either, and ``Resume`` ends one sooner.
 
 Which check is where:
 
@@ -102,7 +103,8 @@ same approach as above: each event is its holder action with the state after it 
 outcome, loss signal, and the ``depth`` the level events record), the reply value,
 the fence order and the elapsed-time floor matching, and TLC finds the environment's
 steps (time bounded by the timestamps; dropped or hung replies, a key loss or a starved
-body only where the rest of the trace can tell them).  A denial with retries left (phase
+body, at any depth, only where the rest of the trace can tell them; ``Resume`` as the
+lock's).  A denial with retries left (phase
 ``backoff``) is the spec's denial, and the retry after it the wrapper's ``RetryAcquire``
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
 levels of one section is rejected there.  A waiting section (``wait_ms``) is checked as
@@ -1431,10 +1433,13 @@ _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 _R_LOSS_WITNESS: Final = frozenset({"RenewFail", "ReenterFail", "LeaveFail", "ReleaseFail"})
 #: The events a starved section cannot take (its timers and reply callbacks): before one
 #: of them, when it comes late (see :func:`_plausible_faults`), a starvation may have
-#: ended mid-body (the trace's ``Resume``), and may have begun.  Not for the reentrant
-#: lock: spec/Reentrant.tla starves only the outermost level's last stretch, and its
-#: trace model has no ``Resume``.
+#: ended mid-body (the trace's ``Resume``), and may have begun.
 _STARVED_OUT: Final = frozenset({"RenewSend", "RenewReply", "RenewFail", "LeaseTimeout"})
+#: The events that end a starvation in the spec (the end of the starved level's body):
+#: before one, a starvation may have begun.  spec/Reentrant.tla starves a body at any
+#: depth until its level exits: ``BodyDone``, or an inner level's ``Leave``.
+_STARVE_ENDS: Final = frozenset({"BodyDone"})
+_R_STARVE_ENDS: Final = frozenset({"BodyDone", "Leave"})
 
 
 def _plausible_faults(
@@ -1450,10 +1455,10 @@ def _plausible_faults(
     ``drop`` and ``hang``: the requests in flight (<<section, kind>>) whose reply may be
     dropped (the section's next word on it is the failure) or may hang (the failure, or
     no word at all).  ``starve``: the sections that may stop running timers and replies
-    (their next event is the end of the body, or they have none, or it is one a starved
-    section cannot take and comes more than two renewal intervals after their previous
-    one).  ``resume``: the sections whose starvation may end before the body does (that
-    last case; none for the reentrant lock, whose trace model has no ``Resume``).
+    (their next event is the end of the body, or, for the reentrant lock, of an inner
+    level, or they have none, or it is one a starved section cannot take and comes more
+    than two renewal intervals after their previous one).  ``resume``: the sections whose
+    starvation may end before the body (or level) does (that last case).
     ``keylost``: whether the key may vanish, i.e. some later reply finds a key gone (a 0 to
     a renewal, extend or release) or some later round trip fails. A fault outside these
     would only lead TLC down dead ends. A prefix of a trace (``complete`` false) may go on
@@ -1466,7 +1471,7 @@ def _plausible_faults(
     send_of = R_SEND_OF if reentrant else SEND_OF
     fail_of = R_FAIL_OF if reentrant else FAIL_OF
     loss_witness = _R_LOSS_WITNESS if reentrant else _LOSS_WITNESS
-    starved_out: frozenset[str] = frozenset() if reentrant else _STARVED_OUT
+    starve_ends = _R_STARVE_ENDS if reentrant else _STARVE_ENDS
     reply_of = {kind: action for action, kind in reply_kind.items()}
     outstanding: dict[tuple[str, str], float] = {}
     before: list[frozenset[tuple[str, str]]] = []
@@ -1522,10 +1527,12 @@ def _plausible_faults(
         starve = [
             str(i)
             for c, i in index.items()
-            if next_action.get(c, "BodyDone") == "BodyDone"
-            or (next_action[c] in starved_out and late[c])
+            if next_action.get(c, "BodyDone") in starve_ends
+            or (next_action[c] in _STARVED_OUT and late[c])
         ]
-        resume = [str(i) for c, i in index.items() if next_action.get(c) in starved_out and late[c]]
+        resume = [
+            str(i) for c, i in index.items() if next_action.get(c) in _STARVED_OUT and late[c]
+        ]
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
             f"starve |-> {{{', '.join(starve)}}}, resume |-> {{{', '.join(resume)}}}, "
