@@ -118,7 +118,7 @@ VARIABLES
     op_sent_ago,      \* now - sent_at of the re-entry in flight (0 when none)
     lost,             \* the lease is known lost (the signal fired)
     \* ---- environment ----
-    starved,          \* the outermost body blocks its event loop (timers and replies wait)
+    starved,          \* the body blocks its event loop at some depth (timers and replies wait)
     key_holder,       \* the token in the lock hash, or NoToken
     key_depth,        \* the depth the hash holds for it (0 when no key)
     key_ttl,          \* remaining TTL of the key (real time)
@@ -471,15 +471,17 @@ ReenterFail(h) ==
 (* leave: an inner level (depth d >= 2) exits: depth d - 1 at once on the *)
 (* client, R_LEAVE(token, d - 1) sent, and the exit waits for the reply.  *)
 (* It exits whether or not the lease is known lost (then the exit raises  *)
-(* LockLeaseLostError whatever the reply).                                *)
+(* LockLeaseLostError whatever the reply).  A level whose body starved    *)
+(* the holder ends that starvation here (see Starve).                     *)
 Leave(h) ==
-    /\ phase[h] = "held" /\ depth[h] >= 2 /\ op[h] = "none" /\ ~starved[h]
+    /\ phase[h] = "held" /\ depth[h] >= 2 /\ op[h] = "none"
     /\ net' = net \cup {[Request(h, "leave", depth[h] - 1) EXCEPT !.clean = ~LevelPending(h, net)]}
     /\ depth' = [depth EXCEPT ![h] = @ - 1]
     /\ op' = [op EXCEPT ![h] = "leave"]
+    /\ starved' = [starved EXCEPT ![h] = FALSE]
     /\ UNCHANGED <<phase, outcome, fence, deadline_in, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, op_sent_ago, lost>>
-    /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
     /\ UNCHANGED ghost_vars
 
 (* leave_reply: 1 -> nothing more; 0 -> lost (the signal fires), and that *)
@@ -709,12 +711,13 @@ KeyLost ==
     /\ UNCHANGED <<starved, net>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, unsettled, freed_inner>>
 
-(* The outermost body's last stretch blocks the event loop (or holds the  *)
-(* GIL) until it ends: no timer or reply callback of the holder runs, and *)
-(* it opens no level, until BodyDone.                                     *)
+(* The body's last stretch at its depth blocks the event loop (or holds   *)
+(* the GIL) until that level ends: no timer or reply callback of the      *)
+(* holder runs, and it opens no level, until its exit: BodyDone at depth  *)
+(* 1, Leave deeper (the exit then waits for its reply: the loop runs).    *)
 Starve(h) ==
     /\ faults < MaxFaults /\ "starve" \in FaultKinds
-    /\ phase[h] = "held" /\ depth[h] = 1 /\ op[h] = "none" /\ ~starved[h]
+    /\ phase[h] = "held" /\ op[h] = "none" /\ ~starved[h]
     /\ starved' = [starved EXCEPT ![h] = TRUE]
     /\ faults' = faults + 1
     /\ UNCHANGED client_vars
@@ -897,6 +900,9 @@ ProbeDepth2 == ~\E h \in Holders : depth[h] = 2
 ProbeChildRefused == ~(Child \in Holders /\ outcome[Child] = "not_acquired" /\ phase[Parent] = "held")
 \* a section lost at depth 2, its levels still open
 ProbeLostAtDepth2 == ~\E h \in Holders : phase[h] = "held" /\ depth[h] = 2 /\ lost[h]
+\* a body starved at depth 2 whose key has expired meanwhile
+ProbeStarvedAtDepth2 ==
+    ~\E h \in Holders : starved[h] /\ depth[h] = 2 /\ key_holder # Tok(h)
 \* a re-entry that refreshed the lease (its reply moved the deadline later)
 ProbeReentryRefreshed ==
     [][\A h \in Holders : ~(/\ depth[h] >= 1 /\ depth'[h] = depth[h] + 1

@@ -14,7 +14,8 @@
 (* least e.lo ticks since the section's previous event all matching; or   *)
 (* is one of the environment's unlogged steps, with time bounded by the   *)
 (* next event's timestamp (e.k) and faults only where the rest of the     *)
-(* trace can tell them (e.drop, e.hang, e.starve, e.keylost).             *)
+(* trace can tell them (e.drop, e.hang, e.starve, e.keylost); a starved   *)
+(* body may stop starving before its level ends (e.resume, Resume).        *)
 (*                                                                         *)
 (* Waiting (wait_ms): a refused attempt with time left is the spec's      *)
 (* denial with the section left waiting (e.waits; waiting[i]), its next    *)
@@ -24,7 +25,12 @@
 (* (e.hand, ReleaseHand): the key holds its token at depth 1 with HandTTL  *)
 (* and a fresh fence; that Wake is the grant (HandedGrant), counted from   *)
 (* the last attempt's send (wsent[i]) with the handed TTL, renewed at once *)
-(* when the handed TTL is short.                                           *)
+(* when the handed TTL is short.  A waiter whose withdrawal got no answer *)
+(* (WithdrawFail) may have left its place queued, until the place ends on  *)
+(* its own (e.abandoned): a release may hand that place the key, which     *)
+(* nobody claims and which lapses after HandTTL (AbandonedHand), and a     *)
+(* waiting attempt (e.behind) may be refused on a free key, the abandoned  *)
+(* place first in line (BehindAbandoned).                                  *)
 (*                                                                         *)
 (* A declared data loss (Redis restarted empty) is not an event: it is one *)
 (* fault more (MaxFaults), a KeyLost that may reset the fence counter      *)
@@ -84,32 +90,55 @@ NextSection(h) ==
     /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, faults>>
     /\ UNCHANGED <<overlap, oks, late, grants, foreign, wiped, unsettled, freed_inner>>
 
-(* The release script hands the key it deletes to the waiting section i:  *)
-(* R_RELEASE's hand_head, a new hash at depth 1 with a new fence and the   *)
-(* waiter's handed TTL.                                                    *)
-ReleaseHand(m, i) ==
-    LET h == HolderOf[i] IN
+(* The release script hands the key it deletes to the token tok: R_RELEASE's *)
+(* hand_head, a new hash at depth 1 with a new fence and the handed TTL.    *)
+HandKey(m, tok) ==
     /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "release"
-    /\ key_holder = m.tok /\ handed[i] = 0
-    \* queued: refused and waiting, or refused at Redis with the reply still on its way
-    /\ \/ waiting[i]
-       \/ /\ phase[h] = "acquiring"
-          /\ \E r \in net : Mine(r, h, "acquire") /\ r.st = "done" /\ r.val = 0
-    /\ key_holder' = Tok(h)
+    /\ key_holder = m.tok
+    /\ key_holder' = tok
     /\ key_depth' = 1
     /\ key_ttl' = HandTTL
     /\ fence_ctr' = fence_ctr + 1
-    /\ grants' = Append(grants, [tok |-> Tok(h), fence |-> fence_ctr + 1])
+    /\ grants' = Append(grants, [tok |-> tok, fence |-> fence_ctr + 1])
     /\ released' = released \cup {m.tok}
     /\ freed_by' = freed_by \cup {m.tok}
     /\ Answer(m, 1)
     /\ freed_inner' = \/ freed_inner
                       \/ \E x \in Holders : Tok(x) = key_holder /\ phase[x] = "held"
-    /\ handed' = [handed EXCEPT ![i] = fence_ctr + 1]
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, faults>>
     /\ UNCHANGED <<overlap, oks, late, foreign, wiped, unsettled>>
     /\ UNCHANGED <<waiting, wsent, withdrawing>>
+
+(* ... to the waiting section i: its holder's token. *)
+ReleaseHand(m, i) ==
+    LET h == HolderOf[i] IN
+    /\ handed[i] = 0
+    \* queued: refused and waiting, or refused at Redis with the reply still on its way
+    /\ \/ waiting[i]
+       \/ /\ phase[h] = "acquiring"
+          /\ \E r \in net : Mine(r, h, "acquire") /\ r.st = "done" /\ r.val = 0
+    /\ HandKey(m, Tok(h))
+    /\ handed' = [handed EXCEPT ![i] = fence_ctr + 1]
+
+(* ... to a place left by a waiter whose withdrawal got no answer            *)
+(* (e.abandoned): nobody takes that key, it lapses after the handed TTL.     *)
+(* Its token is no holder's: a later section on the waiter's holder (see    *)
+(* NextSection) is another token, refused while that key lasts.             *)
+Gone == "abandoned place"
+
+AbandonedHand(m) == HandKey(m, Gone) /\ UNCHANGED handed
+
+(* A waiting attempt (of a section in e.behind) refused on a free key: an    *)
+(* abandoned place is first in line.                                         *)
+BehindAbandoned(m) ==
+    /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "acquire"
+    /\ key_holder = NoToken /\ \E i \in Trace[l].behind : HolderOf[i] = m.h
+    /\ Answer(m, 0)
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED ghost_vars
+    /\ UNCHANGED WaitVars
 
 (* A Wake that hands over the key: the outermost level's grant, counted   *)
 (* from the last attempt's send, with the handed TTL; renewed at once when *)
@@ -209,6 +238,21 @@ Elapsed(e) == now >= at[e.c] + e.lo
 
 Is(p, m) == HolderOf[p[1]] = m.h /\ p[2] = m.kind
 
+(* Trace only: the body stops starving the timers before its level ends    *)
+(* (time.sleep or a C call that returns mid-body).  The spec's Starve lasts *)
+(* until the level's exit (BodyDone, or Leave deeper); this ends it sooner, *)
+(* and only that: the holder is held and starved, and nothing else moves.   *)
+(* Its timers are then due at once (Tick waits for them), its deadline is   *)
+(* what the clock made of it, and BodyDone still judges the body on that    *)
+(* deadline.  Offered where the section's next event is one a starved       *)
+(* section cannot take (e.resume, see tracecheck._plausible_faults).        *)
+Resume(h) ==
+    /\ phase[h] = "held" /\ starved[h]
+    /\ starved' = [starved EXCEPT ![h] = FALSE]
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, released, faults, net>>
+    /\ UNCHANGED ghost_vars
+
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED WaitVars
     \/ /\ \/ \E m \in net : RedisStep(m)
@@ -216,8 +260,11 @@ Hidden ==
           \/ \E m \in net : (\E p \in Trace[l].hang : Is(p, m)) /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E i \in Trace[l].starve : Starve(HolderOf[i])
+          \/ \E i \in Trace[l].resume : Resume(HolderOf[i])
        /\ UNCHANGED <<now, WaitVars>>
     \/ \E m \in net, i \in Trace[l].hand : ReleaseHand(m, i) /\ UNCHANGED now
+    \/ Trace[l].abandoned # {} /\ \E m \in net : AbandonedHand(m) /\ UNCHANGED now
+    \/ \E m \in net : BehindAbandoned(m) /\ UNCHANGED now
 
 TraceInit ==
     /\ Init

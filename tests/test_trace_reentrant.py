@@ -2,7 +2,8 @@
 
 Traces of real ``ReentrantLock`` runs (a nested hold renewed at depth 2 with a second
 thread refused and then granted, a loss at depth 2, a child holder taking a deleted key
-before its parent re-enters, the asyncio driver with a refused child task) must be
+before its parent re-enters, the asyncio driver with a refused child task, a body
+starved at depth 2, a key handed to a place a lost withdrawal left queued) must be
 accepted; corrupted versions (a Leave at depth 1, a re-entry answered 1 while another
 holder had the key, a forged inner exit after the loss, an event reordered, time running
 backwards, a fence changed between levels) must be rejected at the event they corrupt.
@@ -22,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
 from distlock._core.waiting import HANDED_TTL_MS
+from distlock._protocol import R_WITHDRAW
 from distlock.tools import tracecheck
 from distlock.trace import DATA_LOSS, NdjsonRecorder, iter_events, read_events, write_events
 from tests.redis_server import RedisServer
@@ -45,12 +49,15 @@ class Watch:
         self.rec = rec
         self.seen: list[Event] = []
         self.cond = threading.Condition()
+        #: Called after each event (the asyncio run wakes its task with it).
+        self.notify: Callable[[], None] = lambda: None
 
     def __call__(self, event: Event) -> None:
         self.rec(event)
         with self.cond:
             self.seen.append(event)
             self.cond.notify_all()
+        self.notify()
 
     def wait_for(self, pred: Callable[[list[Event]], bool]) -> None:
         with self.cond:
@@ -590,6 +597,173 @@ def test_waiting_reentrant_runs_are_checked(redis_server: RedisServer, tmp_path:
     problem = tracecheck.prepass(backwards)
     assert problem is not None and problem.index == wake
     assert "time runs backwards" in problem.reason
+
+
+def _starved_at_depth2(server: RedisServer, path: Path, *, run_on: bool) -> list[Event]:
+    """asyncio: a body at depth 2 blocks the event loop for three TTLs; with ``run_on``
+    it then runs on, and waits for the lease timer's signal before its level exits (the
+    starvation ends mid-body); without, its level exits at once (the starvation lasts
+    until the inner exit)."""
+
+    async def main() -> None:
+        with NdjsonRecorder(path, append=False) as rec:
+            async with distlock.asyncio.ReentrantLock(
+                server.url, prefix="rt-starved", ttl_ms=300, trace=rec
+            ) as locks:
+                with pytest.raises(distlock.LockLeaseLostError):  # noqa: PT012
+                    async with locks.hold("x"), locks.hold("x") as inner:
+                        assert inner.depth == 2
+                        time.sleep(0.9)  # noqa: ASYNC251 (the fault: a loop starved 3 TTLs)
+                        if run_on:
+                            assert await inner.signal.wait()
+
+    asyncio.run(main())
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_body_starved_at_depth_2(redis_server: RedisServer, tmp_path: Path) -> None:
+    """A body that starves the timers at depth 2 is a behaviour of the spec, whether the
+    starvation ends mid-body (the lease timer fires then, before the inner exit: the
+    trace's Resume) or lasts until the inner exit.  The first run with its loss removed,
+    the inner exit answered 1 after the key expired during the starvation, is rejected
+    there."""
+    resumed = _starved_at_depth2(redis_server, tmp_path / "resumed.ndjson", run_on=True)
+    whole = _starved_at_depth2(redis_server, tmp_path / "whole.ndjson", run_on=False)
+    timeout = _index(resumed, "LeaseTimeout")
+    leave = _index(resumed, "Leave")
+    assert _index(resumed, "ReenterReply") < timeout < leave
+    # starved until the inner exit: no timer ran before it
+    assert _count(whole, "RenewSend") == 0
+    assert all(e["action"] != "LeaseTimeout" for e in whole[: _index(whole, "Leave")])
+    reply = _index(resumed, "LeaveReply")
+    assert resumed[reply]["ok"] is False
+    forged = [
+        {
+            **e,
+            "lost": False,
+            **({"ok": True} if n in (reply, len(resumed) - 1) else {}),
+            **({"outcome": "ok"} if e["outcome"] == "lost" else {}),
+        }
+        if n > timeout
+        else e
+        for n, e in enumerate(resumed)
+        if n != timeout
+    ]
+    assert forged[-1]["action"] == "ReleaseReply"
+    with ThreadPoolExecutor(2) as pool:
+        good, also, bad = (v for (v,) in pool.map(tracecheck.check, [resumed, whole, forged]))
+    assert good.accepted, f"{good.describe()}\n{good.output[-2000:]}"
+    assert also.accepted, f"{also.describe()}\n{also.output[-2000:]}"
+    assert not bad.accepted and bad.by == "TLC", bad.describe()
+    assert bad.first_unexplained == reply - 1, bad.describe()
+
+
+class LosesWithdrawals(aredis.Connection):
+    """A connection on which a reentrant lock's withdrawal never reaches Redis (the
+    network lost it): the sender sees a connection error, and the waiter's place stays
+    queued."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        packed = b"".join(command) if isinstance(command, list) else bytes(command)
+        if R_WITHDRAW.sha.encode() in packed:
+            raise redis.ConnectionError("the withdrawal was lost on its way to Redis")
+        await super().send_packed_command(command, check_health)
+
+
+def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:
+    """asyncio: a task holds the key; a waiter cancelled while blocked loses its
+    withdrawal, so its place stays queued; a third section is refused after that; the
+    holder's release hands the key to the abandoned place, which nobody takes: a fourth
+    section is refused at once, and a fifth, waiting, is refused until that handed key
+    lapses."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+
+        async def main() -> None:
+            changed = asyncio.Event()
+            # the recorder is called on the loop's thread
+            watch.notify = changed.set
+
+            async def until(pred: Callable[[list[Event]], bool]) -> None:
+                while True:
+                    changed.clear()
+                    if pred(watch.seen):
+                        return
+                    await asyncio.wait_for(changed.wait(), 30)
+
+            def blocked(seen: list[Event]) -> bool:
+                waiting = {
+                    e["client"]
+                    for e in seen
+                    if e["action"] == "Acquire" and e.get("wait_ms") == 20_000
+                }
+                return any(e["action"] == "Block" and e["client"] in waiting for e in seen)
+
+            pool = aredis.ConnectionPool.from_url(server.url, connection_class=LosesWithdrawals)
+            lossy = aredis.Redis(connection_pool=pool)
+            options: dict[str, Any] = {"prefix": "rt-gone", "ttl_ms": 1_000, "trace": watch}
+            async with (
+                distlock.asyncio.ReentrantLock(server.url, **options) as locks,
+                distlock.asyncio.ReentrantLock(lossy, **options) as lossy_locks,
+            ):
+
+                async def gone() -> None:
+                    async with lossy_locks.hold("x", wait_ms=20_000):
+                        raise AssertionError("the cancelled waiter never holds the key")
+
+                async with locks.hold("x") as holder:
+                    async with locks.hold("x") as inner:
+                        assert inner.depth == 2
+                    waiter = asyncio.create_task(gone())
+                    await until(blocked)
+                    waiter.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await waiter
+                    await until(lambda seen: any(e["action"] == "WithdrawFail" for e in seen))
+                    assert await asyncio.create_task(locks.acquire("x")) is None
+                # The key handed to the abandoned place holds off a fresh attempt.
+                assert await asyncio.create_task(locks.acquire("x")) is None
+                async with locks.hold("x", wait_ms=10_000) as later:
+                    # The abandoned place took the fence in between.
+                    assert later.fence == holder.fence + 2
+            await lossy.aclose()
+            await pool.aclose()
+            watch.notify = lambda: None  # the loop is about to close
+
+        asyncio.run(main())
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_key_handed_to_an_abandoned_place_is_a_behaviour(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A waiter whose withdrawal was lost leaves its place queued: the release hands it
+    the key, nobody renews it, and later attempts are refused on it until it lapses.  The
+    next section on the abandoned waiter's holder is refused there too: the abandoned
+    place's token is not that holder's."""
+    events = _abandoned_place_run(redis_server, tmp_path / "gone.ndjson")
+    assert "WithdrawFail" in {e["action"] for e in events}
+    assert tracecheck.reentrant_unchecked(events) is None
+    sections = list(dict.fromkeys(e["client"] for e in events))
+    assert len(sections) == 5
+    gone, fresh = sections[1], sections[3]
+    (verdict,) = tracecheck.check(events)
+    assert verdict.accepted, f"{verdict.describe()}\n{verdict.output[-2000:]}"
+    model = tracecheck.build_reentrant_model(events)
+    holders = model.data.split("HolderIndex == <<", 1)[1].split(">>", 1)[0].split(", ")
+    assert holders[sections.index(fresh)] == holders[sections.index(gone)]
+    assert not any(e.get("granted") for e in events if e["client"] == fresh)
+    later = max(n for n, e in enumerate(events) if e["action"] == "AcquireReply" and e["granted"])
+    refused = [
+        e
+        for e in events[:later]
+        if e["action"] == "AcquireReply" and e["client"] == events[later]["client"]
+    ]
+    assert refused and not any(e["granted"] for e in refused)
 
 
 @needs_tlc

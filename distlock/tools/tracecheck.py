@@ -55,8 +55,9 @@ more than two renewal intervals after its previous one.  It only
 lets the timers run again: they are due at once, the deadline is what the clock made of
 it, and ``BodyDone`` still reports a body that outlived it lost, so a body reported ok
 after its lease ran out during the starvation is refused.  The reentrant lock's trace
-model has no ``Resume``: ``spec/Reentrant.tla`` starves only the outermost level, and a
-body starved at depth 2 is no behaviour of it.
+model has the same ``Resume``: ``spec/Reentrant.tla`` starves a body at any depth until
+its level exits (``BodyDone``, or ``Leave`` for an inner level), so a starvation is
+offered before either, and ``Resume`` ends one sooner.
 
 Which check is where:
 
@@ -102,7 +103,8 @@ same approach as above: each event is its holder action with the state after it 
 outcome, loss signal, and the ``depth`` the level events record), the reply value,
 the fence order and the elapsed-time floor matching, and TLC finds the environment's
 steps (time bounded by the timestamps; dropped or hung replies, a key loss or a starved
-body only where the rest of the trace can tell them).  A denial with retries left (phase
+body, at any depth, only where the rest of the trace can tell them; ``Resume`` as the
+lock's).  A denial with retries left (phase
 ``backoff``) is the spec's denial, and the retry after it the wrapper's ``RetryAcquire``
 (the spec's holders do not retry).  The pre-pass is the same, so a fence changed between
 levels of one section is rejected there.  A waiting section (``wait_ms``) is checked as
@@ -112,7 +114,12 @@ attempt a ``RetryAcquire``; ``Block``, ``Wake`` and the withdrawal change nothin
 ``Block`` or ``Wake`` only while waiting); the reentrant release hands the key as the
 lock's does (``R_RELEASE``'s ``hand_head``: ``ReleaseHand``, the waiter's token at depth 1
 with the handed TTL and a fresh fence), and the handed ``Wake`` is the outermost level's
-grant counted from the last attempt's send (``HandedGrant``).  Not checked against
+grant counted from the last attempt's send (``HandedGrant``).  A place left queued by a
+waiter whose withdrawal got no answer is the lock's (``AbandonedHand``,
+``BehindAbandoned``, within the same bound), handed a token that is no holder's
+(``Gone``): a later section run on the waiter's holder is refused while that key lasts,
+as the real one is (a failed withdrawal leaves nothing of the section to run, so its
+holder may take a later section).  Not checked against
 ``Reentrant.tla``: a granted manual handle (``Extend``).  A trace declaring a data loss
 is checked as the lock's is: one key loss more, one that may reset the fence counter
 (``CounterSurvives`` FALSE), fences compared by the pre-pass within each stretch between
@@ -249,6 +256,7 @@ R_FAIL_OF: Final = {
     "leave": "LeaveFail",
     "release": "ReleaseFail",
 }
+_R_FAILS: Final = frozenset(R_FAIL_OF.values())
 #: The holder actions of ``spec/Reentrant.tla`` (the lock's, without the manual extend).
 R_ACTIONS: Final = (
     (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"})
@@ -1207,7 +1215,9 @@ def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int]
     for n, e in enumerate(events):
         client = str(e["client"])
         last[client] = n
-        if str(e["action"]).endswith("Fail"):
+        # A round trip that failed may still run; a withdrawal that failed is none of the
+        # spec's: the place it may leave queued is no holder's (``Gone``).
+        if e["action"] in _R_FAILS:
             failed.add(client)
     holder: dict[str, int] = {}
     current: dict[int, str] = {}
@@ -1235,6 +1245,31 @@ def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int]
         holder[client] = h
         current[h] = client
     return holder, fresh
+
+
+def _behind_abandoned(
+    events: Sequence[dict[str, Any]], index: dict[str, int], waits: set[str], abandoned: list[str]
+) -> list[str]:
+    """For each event, the waiting sections (a TLA+ set) whose attempt may be refused on
+    a free key before it, behind an abandoned place (:func:`_abandoned_places`): those
+    under way then (begun before the event, not ended before it), while some place may
+    be abandoned."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        first.setdefault(client, n)
+        last[client] = n
+    return [
+        "{"
+        + ", ".join(
+            str(index[c])
+            for c in sorted(waits, key=index.__getitem__)
+            if gone != "{}" and first[c] < n <= last[c]
+        )
+        + "}"
+        for n, gone in enumerate(abandoned)
+    ]
 
 
 def _spec_state(e: dict[str, Any]) -> tuple[str, str]:
@@ -1312,6 +1347,8 @@ def build_reentrant_model(
     )
     hands = _handed_before(events, index)
     waits = {c for c, e in config.items() if e.get("wait_ms")}
+    abandoned = _abandoned_places(events, index)
+    behind = _behind_abandoned(events, index, waits, abandoned)
     hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
     deep: set[int] = set()
     max_depth = 1
@@ -1349,7 +1386,8 @@ def build_reentrant_model(
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
             f"w |-> {_tla_bool(client in waits)}, waits |-> {_tla_bool(e['phase'] == 'waiting')}, "
-            f"hand |-> {hands[n]}, {faults[n]}]"
+            f"hand |-> {hands[n]}, abandoned |-> {abandoned[n]}, behind |-> {behind[n]}, "
+            f"{faults[n]}]"
         )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
@@ -1395,10 +1433,13 @@ _LOSS_WITNESS: Final = frozenset({"RenewFail", "ExtendFail", "ReleaseFail"})
 _R_LOSS_WITNESS: Final = frozenset({"RenewFail", "ReenterFail", "LeaveFail", "ReleaseFail"})
 #: The events a starved section cannot take (its timers and reply callbacks): before one
 #: of them, when it comes late (see :func:`_plausible_faults`), a starvation may have
-#: ended mid-body (the trace's ``Resume``), and may have begun.  Not for the reentrant
-#: lock: spec/Reentrant.tla starves only the outermost level's last stretch, and its
-#: trace model has no ``Resume``.
+#: ended mid-body (the trace's ``Resume``), and may have begun.
 _STARVED_OUT: Final = frozenset({"RenewSend", "RenewReply", "RenewFail", "LeaseTimeout"})
+#: The events that end a starvation in the spec (the end of the starved level's body):
+#: before one, a starvation may have begun.  spec/Reentrant.tla starves a body at any
+#: depth until its level exits: ``BodyDone``, or an inner level's ``Leave``.
+_STARVE_ENDS: Final = frozenset({"BodyDone"})
+_R_STARVE_ENDS: Final = frozenset({"BodyDone", "Leave"})
 
 
 def _plausible_faults(
@@ -1414,10 +1455,10 @@ def _plausible_faults(
     ``drop`` and ``hang``: the requests in flight (<<section, kind>>) whose reply may be
     dropped (the section's next word on it is the failure) or may hang (the failure, or
     no word at all).  ``starve``: the sections that may stop running timers and replies
-    (their next event is the end of the body, or they have none, or it is one a starved
-    section cannot take and comes more than two renewal intervals after their previous
-    one).  ``resume``: the sections whose starvation may end before the body does (that
-    last case; none for the reentrant lock, whose trace model has no ``Resume``).
+    (their next event is the end of the body, or, for the reentrant lock, of an inner
+    level, or they have none, or it is one a starved section cannot take and comes more
+    than two renewal intervals after their previous one).  ``resume``: the sections whose
+    starvation may end before the body (or level) does (that last case).
     ``keylost``: whether the key may vanish, i.e. some later reply finds a key gone (a 0 to
     a renewal, extend or release) or some later round trip fails. A fault outside these
     would only lead TLC down dead ends. A prefix of a trace (``complete`` false) may go on
@@ -1430,7 +1471,7 @@ def _plausible_faults(
     send_of = R_SEND_OF if reentrant else SEND_OF
     fail_of = R_FAIL_OF if reentrant else FAIL_OF
     loss_witness = _R_LOSS_WITNESS if reentrant else _LOSS_WITNESS
-    starved_out: frozenset[str] = frozenset() if reentrant else _STARVED_OUT
+    starve_ends = _R_STARVE_ENDS if reentrant else _STARVE_ENDS
     reply_of = {kind: action for action, kind in reply_kind.items()}
     outstanding: dict[tuple[str, str], float] = {}
     before: list[frozenset[tuple[str, str]]] = []
@@ -1486,10 +1527,12 @@ def _plausible_faults(
         starve = [
             str(i)
             for c, i in index.items()
-            if next_action.get(c, "BodyDone") == "BodyDone"
-            or (next_action[c] in starved_out and late[c])
+            if next_action.get(c, "BodyDone") in starve_ends
+            or (next_action[c] in _STARVED_OUT and late[c])
         ]
-        resume = [str(i) for c, i in index.items() if next_action.get(c) in starved_out and late[c]]
+        resume = [
+            str(i) for c, i in index.items() if next_action.get(c) in _STARVED_OUT and late[c]
+        ]
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
             f"starve |-> {{{', '.join(starve)}}}, resume |-> {{{', '.join(resume)}}}, "

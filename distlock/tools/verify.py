@@ -249,6 +249,8 @@ RUNS: tuple[Run, ...] = (
                        "ProbeChildRefused"),
     _reentrant_refutes("reentrant-probe-lost-at-depth-2", "ReentrantProbeLostAtDepth2.cfg",
                        "ProbeLostAtDepth2"),
+    _reentrant_refutes("reentrant-probe-starved-at-depth-2",
+                       "ReentrantProbeStarvedAtDepth2.cfg", "ProbeStarvedAtDepth2"),
     _reentrant_refutes("reentrant-probe-reentry-refreshed",
                        "ReentrantProbeReentryRefreshed.cfg", "ProbeReentryRefreshed"),
     # -- waiting (spec/Wait.tla): one key's queue, K handed to the first waiter ----------

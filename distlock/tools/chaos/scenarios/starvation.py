@@ -3,10 +3,10 @@
 No renewal can be sent and no deadline timer can fire while the body starves them, so the
 lease lapses and the intruder takes the key.  The checks: the loss is still surfaced
 (the deadline is read again the moment the body finishes), and the signal fires as soon
-as the starvation ends.  The first trial's trace is checked by TLC like any other (not
-the reentrant lock's: :data:`STARVED_AT_DEPTH_2`): the
-starvation ends mid-body there (the trace check's ``Resume``), the lease timer fires then,
-and the body ends judged on the deadline the clock made (see distlock.tools.tracecheck).
+as the starvation ends.  The first trial's trace is checked by TLC like any other (the
+reentrant lock's too, whose body starves at depth 2): the starvation ends mid-body there
+(the trace check's ``Resume``), the lease timer fires then, and the body ends judged on
+the deadline the clock made (see distlock.tools.tracecheck).
 """
 
 from __future__ import annotations
@@ -19,13 +19,6 @@ from distlock.tools.chaos.recorder import Section
 from distlock.tools.chaos.registry import Context, scenario
 
 TRIALS = 3
-
-#: Why a reentrant scenario's traces are not checked against the spec.
-STARVED_AT_DEPTH_2 = (
-    "the body starves the timers at depth 2: spec/Reentrant.tla starves only the "
-    "outermost level (Starve needs depth 1), so no behaviour explains the renewals and "
-    "lease timeout missing while depth 2 is open"
-)
 
 
 def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]]:
@@ -59,8 +52,6 @@ def asyncio_body_blocks_the_event_loop(
     sc = ctx.scenario(
         ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
     )
-    if reentrant:
-        sc.exclude_trace(STARVED_AT_DEPTH_2)
     bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
     for trial in range(trials):
         sc.async_trial(trial, None, bodies=bodies, via_proxy=False)
@@ -86,8 +77,6 @@ def sync_body_holds_the_gil(
     sc = ctx.scenario(
         ttl_ms=ttl_ms, reentrant=reentrant, limit=limit, cooperative_every=min(3, trials)
     )
-    if reentrant:
-        sc.exclude_trace(STARVED_AT_DEPTH_2)
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
     for trial in range(trials):
         part = sc.trace_part(trial)
