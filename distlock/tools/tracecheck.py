@@ -46,6 +46,25 @@ a key lost before some section finds it gone), and states differing only in the 
 ghost variables are one state (``VIEW``): both keep TLC away from dead ends without
 ruling out any behaviour that explains the trace.
 
+**Rounds.**  The model's clients are fewer than a lock's sections: a section runs on a
+model client whose previous section has ended (its last event leaves it ``done``) before
+the section's first event, as the client's next round: the spec's ``NewSection``, a
+fresh token (the old round's requests may still run at Redis, as any other's), taken as
+a hidden step right before that first event (``e.fresh``) with the new section's own mode
+(``AutoRenew``, ``Renews``: per client, per round).  Sections of the same Lock object go
+together first, then any that do not overlap (:func:`lock_rounds`): the clients are as
+many as the sections that run at once, however many run one after another (a poller's
+attempts, or each failed attempt and its cleanup of a caller whose Redis is down, are a
+section each).  What the trace module notes per section is per round: the recorded fence
+(``Fence[c][r]``; a granted round that ended keeps its place in the fence order,
+``retired``), whether it waits (``Waits[c][r]``), the places abandoned by a lost
+withdrawal (named by token ``<<c, r>>``: the client may have started another round since),
+and the wait notes (reset by the new round).  The view merges states that differ only in
+what no step can tell: fences beyond their order (beyond being 0 once a declared data loss
+lets the counter restart), the token of a key whose round has ended with nothing of it in
+flight, and the send time noted for a section that is not waiting.  A semaphore's permit
+sections are one model client each.
+
 A starvation that ends mid-body (``time.sleep`` or a C call holding the GIL for a while,
 then more body) is one step the spec lacks: its ``Starve`` lasts until ``BodyDone``.  The
 lock's and the semaphore's trace models add ``Resume``, which ends a held section's
@@ -79,7 +98,11 @@ out; a late grant kept as held                   in time (BodyDone, AcquireReply
 Long contended runs (chaos trials) are checked with :func:`check`'s ``condensed``,
 ``within_ms``, ``ticks`` and ``hang_after_ms``: a prefix of the trace, refusal runs
 shortened, a coarser clock, requests that failed on their connection not left to run
-later; each keeps a genuine trace accepted and makes TLC's search far smaller.
+later (nor, for a renewal, left queued at Redis beside its error); each keeps a genuine
+trace accepted and makes TLC's search far smaller.  At four ticks per TTL the lock model
+has no drift allowance (``Margin`` 0, :func:`lock_margin`): a whole tick of it would leave
+a lease of three heartbeats, and a holder whose renewals fail sends its third one before
+its deadline.
 
 TLC 2.15 has no way to say "some behaviour reaches the end", so the question is asked as
 the invariant ``l <= Len(Trace)``: a violation (exit 12) means a behaviour consumed the
@@ -1947,6 +1970,8 @@ __all__ = [
     "first_ms",
     "is_reentrant",
     "is_semaphore",
+    "lock_margin",
+    "lock_rounds",
     "lower_bound",
     "main",
     "prepass",

@@ -364,6 +364,17 @@ class Scenario:
             return min(victims, TRACED_VICTIMS)
         return victims
 
+    def start_trace(self, trial: int) -> None:
+        """For a scenario that runs its own trials (not :meth:`sync_trial`): record the
+        lock events of ``trial``, if it is the traced one, in every Lock made from now on
+        (:meth:`sync_lock`); :meth:`stop_trace` ends it."""
+        self._start_trace(trial)
+
+    def stop_trace(self) -> None:
+        """End what :meth:`start_trace` began, once the trial's Locks are closed
+        (:meth:`close_sync`), and check the trace."""
+        self._stop_trace()
+
     def _start_trace(self, trial: int) -> None:
         if trial == TRACED_TRIAL and self.trace_excluded is None and self._trace is None:
             self._trace_stream = io.StringIO()
