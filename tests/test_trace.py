@@ -528,6 +528,63 @@ def test_declared_data_loss_lets_fences_start_over(
     assert with_loss.accepted, with_loss.describe() + "\n" + with_loss.output[-2000:]
 
 
+def _rounds_run(server: RedisServer, tmp_path: Path) -> list[dict[str, Any]]:
+    """Two Lock objects on one key, each running sections one after another: A holds,
+    B is refused three times, A releases and takes the key again, B is refused twice
+    more, A releases and B gets it.  Eight sections, never more than two at once."""
+    path = tmp_path / "rounds.ndjson"
+    with (
+        NdjsonRecorder(path, append=False) as rec,
+        distlock.Lock(server.url, prefix="tr-rounds", ttl_ms=400, retries=0, trace=rec) as a,
+        distlock.Lock(server.url, prefix="tr-rounds", ttl_ms=400, retries=0, trace=rec) as b,
+    ):
+        for refusals in (3, 2):
+            held = a.acquire("x")
+            assert held is not None
+            for _ in range(refusals):
+                assert b.acquire("x") is None
+            held.release()
+        taken = b.acquire("x")
+        assert taken is not None
+        taken.release()
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_sequential_sections_run_as_rounds_of_fewer_clients(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A lock's sections that follow one another on a key run as rounds of one model
+    client: the eight sections above are two clients' rounds.  A later round granted
+    while another client's round still holds the key (A's second release moved after
+    B's grant) is no behaviour, and is rejected at that grant."""
+    events = _rounds_run(redis_server, tmp_path)
+    model = tracecheck.build_model(events)
+    assert (model.sections, model.clients) == (8, 2)
+    assert "MaxRounds = 6" in model.cfg
+    grant = _index(events, "AcquireReply", granted=True, client=events[-1]["client"])
+    a = events[0]["client"].split(".")[0]
+    released = max(
+        n for n, e in enumerate(events) if e["action"] == "Release" and e["client"].startswith(a)
+    )
+    assert events[released + 1]["action"] == "ReleaseReply" and released + 2 < grant
+    # A's second release, with its reply, after B's grant (times unchanged: per section
+    # they still run forwards).
+    moved = [
+        *events[:released],
+        *events[released + 2 : grant + 1],
+        *events[released : released + 2],
+        *events[grant + 1 :],
+    ]
+    genuine, corrupted = _check_each([events, moved])
+    assert genuine.accepted, genuine.describe() + "\n" + genuine.output[-2000:]
+    assert not corrupted.accepted
+    assert (corrupted.first_unexplained, corrupted.by) == (grant - 2, "TLC"), (
+        corrupted.describe()
+    )
+
+
 def test_zz_report() -> None:
     """Prints how many traces TLC checked in this module and how long it took."""
     print(

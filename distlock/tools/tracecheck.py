@@ -46,6 +46,25 @@ a key lost before some section finds it gone), and states differing only in the 
 ghost variables are one state (``VIEW``): both keep TLC away from dead ends without
 ruling out any behaviour that explains the trace.
 
+**Rounds.**  The model's clients are fewer than a lock's sections: a section runs on a
+model client whose previous section has ended (its last event leaves it ``done``) before
+the section's first event, as the client's next round: the spec's ``NewSection``, a
+fresh token (the old round's requests may still run at Redis, as any other's), taken as
+a hidden step right before that first event (``e.fresh``) with the new section's own mode
+(``AutoRenew``, ``Renews``: per client, per round).  Sections of the same Lock object go
+together first, then any that do not overlap (:func:`lock_rounds`): the clients are as
+many as the sections that run at once, however many run one after another (a poller's
+attempts, or each failed attempt and its cleanup of a caller whose Redis is down, are a
+section each).  What the trace module notes per section is per round: the recorded fence
+(``Fence[c][r]``; a granted round that ended keeps its place in the fence order,
+``retired``), whether it waits (``Waits[c][r]``), the places abandoned by a lost
+withdrawal (named by token ``<<c, r>>``: the client may have started another round since),
+and the wait notes (reset by the new round).  The view merges states that differ only in
+what no step can tell: fences beyond their order (beyond being 0 once a declared data loss
+lets the counter restart), the token of a key whose round has ended with nothing of it in
+flight, and the send time noted for a section that is not waiting.  A semaphore's permit
+sections are one model client each.
+
 A starvation that ends mid-body (``time.sleep`` or a C call holding the GIL for a while,
 then more body) is one step the spec lacks: its ``Starve`` lasts until ``BodyDone``.  The
 lock's and the semaphore's trace models add ``Resume``, which ends a held section's
@@ -80,7 +99,11 @@ out; a late grant kept as held                   in time (BodyDone, AcquireReply
 Long contended runs (chaos trials) are checked with :func:`check`'s ``condensed``,
 ``within_ms``, ``ticks`` and ``hang_after_ms``: a prefix of the trace, refusal runs
 shortened, a coarser clock, requests that failed on their connection not left to run
-later; each keeps a genuine trace accepted and makes TLC's search far smaller.
+later (nor, for a renewal, left queued at Redis beside its error); each keeps a genuine
+trace accepted and makes TLC's search far smaller.  No trace model has a drift allowance
+(``Margin`` 0, :data:`TRACE_MARGIN`): at four ticks per TTL a whole tick of it would leave
+a lease of three heartbeats, and a holder whose renewals fail sends its third one before
+its deadline.
 
 TLC 2.15 has no way to say "some behaviour reaches the end", so the question is asked as
 the invariant ``l <= Len(Trace)``: a violation (exit 12) means a behaviour consumed the
@@ -178,7 +201,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -272,7 +295,7 @@ TRACE_SPEC: Final = """------------------------- MODULE DistLockTrace ----------
 (* of DistLock explains the whole trace.                                        *)
 EXTENDS DistLock, TraceData, TLC
 
-VARIABLES l, now, at, wsent, handed, withdrawing
+VARIABLES l, now, at, wsent, handed, withdrawing, retired
 
 ASSUME TLCSet(1, 0)
 
@@ -349,15 +372,15 @@ WaitWithdraw(c) ==
     /\\ UNCHANGED env_vars
     /\\ UNCHANGED ghost_vars
 
-(* The release script hands the key it deletes to the section c: its token, the *)
-(* handed TTL and a fresh fence. *)
-HandKey(m, c) ==
+(* The release script hands the key it deletes to the section of token t: the *)
+(* token, the handed TTL and a fresh fence. *)
+HandKey(m, t) ==
     /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "release"
     /\\ key_holder = m.tok
-    /\\ key_holder' = token[c]
+    /\\ key_holder' = t
     /\\ key_ttl' = HandTTL
     /\\ fence_ctr' = fence_ctr + 1
-    /\\ grants' = Append(grants, [tok |-> token[c], fence |-> fence_ctr + 1])
+    /\\ grants' = Append(grants, [tok |-> t, fence |-> fence_ctr + 1])
     /\\ released' = IF ResendReleases \\/ Manual THEN released \\cup {m.tok} ELSE released
     /\\ Answer(m, 1)
     /\\ UNCHANGED client_vars
@@ -372,18 +395,19 @@ ReleaseHand(m, c) ==
     /\\ \\/ phase[c] = "backoff"
        \\/ /\\ phase[c] = "acquiring"
           /\\ \\E r \\in net : Mine(r, c, "acquire") /\\ r.st = "done" /\\ r.val = 0
-    /\\ HandKey(m, c)
+    /\\ HandKey(m, token[c])
     /\\ handed' = [handed EXCEPT ![c] = fence_ctr + 1]
 
-(* ... to a waiter that has gone, whose withdrawal got no answer (e.abandoned): *)
-(* its place may still be in the queue, ahead of any later waiter's.  Nobody     *)
-(* takes that key: it lapses after the handed TTL.                               *)
-AbandonedHand(m, c) == HandKey(m, c) /\\ UNCHANGED handed
+(* ... to a waiter that has gone, whose withdrawal got no answer (e.abandoned,  *)
+(* the tokens of such sections: its client may have started another round      *)
+(* since): its place may still be in the queue, ahead of any later waiter's.    *)
+(* Nobody takes that key: it lapses after the handed TTL.                        *)
+AbandonedHand(m, t) == HandKey(m, t) /\\ UNCHANGED handed
 
 (* A waiting attempt refused on a free key: an abandoned place is first in line. *)
 BehindAbandoned(m) ==
     /\\ m \\in net /\\ m.st \\in {"sent", "hung"} /\\ m.kind = "acquire"
-    /\\ key_holder = NoToken /\\ Waits[m.tok[1]]
+    /\\ key_holder = NoToken /\\ Waits[m.tok[1]][m.tok[2]]
     /\\ net' = ((net \\ {m}) \\ WakeupsOf(m.tok))
               \\cup (IF Awaited(m) /\\ m.st = "sent"
                     THEN {[m EXCEPT !.st = "done", !.val = 0]} ELSE {})
@@ -420,11 +444,14 @@ Answered(e) ==
         \\A m \\in net \\ net' : Mine(m, e.c, e.kind) => ((m.val > 0) = e.ok)
 
 (* Grants (a granted attempt, a key handed over) are ordered at Redis as their *)
-(* recorded fences are. *)
+(* recorded fences are: the other clients' current rounds (Fence[d][r]: the      *)
+(* recorded fence of round r of client d), and the rounds that ended (retired:   *)
+(* <<model fence, recorded fence>> of each granted one).                         *)
 Fenced(e) ==
     (CheckFences /\\ e.kind \\in {"acquire", "hand"} /\\ e.ok) =>
-        \\A d \\in Clients \\ {e.c} :
-            fence[d] > 0 => ((fence'[e.c] > fence[d]) = (e.fence > Fence[d]))
+        /\\ \\A d \\in Clients \\ {e.c} :
+            fence[d] > 0 => ((fence'[e.c] > fence[d]) = (e.fence > Fence[d][token[d][2]]))
+        /\\ \\A p \\in retired : (fence'[e.c] > p[1]) = (e.fence > p[2])
 
 (* At least e.lo ticks since the section's previous event (at[c] is when it was taken). *)
 Elapsed(e) == now >= at[e.c] + e.lo
@@ -443,6 +470,25 @@ Resume(c) ==
     /\\ UNCHANGED <<drift, key_holder, key_ttl, fence_ctr, released, faults, net, queue>>
     /\\ UNCHANGED ghost_vars
 
+(* The next round of client c, whose previous section has ended (phase "done"), *)
+(* right before the new section's first event (e.fresh): the spec's NewSection *)
+(* (a fresh token; requests of the old round may still run at Redis), with the *)
+(* new section's own mode.  The trace's notes of the old round start over, and  *)
+(* a granted old round keeps its place in the fence order (retired).             *)
+NextRound(c) ==
+    LET r == token[c][2] + 1 IN
+    /\\ NewSection(c)
+    /\\ auto_renew'[c] = AutoRenew[c][r] /\\ renews'[c] = Renews[c][r]
+    /\\ wsent' = [wsent EXCEPT ![c] = 0]
+    /\\ handed' = [handed EXCEPT ![c] = 0]
+    /\\ withdrawing' = [withdrawing EXCEPT ![c] = FALSE]
+    /\\ retired' = IF CheckFences /\\ fence[c] > 0
+                   THEN retired \\cup {<<fence[c], Fence[c][r - 1]>>} ELSE retired
+
+(* A dropped renewal that failed on its connection (not in e.hang: sooner than  *)
+(* the socket timeout) is not also left queued at Redis to run later.            *)
+NoneLeftQueued == {x \\in net' : x.st = "hung"} \\subseteq net
+
 (* Faults only where the rest of the trace can tell them (drop, hang, starve and   *)
 (* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
 (* lead TLC down dead ends.                                                         *)
@@ -450,25 +496,32 @@ Hidden ==
     \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1 /\\ UNCHANGED WaitVars
     \\/ /\\ \\/ \\E m \\in net : RedisStep(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].drop /\\ DropReply(m)
+                /\\ (<<m.tok[1], m.kind>> \\notin Trace[l].hang => NoneLeftQueued)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
           \\/ Trace[l].keylost /\\ KeyLost
           \\/ \\E c \\in Trace[l].starve : Starve(c)
           \\/ \\E c \\in Trace[l].resume : Resume(c)
        /\\ UNCHANGED <<now, WaitVars>>
     \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
-    \\/ \\E m \\in net, c \\in Trace[l].abandoned : AbandonedHand(m, c) /\\ UNCHANGED now
+    \\/ \\E m \\in net, t \\in Trace[l].abandoned : AbandonedHand(m, t) /\\ UNCHANGED now
     \\/ Trace[l].abandoned # {} /\\ \\E m \\in net : BehindAbandoned(m) /\\ UNCHANGED now
+
+(* The hidden steps, and the next round where the trace starts one. *)
+HiddenOrRound ==
+    \\/ Hidden /\\ UNCHANGED retired
+    \\/ Trace[l].fresh /\\ NextRound(Trace[l].c) /\\ UNCHANGED now
 
 TraceInit ==
     /\\ Init
-    /\\ auto_renew = [c \\in Clients |-> AutoRenew[c]]
-    /\\ renews = [c \\in Clients |-> Renews[c]]
+    /\\ auto_renew = [c \\in Clients |-> AutoRenew[c][1]]
+    /\\ renews = [c \\in Clients |-> Renews[c][1]]
     /\\ l = 1
     /\\ now = 0
     /\\ at = [c \\in Clients |-> 0]
     /\\ wsent = [c \\in Clients |-> 0]
     /\\ handed = [c \\in Clients |-> 0]
     /\\ withdrawing = [c \\in Clients |-> FALSE]
+    /\\ retired = {}
 
 TraceNext ==
     /\\ l <= Len(Trace)
@@ -476,14 +529,37 @@ TraceNext ==
           /\\ Logged(Trace[l]) /\\ Observed(Trace[l])
           /\\ Answered(Trace[l]) /\\ Fenced(Trace[l])
           /\\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
-          /\\ l' = l + 1 /\\ UNCHANGED now
-       \\/ /\\ Hidden /\\ UNCHANGED <<l, at>>
+          /\\ l' = l + 1 /\\ UNCHANGED <<now, retired>>
+       \\/ /\\ HiddenOrRound /\\ UNCHANGED <<l, at>>
 
 Unexplained == l <= Len(Trace)
 
 (* States that differ only in the spec's ghost variables (kept for its properties, *)
-(* read by no action) have the same futures: TLC keeps one of them.              *)
-TraceView == <<client_vars, env_vars, l, now, at, WaitVars>>
+(* read by no action) have the same futures: TLC keeps one of them.  So do states  *)
+(* that differ only in                                                             *)
+(* - the fences, not in their order: a step reads a fence only to order it against *)
+(*   another (Fenced) or to tell it from 0, and the counter's next value is above  *)
+(*   them all (without CheckFences: only which are 0, the counter may restart);    *)
+(* - the token in the key, where its round has ended and no request of it is left: *)
+(*   a step reads it only to compare it with a request's token;                    *)
+(* - when a section that is not waiting last sent an attempt (wsent).               *)
+FenceSet == {fence_ctr} \\cup {fence[c] : c \\in Clients} \\cup {handed[c] : c \\in Clients}
+            \\cup {p[1] : p \\in retired} \\cup {m.val : m \\in {x \\in net : x.kind = "acquire"}}
+Rank(x) == IF x = 0 THEN 0
+           ELSE IF CheckFences THEN Cardinality({y \\in FenceSet : 0 < y /\\ y <= x})
+           ELSE 1
+Dead(t) == t # NoToken /\\ t[2] < token[t[1]][2] /\\ ~\\E m \\in net : m.tok = t
+TraceView ==
+    <<phase, outcome, retries_left, token, [c \\in Clients |-> Rank(fence[c])], deadline_in,
+      sent_ago, renew_in_flight, renew_sent_ago, next_renew_in, extend_in_flight,
+      extend_sent_ago, lost, auto_renew, renews, extend_ttl, unconfirmed_ttl,
+      starved, drift, IF Dead(key_holder) THEN <<0, 0>> ELSE key_holder, key_ttl,
+      Rank(fence_ctr), released, faults,
+      {IF m.kind = "acquire" THEN [m EXCEPT !.val = Rank(m.val)] ELSE m : m \\in net}, queue,
+      l, now, at,
+      [c \\in Clients |-> IF phase[c] \\in {"acquiring", "backoff"} THEN wsent[c] ELSE 0],
+      [c \\in Clients |-> Rank(handed[c])], withdrawing,
+      {<<Rank(p[1]), p[2]>> : p \\in retired}>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\\ PrintT(<<"reached", l>>) ELSE TRUE
 =============================================================================
@@ -661,12 +737,18 @@ def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> l
     return out
 
 
-def _abandoned_places(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
+def _abandoned_places(
+    events: Sequence[dict[str, Any]],
+    index: dict[str, int],
+    rounds: dict[str, int] | None = None,
+) -> list[str]:
     """For each event, the sections (a TLA+ set) whose place in the queue may outlive
     them before it: a waiter whose withdrawal got no answer (``WithdrawFail``) may have
     left its place behind, from its ``Withdraw`` on, until that place ends on its own:
     ``LONGEST_BLOCK_MS + QUEUE_GRACE_MS`` after its last attempt at the latest (the
-    waiting script's bound on a place's life), so after the ``Withdraw``."""
+    waiting script's bound on a place's life), so after the ``Withdraw``.  With
+    ``rounds`` (a lock's sections as rounds of its model clients), each is named by its
+    token ``<<client, round>>``: its client may have started another round since."""
     ends: dict[str, tuple[int, float]] = {}
     withdrew: dict[str, int] = {}
     for n, e in enumerate(events):
@@ -681,9 +763,12 @@ def _abandoned_places(events: Sequence[dict[str, Any]], index: dict[str, int]) -
         # The hand happens before event n, so after event n - 1 at the earliest.
         since = _time(events[n - 1]) if n else _time(events[0])
         gone = sorted(
-            index[c] for c, (start, until) in ends.items() if start < n and since <= until
+            (index[c], rounds[c] if rounds is not None else 0)
+            for c, (start, until) in ends.items()
+            if start < n and since <= until
         )
-        out.append("{" + ", ".join(str(c) for c in gone) + "}")
+        names = (f"<<{c}, {r}>>" if rounds is not None else str(c) for c, r in gone)
+        out.append("{" + ", ".join(names) + "}")
     return out
 
 
@@ -920,6 +1005,13 @@ class Model:
     rows: list[int]
     #: The trace module TLC checks; ``trace_spec`` None: it is ``spec/<module>.tla``.
     module: str = "DistLockTrace"
+    #: The model's clients (a lock's sections run as rounds of fewer: see
+    #: :func:`lock_rounds`); 0: one per section.
+    clients: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.clients:
+            self.clients = self.sections
 
 
 def _lows(
@@ -995,11 +1087,25 @@ def build_model(
     hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
 
     lows, keep = _lows([e for _, e in logged], ttl_ms, ticks)
+    # A lock's sections run as rounds of fewer model clients (see lock_rounds); a
+    # semaphore's permit sections are one model client each.
+    if limit is None:
+        client_of, round_of, fresh = lock_rounds([e for _, e in logged])
+    else:
+        client_of, round_of, fresh = dict(index), dict.fromkeys(index, 1), set()
+    rounds = {(client_of[c], round_of[c]) for c in index}
+    followed = {c for c in index if (client_of[c], round_of[c] + 1) in rounds}
     faults = _plausible_faults(
-        [e for _, e in logged], index, complete=complete, hang_after_ms=hang_after_ms
+        [e for _, e in logged],
+        client_of,
+        complete=complete,
+        hang_after_ms=hang_after_ms,
+        followed=followed,
     )
-    hands = _handed_before([e for _, e in logged], index)
-    abandoned = _abandoned_places([e for _, e in logged], index)
+    hands = _handed_before([e for _, e in logged], client_of)
+    abandoned = _abandoned_places(
+        [e for _, e in logged], client_of, round_of if limit is None else None
+    )
     fences = dict.fromkeys(index, 0)
     t0 = _time(logged[0][1])
     k = 0
@@ -1023,28 +1129,38 @@ def build_model(
         # the core's "waiting" is the spec's "backoff" (see WaitDenied)
         phase = "backoff" if e["phase"] == "waiting" else e["phase"]
         rows.append(
-            f"[a |-> {_tla_str(e['action'])}, c |-> {index[client]}, k |-> {k}, "
+            f"[a |-> {_tla_str(e['action'])}, c |-> {client_of[client]}, k |-> {k}, "
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
             f"phase |-> {_tla_str(phase)}, outcome |-> {_tla_str(e['outcome'])}, "
             f"lost |-> {_tla_bool(e['lost'])}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, "
             f"w |-> {_tla_bool(client in waits)}, hand |-> {hands[n]}, "
-            f"abandoned |-> {abandoned[n]}, {faults[n]}]"
+            f"abandoned |-> {abandoned[n]}, {faults[n]}"
+            + ("]" if limit is not None else f", fresh |-> {_tla_bool(n in fresh)}]")
         )
-    auto = ", ".join(_tla_bool(config[c].get("watch")) for c in index)
-    renews = ", ".join(
-        _tla_bool(config[c].get("watch") and config[c].get("renew_every_ms") is not None)
+    auto = {c: _tla_bool(config[c].get("watch")) for c in index}
+    renews = {
+        c: _tla_bool(config[c].get("watch") and config[c].get("renew_every_ms") is not None)
         for c in index
+    }
+    waiting = {c: _tla_bool(c in waits) for c in index}
+    fenced = {c: str(fences[c]) for c in index}
+    # The lock's: per model client, per round (<<<<round 1, round 2>>, ...>>); the
+    # semaphore's: per section.
+    per: Callable[[dict[str, str]], str] = (
+        functools.partial(_per_round, client_of, round_of)
+        if limit is None
+        else (lambda values: "<<" + ", ".join(values[c] for c in index) + ">>")
     )
     data = (
         "---------------------------- MODULE TraceData ----------------------------\n"
         "(* Generated by distlock.tools.tracecheck from a recorded trace. *)\n"
         "EXTENDS Sequences\n\n"
-        f"AutoRenew == <<{auto}>>\n\n"
-        f"Renews == <<{renews}>>\n\n"
-        f"Waits == <<{', '.join(_tla_bool(c in waits) for c in index)}>>\n\n"
+        f"AutoRenew == {per(auto)}\n\n"
+        f"Renews == {per(renews)}\n\n"
+        f"Waits == {per(waiting)}\n\n"
         f"HandTTL == {hand_ttl}\n\n"
-        f"Fence == <<{', '.join(str(fences[c]) for c in index)}>>\n\n"
+        f"Fence == {per(fenced)}\n\n"
         f"CheckFences == {_tla_bool(not data_lost)}\n\n"
         "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
         "=============================================================================\n"
@@ -1060,14 +1176,15 @@ def build_model(
         )
     cases = "\n      [] ".join(_lock_case(a) for a in CLIENT_ACTIONS)
     trace_spec = TRACE_SPEC.replace("{cases}", cases)
-    clients = ", ".join(str(i) for i in range(1, len(index) + 1))
+    model_clients = max(client_of.values())
+    clients = ", ".join(str(i) for i in range(1, model_clients + 1))
     failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail"))
     declared = len(events) - len(logged)
     cfg = "\n".join(
         [
             "CONSTANTS",
             f"    Clients = {{{clients}}}",
-            "    MaxRounds = 1",
+            f"    MaxRounds = {max(round_of.values())}",
             f"    Retries = {int(next(iter(retries)))}",
             f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
@@ -1093,7 +1210,71 @@ def build_model(
             "",
         ]
     )
-    return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged])
+    return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged], clients=model_clients)
+
+
+def _per_round(client_of: dict[str, int], round_of: dict[str, int], values: dict[str, str]) -> str:
+    """``values`` (of each section) as a TLA+ tuple of tuples: per model client, per round."""
+    by: dict[int, dict[int, str]] = {}
+    for c, value in values.items():
+        by.setdefault(client_of[c], {})[round_of[c]] = value
+    return (
+        "<<"
+        + ", ".join(
+            "<<" + ", ".join(by[i][r] for r in sorted(by[i])) + ">>" for i in sorted(by)
+        )
+        + ">>"
+    )
+
+
+def _lock_object(section: str) -> str:
+    """The Lock object a section's client name belongs to: ``L2`` of ``L2.7`` (section 7
+    of Lock 2; a name with no section number is its own)."""
+    return section.rsplit(".", 1)[0]
+
+
+def lock_rounds(
+    events: Sequence[dict[str, Any]],
+) -> tuple[dict[str, int], dict[str, int], set[int]]:
+    """The model client (1, 2, ...) and round (1, 2, ...) of each section of a lock's
+    ``events`` (one key, no declarations), and the events that start a round after the
+    first (the trace's ``fresh``: the spec's ``NewSection`` comes right before them).
+
+    Sections, in the order they first appear, take a model client whose current section
+    has ended before their first event: its last event leaves it ``done`` (one that ends
+    otherwise, a holder killed or a trace cut short, keeps its client to the end).  One of
+    the same Lock object comes first, then the one that ended earliest; with none free, a
+    new client.  So the clients are as many as the sections that run at once, however
+    many run one after another (each failed attempt of a caller whose Redis is down is a
+    section of its own).  A section's requests may still run at Redis after it ended: the
+    spec's next round has a fresh token, and the old one's requests run as any other."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        first.setdefault(client, n)
+        last[client] = n
+    client_of: dict[str, int] = {}
+    round_of: dict[str, int] = {}
+    current: list[str] = []  # the latest section of each model client
+    fresh: set[int] = set()
+    for client, n in first.items():
+        free = [
+            i
+            for i, d in enumerate(current)
+            if last[d] < n and events[last[d]].get("phase") == "done"
+        ]
+        if not free:
+            current.append(client)
+            client_of[client], round_of[client] = len(current), 1
+            continue
+        same = [i for i in free if _lock_object(current[i]) == _lock_object(client)]
+        i = min(same or free, key=lambda i: last[current[i]])
+        client_of[client] = i + 1
+        round_of[client] = round_of[current[i]] + 1
+        current[i] = client
+        fresh.add(n)
+    return client_of, round_of, fresh
 
 
 def _lock_case(action: str) -> str:
@@ -1449,6 +1630,7 @@ def _plausible_faults(
     complete: bool,
     hang_after_ms: float = 0.0,
     reentrant: bool = False,
+    followed: Collection[str] = (),
 ) -> list[str]:
     """For each event, the faults that may happen before it, as TLA+ record fields.
 
@@ -1465,7 +1647,10 @@ def _plausible_faults(
     with any witness: a key loss is then always plausible. A request reported failed sooner
     than ``hang_after_ms`` after its send (less than the client's socket timeout: the
     connection failed) is not left to run later: its reply is dropped. ``reentrant``: the
-    kinds of ``spec/Reentrant.tla`` (re-entries and inner exits too).
+    kinds of ``spec/Reentrant.tla`` (re-entries and inner exits too).  ``index`` maps
+    each section to its model client; ``followed``: the sections whose model client runs
+    another section after them (a lock's rounds): once they have no event left, their
+    client is the later section's, and is not offered their faults.
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -1524,18 +1709,24 @@ def _plausible_faults(
                 drop.append(pair)
             if word is None or (word == fail_of[client_kind[1]] and at not in quick):
                 hang.append(pair)
-        starve = [
-            str(i)
-            for c, i in index.items()
-            if next_action.get(c, "BodyDone") in starve_ends
-            or (next_action[c] in _STARVED_OUT and late[c])
-        ]
-        resume = [
-            str(i) for c, i in index.items() if next_action.get(c) in _STARVED_OUT and late[c]
-        ]
+        starve = sorted(
+            {
+                i
+                for c, i in index.items()
+                if (
+                    next_action.get(c, "BodyDone") in starve_ends
+                    and not (c not in next_action and c in followed)
+                )
+                or (c in next_action and next_action[c] in _STARVED_OUT and late[c])
+            }
+        )
+        resume = sorted(
+            {i for c, i in index.items() if next_action.get(c) in _STARVED_OUT and late[c]}
+        )
         fields[n] = (
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
-            f"starve |-> {{{', '.join(starve)}}}, resume |-> {{{', '.join(resume)}}}, "
+            f"starve |-> {{{', '.join(map(str, starve))}}}, "
+            f"resume |-> {{{', '.join(map(str, resume))}}}, "
             f"keylost |-> {_tla_bool(witness)}"
         )
     return fields
@@ -1822,6 +2013,7 @@ __all__ = [
     "first_ms",
     "is_reentrant",
     "is_semaphore",
+    "lock_rounds",
     "lower_bound",
     "main",
     "prepass",

@@ -1,8 +1,10 @@
 """A lock client in a process of its own, for the scenarios a thread cannot play.
 
-``python -m distlock.tools.chaos.holder hold URL PREFIX ID TTL_MS``
+``python -m distlock.tools.chaos.holder hold URL PREFIX ID TTL_MS [TRACE]``
     takes the lock with ``run`` and keeps it (renewed) until killed; prints ``ACQUIRED``
-    and, after its first successful renewal, ``RENEWED`` (one JSON object per line).
+    and, after its first successful renewal, ``RENEWED`` (one JSON object per line);
+    with TRACE, its lock events go there as NDJSON, each written as it happens (a
+    SIGKILL loses none recorded before it), for the parent's trace.
 ``python -m distlock.tools.chaos.holder intrude URL PREFIX ID TTL_MS [TRACE]``
     keeps trying to take the lock (short bodies) until its stdin closes, then prints its
     sections and the lock commands it sent, as JSON, so the parent can check them along
@@ -68,11 +70,22 @@ def _client(url: str, recorder: Recorder, name: str) -> RecordingRedis:
     )
 
 
-def hold(url: str, prefix: str, id: str, ttl_ms: int, limit: int | None = None) -> None:
+def hold(
+    url: str, prefix: str, id: str, ttl_ms: int, limit: int | None = None, trace: str | None = None
+) -> None:
     """Take the key (a permit of it, with ``limit``) and keep it until killed."""
     recorder = Recorder("holder")
     client = _client(url, recorder, f"{prefix}-holder")
-    lock = _primitive(client, prefix, ttl_ms, limit=limit)
+    # Line-buffered: every event is in the file before the next one happens.
+    events = (
+        NdjsonRecorder(open(trace, "w", encoding="utf-8", buffering=1))  # noqa: SIM115
+        if trace
+        else None
+    )
+    lock = _primitive(client, prefix, ttl_ms, limit=limit, trace=events)
+    # A traced holder takes a free key (the spec has one Retries for a trace's sections:
+    # the pollers beside it have none).
+    options: dict[str, Any] = {"retries": 0} if trace else {}
 
     def body(handle: LockHandle) -> None:
         start = time.monotonic()
@@ -89,7 +102,7 @@ def hold(url: str, prefix: str, id: str, ttl_ms: int, limit: int | None = None) 
         _emit("SIGNAL", at=time.monotonic())
 
     try:
-        lock.run(id, body)
+        lock.run(id, body, **options)
     finally:
         lock.close()
         client.close()
@@ -177,7 +190,7 @@ def main(argv: list[str]) -> None:
     if mode.endswith("-semaphore"):
         limit, rest = int(rest[0]), rest[1:]
     if mode.startswith("hold"):
-        hold(url, prefix, id, int(ttl), limit)
+        hold(url, prefix, id, int(ttl), limit, *rest)
     else:
         intrude(
             url, prefix, id, int(ttl), *rest, reentrant=mode == "intrude-reentrant", limit=limit
