@@ -481,7 +481,10 @@ class Scenario:
         by_key = tracecheck.split_by_key(tracecheck.condense(self._trace_events))
         for events in by_key.values():
             if tracecheck.is_reentrant(events):
-                why = tracecheck.reentrant_unchecked(tracecheck.first_ms(events, within_ms))
+                why = tracecheck.reentrant_unchecked(
+                    tracecheck.first_ms(events, within_ms),
+                    hang_after_ms=SOCKET_TIMEOUT * 1000.0,
+                )
                 if why is not None:
                     return why
         return None
