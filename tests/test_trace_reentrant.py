@@ -825,3 +825,79 @@ def test_renewals_failing_until_late_in_the_lease_are_behaviours_of_the_spec() -
     assert _count(events, "RenewFail") == 2 and _count(events, DATA_LOSS) == 1
     (verdict,) = tracecheck.check(events, ticks=TRACE_TICKS, hang_after_ms=SOCKET_TIMEOUT * 1000.0)
     assert verdict.accepted, verdict.describe() + "\n" + verdict.output[-2000:]
+
+
+#: A chaos trial (TTL 200 ms, the harness's condensed trace) whose Redis was killed and
+#: restarted empty while a victim held the key at depth 2: the intruder's attempts, each a
+#: section of its own (its Lock object's next), fail on a refused connection (in ~11 ms,
+#: well within the 1 s socket timeout) and so do their cleanup releases, one after
+#: another.  Recorded (times shifted), its first 34 events: five sections; the intruder's
+#: third attempt finds a holder free only if a section whose round trips failed on their
+#: connection leaves its holder.
+RESTART_REFUSING_ATTEMPTS = """\
+{"action":"Acquire","attempt":1,"client":"L1.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1000.0,"ttl_ms":200,"watch":true}
+{"action":"Acquire","attempt":1,"client":"L2.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1004.3,"ttl_ms":200,"watch":true}
+{"action":"Acquire","attempt":1,"client":"L3.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","queue_ms":400,"renew_every_ms":50,"renew_in_flight":false,"retries":0,"t":1007.7,"ttl_ms":200,"wait_ms":400,"watch":true}
+{"action":"AcquireReply","client":"L3.1","deadline":1205.7,"fence":1,"granted":true,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1015.1}
+{"action":"AcquireReply","client":"L2.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1020.0}
+{"action":"AcquireReply","client":"L1.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1020.2}
+{"action":"RenewSend","client":"L3.1","deadline":1205.7,"fence":1,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1058.6}
+{"action":"RenewReply","client":"L3.1","deadline":1256.6,"fence":1,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1062.5}
+{"action":"Acquire","attempt":5,"client":"L1.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1062.9,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L1.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1063.3}
+{"action":"BodyDone","client":"L3.1","deadline":1256.6,"fence":1,"lost":false,"outcome":"none","phase":"body_done","renew_in_flight":false,"t":1067.1}
+{"action":"Release","client":"L3.1","deadline":1256.6,"fence":1,"lost":false,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1067.3}
+{"action":"ReleaseReply","client":"L3.1","deadline":1256.6,"fence":1,"lost":false,"ok":true,"outcome":"ok","phase":"done","renew_in_flight":false,"t":1072.7}
+{"action":"Acquire","attempt":6,"client":"L1.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1073.4,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L1.1","deadline":1271.4,"fence":2,"granted":true,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1073.7}
+{"action":"Reenter","client":"L1.1","deadline":1271.4,"depth":1,"fence":2,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1074.2,"to":2}
+{"action":"ReenterReply","client":"L1.1","deadline":1272.2,"depth":2,"fence":2,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1074.7}
+{"action":"Acquire","attempt":18,"client":"L2.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1122.7,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L2.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1123.3}
+{"action":"RenewSend","client":"L1.1","deadline":1272.2,"fence":2,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1124.1}
+{"action":"RenewReply","client":"L1.1","deadline":1322.1,"fence":2,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1125.1}
+{"action":"RedisLostData","client":"redis","t":1125.2}
+{"action":"Acquire","attempt":19,"client":"L2.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1128.4,"ttl_ms":200,"watch":true}
+{"action":"AcquireFail","client":"L2.1","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"abandoned","renew_in_flight":false,"t":1139.9}
+{"action":"Release","client":"L2.1","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1140.0}
+{"action":"ReleaseFail","client":"L2.1","deadline":0.0,"fence":null,"lost":false,"outcome":"failed","phase":"done","renew_in_flight":false,"t":1140.3}
+{"action":"Acquire","attempt":1,"client":"L2.2","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1140.6,"ttl_ms":200,"watch":true}
+{"action":"AcquireFail","client":"L2.2","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"abandoned","renew_in_flight":false,"t":1151.4}
+{"action":"Release","client":"L2.2","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1151.5}
+{"action":"ReleaseFail","client":"L2.2","deadline":0.0,"fence":null,"lost":false,"outcome":"failed","phase":"done","renew_in_flight":false,"t":1151.9}
+{"action":"Acquire","attempt":1,"client":"L2.3","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1152.1,"ttl_ms":200,"watch":true}
+{"action":"AcquireFail","client":"L2.3","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"abandoned","renew_in_flight":false,"t":1162.8}
+{"action":"Release","client":"L2.3","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1162.9}
+{"action":"ReleaseFail","client":"L2.3","deadline":0.0,"fence":null,"lost":false,"outcome":"failed","phase":"done","renew_in_flight":false,"t":1164.0}
+"""
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_attempts_refused_while_redis_is_down_end_their_sections() -> None:
+    """A section whose round trips failed on their connection (sooner than the socket
+    timeout) has nothing left to run once done: a later section takes its holder, so the
+    intruder's failed attempts reuse two holders beside the victim's, and the trace (a
+    prefix: the trial went on) is accepted.  Failures that may have timed out (no socket
+    timeout known) may still run, and keep their holder: four sections at once."""
+    from distlock.tools.chaos.harness import SOCKET_TIMEOUT, TRACE_TICKS
+
+    hang_after_ms = SOCKET_TIMEOUT * 1000.0
+    events = list(iter_events(RESTART_REFUSING_ATTEMPTS.splitlines()))
+    assert _count(events, DATA_LOSS) == 1 and tracecheck.is_reentrant(events)
+    assert _count(events, "AcquireFail") == 3 and _count(events, "ReleaseFail") == 3
+    assert len({e["client"] for e in events} - {"redis"}) == 5
+    assert tracecheck.reentrant_unchecked(events) == (
+        "more than 3 sections at once on one key (at event 30): spec/Reentrant.tla has 3 "
+        "holders, one section each at a time"
+    )
+    assert tracecheck.reentrant_unchecked(events, hang_after_ms=hang_after_ms) is None
+    model = tracecheck.build_reentrant_model(
+        events, complete=False, ticks=TRACE_TICKS, hang_after_ms=hang_after_ms
+    )
+    holders = model.data.split("HolderIndex == <<", 1)[1].split(">>", 1)[0].split(", ")
+    assert holders == ["1", "2", "3", "3", "2"]
+    verdict = tracecheck.check_key(
+        "chaos:res", events, complete=False, ticks=TRACE_TICKS, hang_after_ms=hang_after_ms
+    )
+    assert verdict.accepted, verdict.describe() + "\n" + verdict.output[-2000:]

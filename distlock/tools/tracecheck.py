@@ -279,7 +279,7 @@ R_FAIL_OF: Final = {
     "leave": "LeaveFail",
     "release": "ReleaseFail",
 }
-_R_FAILS: Final = frozenset(R_FAIL_OF.values())
+_R_REPLY_OF: Final = {kind: action for action, kind in R_REPLY_KIND.items()}
 #: The holder actions of ``spec/Reentrant.tla`` (the lock's, without the manual extend).
 R_ACTIONS: Final = (
     (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"})
@@ -1363,25 +1363,30 @@ def is_reentrant(events: Sequence[dict[str, Any]]) -> bool:
     return any(e.get("action") in REENTRANT_ACTIONS for e in events)
 
 
-def reentrant_unchecked(events: Sequence[dict[str, Any]]) -> str | None:
+def reentrant_unchecked(
+    events: Sequence[dict[str, Any]], *, hang_after_ms: float = 0.0
+) -> str | None:
     """Why :func:`build_reentrant_model` would refuse the reentrant lock's ``events`` (one
     key) for their shape rather than for a wrong step, or None: more sections than the
     spec has holders, or an action the spec does not have.  A caller checking many
     recorded runs (the chaos suite) skips such a trace, saying why, instead of counting
     the refusal as a rejected run.  A declared data loss is checked (see
-    :func:`build_reentrant_model`)."""
+    :func:`build_reentrant_model`).  ``hang_after_ms``: as for the model (see
+    :func:`_reentrant_holders`)."""
     logged = [e for e in events if not _is_declaration(e)]
     foreign = sorted({str(e["action"]) for e in logged} - R_ACTIONS)
     if foreign:
         return f"{', '.join(foreign)} recorded: no such action in spec/Reentrant.tla"
     try:
-        _reentrant_holders(logged)
+        _reentrant_holders(logged, hang_after_ms=hang_after_ms)
     except TraceError as exc:
         return str(exc)
     return None
 
 
-def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int], set[int]]:
+def _reentrant_holders(
+    events: Sequence[dict[str, Any]], *, hang_after_ms: float = 0.0
+) -> tuple[dict[str, int], set[int]]:
     """The holder (1 ``Parent``, 2 ``Child``, 3 ``Other``) each section of ``events`` runs
     on, and the events that start a section on a holder that ran one before.
 
@@ -1390,16 +1395,31 @@ def _reentrant_holders(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int]
     failed round trip left to run, came before this section's first), and is a fresh
     section there (``NextSection`` of ``spec/ReentrantTrace.tla``).  The spec's holders
     differ only in their names, so this is any mapping of the sections that never runs
-    two at once on one holder.  More sections at once than holders: a TraceError."""
+    two at once on one holder.  More sections at once than holders: a TraceError.
+
+    A round trip reported failed sooner than ``hang_after_ms`` after its send (the
+    client's socket timeout: its connection failed) is not left to run (the model offers
+    it no hang, see :func:`_plausible_faults`): a section whose failures are all such,
+    an attempt refused while Redis is down and its cleanup release, ends with nothing
+    left to run, and its holder is free for a later section."""
     last: dict[str, int] = {}
     failed: set[str] = set()
+    sent: dict[tuple[str, str], float] = {}
     for n, e in enumerate(events):
-        client = str(e["client"])
+        client, action = str(e["client"]), e["action"]
         last[client] = n
-        # A round trip that failed may still run; a withdrawal that failed is none of the
-        # spec's: the place it may leave queued is no holder's (``Gone``).
-        if e["action"] in _R_FAILS:
-            failed.add(client)
+        for kind, send in R_SEND_OF.items():
+            if action == send:
+                sent[(client, kind)] = _time(e)
+            elif action in (R_FAIL_OF[kind], _R_REPLY_OF[kind]):
+                since = sent.pop((client, kind), None)
+                # A round trip that failed may still run, unless it failed on its
+                # connection; a withdrawal that failed is none of the spec's: the place
+                # it may leave queued is no holder's (``Gone``).
+                if action == R_FAIL_OF[kind] and (
+                    since is None or _time(e) - since >= hang_after_ms
+                ):
+                    failed.add(client)
     holder: dict[str, int] = {}
     current: dict[int, str] = {}
     fresh: set[int] = set()
@@ -1500,7 +1520,7 @@ def build_reentrant_model(
             config[client] = e
         if e["action"] not in R_ACTIONS:
             raise TraceError(f"{e['action']!r} is not an action of spec/Reentrant.tla")
-    holder_of, fresh = _reentrant_holders(events)
+    holder_of, fresh = _reentrant_holders(events, hang_after_ms=hang_after_ms)
     firsts = list(config.values())
     ttl_ms = _ttl_ms(firsts)
     # A manual acquire that is never granted (a refused child task) is any holder's.
