@@ -19,7 +19,9 @@
 (* spec's "backoff" (WaitDenied: the core's "waiting"; the last one ends   *)
 (* not acquired) and the next attempt leaves from there; a Block, a Wake   *)
 (* and a withdrawal change nothing of the permits (the semaphore's release *)
-(* wakes its queue and never hands a permit over).                         *)
+(* wakes its queue and never hands a permit over).  A place left queued by  *)
+(* a withdrawal that got no answer may refuse a waiting attempt on a free   *)
+(* permit (BehindAbandoned).                                               *)
 (*                                                                         *)
 (* A run/hold section with heartbeat_ms=False (AutoRenew but not Renews)   *)
 (* watches its lease and never renews: before its first step it is given  *)
@@ -141,6 +143,19 @@ Resume(c) ==
     /\ UNCHANGED <<drift, perm_ttl, key_ttl, released, faults, dead, net>>
     /\ UNCHANGED ghost_vars
 
+(* A waiter whose withdrawal got no answer (e.abandoned: such sections, from  *)
+(* their Withdraw until their place ends on its own) may have left its place  *)
+(* queued, first in line: a waiting attempt is then refused though a permit  *)
+(* is free (the waiting acquire grants a free permit only to the first in    *)
+(* line).  A semaphore's release never hands a permit to a place.            *)
+BehindAbandoned(m) ==
+    /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "acquire"
+    /\ Waits[m.tok[1]] /\ perm_ttl[m.tok] = 0 /\ Cardinality(Live) < Limit
+    /\ Answer(m, 0)
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED ghost_vars
+
 (* Faults only where the rest of the trace can tell them. *)
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED withdrawing
@@ -152,6 +167,7 @@ Hidden ==
           \/ Trace[l].keylost /\ KeyLost
           \/ \E c \in Trace[l].starve : Starve(c)
           \/ \E c \in Trace[l].resume : Resume(c)
+          \/ Trace[l].abandoned # {} /\ \E m \in net : BehindAbandoned(m)
        /\ UNCHANGED <<now, withdrawing>>
 
 TraceInit ==

@@ -183,7 +183,10 @@ A waiting permit (``wait_ms``) records ``Block``, ``Wake`` and its withdrawal as
 waiter does, with the same steps in ``SemaphoreTrace.tla`` (``WaitDenied``, ``Block``,
 ``Wake`` and the withdrawal change nothing of the permits), except that the semaphore's
 release wakes its queue and never hands a permit over: a ``Wake`` with a fence is refused
-(a TraceError), and the woken section's next attempt is an ordinary one.  A run/hold
+(a TraceError), and the woken section's next attempt is an ordinary one.  A waiter whose
+withdrawal got no answer may have left its place queued (the lock's bound on it, see
+Waiting): a waiting attempt may then be refused on a free permit, that place being first
+in line (``BehindAbandoned``; no place is ever handed a permit).  A run/hold
 permit with ``heartbeat_ms=False`` is one whose renewal the spec never sends
 (``Unrenewed``: a renewal in flight that no message carries, taken before its first
 attempt, which its ``Acquire`` requires); its lease timer fires as a renewed one's does.
