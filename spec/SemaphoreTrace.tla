@@ -3,9 +3,16 @@
 (* Trace validation of the semaphore: is a recorded trace of the permit    *)
 (* sections on one id a behaviour of Semaphore.tla?                        *)
 (* distlock.tools.tracecheck writes the recorded events as the module      *)
-(* TraceData (Trace, a sequence of records; e.c is the section's index,    *)
-(* which is its client in the spec) and a cfg that sets Limit to the limit *)
-(* the Acquire events recorded; this module is the same for every trace.   *)
+(* TraceData (Trace, a sequence of records; e.c is the section's model     *)
+(* client) and a cfg that sets Limit to the limit the Acquire events       *)
+(* recorded; this module is the same for every trace.                      *)
+(*                                                                         *)
+(* Rounds: a section runs on a model client whose previous section has     *)
+(* ended, as its next round (the spec's NewSection, right before the new   *)
+(* section's first event, e.fresh), so the clients are as many as the      *)
+(* sections that run at once.  What TraceData notes per section is per     *)
+(* round: AutoRenew[c][r], Renews[c][r], Waits[c][r]; an abandoned place is *)
+(* named by its token <<c, r>>.                                            *)
 (*                                                                         *)
 (* Each step either takes the client action named by event l, with the    *)
 (* observed state after it (phase, outcome, loss signal), the reply value *)
@@ -19,7 +26,9 @@
 (* spec's "backoff" (WaitDenied: the core's "waiting"; the last one ends   *)
 (* not acquired) and the next attempt leaves from there; a Block, a Wake   *)
 (* and a withdrawal change nothing of the permits (the semaphore's release *)
-(* wakes its queue and never hands a permit over).                         *)
+(* wakes its queue and never hands a permit over).  A place left queued by  *)
+(* a withdrawal that got no answer may refuse a waiting attempt on a free   *)
+(* permit (BehindAbandoned).                                               *)
 (*                                                                         *)
 (* A run/hold section with heartbeat_ms=False (AutoRenew but not Renews)   *)
 (* watches its lease and never renews: before its first step it is given  *)
@@ -76,7 +85,7 @@ WaitWithdraw(c) ==
 (* before the section's first step, keeps the spec's heartbeat from sending *)
 (* (RenewSendEnabled) and leaves the lease timer (LeaseTimeout) as it is.  *)
 Unrenewed(c) ==
-    /\ AutoRenew[c] /\ ~Renews[c]
+    /\ AutoRenew[c][token[c][2]] /\ ~Renews[c][token[c][2]]
     /\ phase[c] = "idle" /\ ~renew_in_flight[c]
     /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = TRUE]
     /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
@@ -111,7 +120,7 @@ Steps(e) ==
     ELSE IF e.a \in {"WithdrawReply", "WithdrawFail"}
     THEN /\ withdrawing[e.c] /\ UNCHANGED vars
          /\ withdrawing' = [withdrawing EXCEPT ![e.c] = FALSE]
-    ELSE IF e.a = "Acquire" /\ AutoRenew[e.c] /\ ~Renews[e.c]
+    ELSE IF e.a = "Acquire" /\ AutoRenew[e.c][token[e.c][2]] /\ ~Renews[e.c][token[e.c][2]]
     THEN renew_in_flight[e.c] /\ Logged(e) /\ UNCHANGED withdrawing  \* never renews
     ELSE Logged(e) /\ UNCHANGED withdrawing
 
@@ -141,6 +150,19 @@ Resume(c) ==
     /\ UNCHANGED <<drift, perm_ttl, key_ttl, released, faults, dead, net>>
     /\ UNCHANGED ghost_vars
 
+(* A waiter whose withdrawal got no answer (e.abandoned: such sections, from  *)
+(* their Withdraw until their place ends on its own) may have left its place  *)
+(* queued, first in line: a waiting attempt is then refused though a permit  *)
+(* is free (the waiting acquire grants a free permit only to the first in    *)
+(* line).  A semaphore's release never hands a permit to a place.            *)
+BehindAbandoned(m) ==
+    /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "acquire"
+    /\ Waits[m.tok[1]][m.tok[2]] /\ perm_ttl[m.tok] = 0 /\ Cardinality(Live) < Limit
+    /\ Answer(m, 0)
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED ghost_vars
+
 (* Faults only where the rest of the trace can tell them. *)
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED withdrawing
@@ -152,11 +174,21 @@ Hidden ==
           \/ Trace[l].keylost /\ KeyLost
           \/ \E c \in Trace[l].starve : Starve(c)
           \/ \E c \in Trace[l].resume : Resume(c)
+          \/ Trace[l].abandoned # {} /\ \E m \in net : BehindAbandoned(m)
        /\ UNCHANGED <<now, withdrawing>>
+
+(* The next round of client c, whose previous section has ended (phase       *)
+(* "done"), right before the new section's first event (e.fresh): the spec's *)
+(* NewSection (a fresh token; requests of the old round may still run at     *)
+(* Redis), with the new section's own mode.                                  *)
+NextRound(c) ==
+    /\ NewSection(c)
+    /\ auto_renew'[c] = AutoRenew[c][token[c][2] + 1]
+    /\ withdrawing' = [withdrawing EXCEPT ![c] = FALSE]
 
 TraceInit ==
     /\ Init
-    /\ auto_renew = [c \in Clients |-> AutoRenew[c]]
+    /\ auto_renew = [c \in Clients |-> AutoRenew[c][1]]
     /\ l = 1
     /\ now = 0
     /\ at = [c \in Clients |-> 0]
@@ -169,11 +201,10 @@ TraceNext ==
           /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
           /\ l' = l + 1 /\ UNCHANGED now
        \/ /\ Hidden /\ UNCHANGED <<l, at>>
+       \/ /\ Trace[l].fresh /\ NextRound(Trace[l].c) /\ UNCHANGED <<l, at, now>>
 
 Unexplained == l <= Len(Trace)
 
-(* The ghost variables are read by no action: states differing only there *)
-(* have the same futures.                                                 *)
 TraceView == <<client_vars, env_vars, l, now, at, withdrawing>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"reached", l>>) ELSE TRUE

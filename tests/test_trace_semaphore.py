@@ -26,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio as aredis
 
 import distlock
 import distlock.asyncio
+from distlock._protocol import S_WITHDRAW
 from distlock.tools import tracecheck
 from distlock.trace import NdjsonRecorder, read_events, write_events
 from tests.redis_server import RedisServer
@@ -503,3 +506,97 @@ def test_a_permit_starvation_that_ends_mid_body(redis_server: RedisServer, tmp_p
     assert accepted.accepted, accepted.describe() + "\n" + accepted.output[-2000:]
     assert not rejected.accepted, "a permit body ok after its lease ran out: accepted"
     assert rejected.first_unexplained == done - 1, rejected.describe()
+
+
+class LosesWithdrawals(aredis.Connection):
+    """A connection on which a semaphore's withdrawal never reaches Redis (the network
+    lost it): the sender sees a connection error, and the waiter's place stays queued."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        packed = b"".join(command) if isinstance(command, list) else bytes(command)
+        if S_WITHDRAW.sha.encode() in packed:
+            raise redis.ConnectionError("the withdrawal was lost on its way to Redis")
+        await super().send_packed_command(command, check_health)
+
+
+def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:
+    """Limit 1: a holder; a waiter cancelled while blocked whose withdrawal is lost; the
+    holder releases, and a later waiter is refused on the free permit, the abandoned
+    place being first in line, until that place ends (asyncio driver)."""
+    with NdjsonRecorder(path, append=False) as rec:
+        seen: list[Event] = []
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            changed = asyncio.Event()
+
+            def watch(event: Event) -> None:
+                rec(event)
+                seen.append(event)
+                loop.call_soon_threadsafe(changed.set)
+
+            async def until(pred: Callable[[], bool]) -> None:
+                while True:
+                    changed.clear()
+                    if pred():
+                        return
+                    await asyncio.wait_for(changed.wait(), 30)
+
+            def blocked() -> bool:
+                waiting = {
+                    e["client"]
+                    for e in seen
+                    if e["action"] == "Acquire" and e.get("wait_ms") == 20_000
+                }
+                return any(e["action"] == "Block" and e["client"] in waiting for e in seen)
+
+            pool = aredis.ConnectionPool.from_url(server.url, connection_class=LosesWithdrawals)
+            lossy = aredis.Redis(connection_pool=pool)
+            options: dict[str, Any] = {"prefix": "st-gone", "limit": 1, "ttl_ms": 1_000}
+            async with (
+                distlock.asyncio.Semaphore(server.url, trace=watch, **options) as sem,
+                distlock.asyncio.Semaphore(lossy, trace=watch, **options) as lossy_sem,
+            ):
+
+                async def gone() -> None:
+                    async with lossy_sem.hold("x", wait_ms=20_000):
+                        raise AssertionError("the cancelled waiter never holds a permit")
+
+                async with sem.hold("x"):
+                    waiter = asyncio.create_task(gone())
+                    await until(blocked)
+                    waiter.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await waiter
+                    await until(lambda: any(e["action"] == "WithdrawFail" for e in seen))
+                later = await sem.acquire("x", wait_ms=10_000)
+                assert later is not None
+                await later.release()
+            await lossy.aclose()
+            await pool.aclose()
+
+        asyncio.run(main())
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_waiter_behind_an_abandoned_place_is_a_behaviour(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A waiter whose withdrawal was lost leaves its place queued: the holder's release
+    frees the only permit, and a later waiter's attempts are refused on it, the abandoned
+    place being first in line, until that place ends."""
+    events = _abandoned_place_run(redis_server, tmp_path / "gone.ndjson")
+    assert tracecheck.is_semaphore(events)
+    assert "WithdrawFail" in {e["action"] for e in events}
+    later = max(n for n, e in enumerate(events) if e["action"] == "AcquireReply" and e["granted"])
+    released = _index(events, "ReleaseReply")
+    refused = [
+        e
+        for e in events[released:later]
+        if e["action"] == "AcquireReply" and e["client"] == events[later]["client"]
+    ]
+    assert refused and not any(e["granted"] for e in refused)
+    (verdict,) = tracecheck.check(events)
+    assert verdict.accepted, f"{verdict.describe()}\n{verdict.output[-2000:]}"
