@@ -3,16 +3,9 @@
 (* Trace validation of the semaphore: is a recorded trace of the permit    *)
 (* sections on one id a behaviour of Semaphore.tla?                        *)
 (* distlock.tools.tracecheck writes the recorded events as the module      *)
-(* TraceData (Trace, a sequence of records; e.c is the section's model     *)
-(* client) and a cfg that sets Limit to the limit the Acquire events       *)
-(* recorded; this module is the same for every trace.                      *)
-(*                                                                         *)
-(* Rounds: a section runs on a model client whose previous section has     *)
-(* ended, as its next round (the spec's NewSection, right before the new   *)
-(* section's first event, e.fresh), so the clients are as many as the      *)
-(* sections that run at once.  What TraceData notes per section is per     *)
-(* round: AutoRenew[c][r], Renews[c][r], Waits[c][r]; an abandoned place is *)
-(* named by its token <<c, r>>.                                            *)
+(* TraceData (Trace, a sequence of records; e.c is the section's index,    *)
+(* which is its client in the spec) and a cfg that sets Limit to the limit *)
+(* the Acquire events recorded; this module is the same for every trace.   *)
 (*                                                                         *)
 (* Each step either takes the client action named by event l, with the    *)
 (* observed state after it (phase, outcome, loss signal), the reply value *)
@@ -85,7 +78,7 @@ WaitWithdraw(c) ==
 (* before the section's first step, keeps the spec's heartbeat from sending *)
 (* (RenewSendEnabled) and leaves the lease timer (LeaseTimeout) as it is.  *)
 Unrenewed(c) ==
-    /\ AutoRenew[c][token[c][2]] /\ ~Renews[c][token[c][2]]
+    /\ AutoRenew[c] /\ ~Renews[c]
     /\ phase[c] = "idle" /\ ~renew_in_flight[c]
     /\ renew_in_flight' = [renew_in_flight EXCEPT ![c] = TRUE]
     /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
@@ -120,7 +113,7 @@ Steps(e) ==
     ELSE IF e.a \in {"WithdrawReply", "WithdrawFail"}
     THEN /\ withdrawing[e.c] /\ UNCHANGED vars
          /\ withdrawing' = [withdrawing EXCEPT ![e.c] = FALSE]
-    ELSE IF e.a = "Acquire" /\ AutoRenew[e.c][token[e.c][2]] /\ ~Renews[e.c][token[e.c][2]]
+    ELSE IF e.a = "Acquire" /\ AutoRenew[e.c] /\ ~Renews[e.c]
     THEN renew_in_flight[e.c] /\ Logged(e) /\ UNCHANGED withdrawing  \* never renews
     ELSE Logged(e) /\ UNCHANGED withdrawing
 
@@ -157,7 +150,7 @@ Resume(c) ==
 (* line).  A semaphore's release never hands a permit to a place.            *)
 BehindAbandoned(m) ==
     /\ m \in net /\ m.st \in {"sent", "hung"} /\ m.kind = "acquire"
-    /\ Waits[m.tok[1]][m.tok[2]] /\ perm_ttl[m.tok] = 0 /\ Cardinality(Live) < Limit
+    /\ Waits[m.tok[1]] /\ perm_ttl[m.tok] = 0 /\ Cardinality(Live) < Limit
     /\ Answer(m, 0)
     /\ UNCHANGED client_vars
     /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
@@ -177,18 +170,9 @@ Hidden ==
           \/ Trace[l].abandoned # {} /\ \E m \in net : BehindAbandoned(m)
        /\ UNCHANGED <<now, withdrawing>>
 
-(* The next round of client c, whose previous section has ended (phase       *)
-(* "done"), right before the new section's first event (e.fresh): the spec's *)
-(* NewSection (a fresh token; requests of the old round may still run at     *)
-(* Redis), with the new section's own mode.                                  *)
-NextRound(c) ==
-    /\ NewSection(c)
-    /\ auto_renew'[c] = AutoRenew[c][token[c][2] + 1]
-    /\ withdrawing' = [withdrawing EXCEPT ![c] = FALSE]
-
 TraceInit ==
     /\ Init
-    /\ auto_renew = [c \in Clients |-> AutoRenew[c][1]]
+    /\ auto_renew = [c \in Clients |-> AutoRenew[c]]
     /\ l = 1
     /\ now = 0
     /\ at = [c \in Clients |-> 0]
@@ -201,10 +185,11 @@ TraceNext ==
           /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]
           /\ l' = l + 1 /\ UNCHANGED now
        \/ /\ Hidden /\ UNCHANGED <<l, at>>
-       \/ /\ Trace[l].fresh /\ NextRound(Trace[l].c) /\ UNCHANGED <<l, at, now>>
 
 Unexplained == l <= Len(Trace)
 
+(* The ghost variables are read by no action: states differing only there *)
+(* have the same futures.                                                 *)
 TraceView == <<client_vars, env_vars, l, now, at, withdrawing>>
 
 Progress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"reached", l>>) ELSE TRUE
