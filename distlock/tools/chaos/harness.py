@@ -420,6 +420,7 @@ class Scenario:
         keep = self.settings.trace_dir
         if keep is not None:
             name = re.sub(r"[^A-Za-z0-9]+", "-", self.name).strip("-")
+            Path(keep).mkdir(parents=True, exist_ok=True)
             write_events(Path(keep) / f"{name}.ndjson", self._trace_events)
         if not self.settings.validate_traces:
             self.trace_note = NO_TLC
