@@ -1,5 +1,6 @@
 """Clients whose first renewal round trip fails with a connection error, whether it is
-sent alone (``EVALSHA``) or in a pipeline of the renewals due in one tick."""
+sent alone (``EVALSHA``) or in a pipeline of the renewals due in one tick; and asyncio
+connections that lose one script on its way to Redis."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
-from distlock._protocol import EXTEND
+from distlock._protocol import EXTEND, Script
 from tests.properties.gates import extends_queued
 
 FAILURE = "one renewal round trip fails"
@@ -67,3 +68,19 @@ class AsyncFailsOneRenewal(aredis.Redis):
                 return await super().execute(raise_on_error)
 
         return Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+def losing(script: Script) -> type[aredis.Connection]:
+    """An asyncio connection class on which ``script`` never reaches Redis (the network
+    lost it): the sender sees a connection error, and nothing of the script runs (a
+    withdrawal lost so leaves the waiter's place queued)."""
+    sha = script.sha.encode()
+
+    class Loses(aredis.Connection):
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            packed = b"".join(command) if isinstance(command, list) else bytes(command)
+            if sha in packed:
+                raise redis.ConnectionError("the script was lost on its way to Redis")
+            await super().send_packed_command(command, check_health)
+
+    return Loses

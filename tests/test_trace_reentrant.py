@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import redis.asyncio as aredis
 
 import distlock
@@ -32,6 +31,7 @@ from distlock._core.waiting import HANDED_TTL_MS
 from distlock._protocol import R_WITHDRAW
 from distlock.tools import tracecheck
 from distlock.trace import DATA_LOSS, NdjsonRecorder, iter_events, read_events, write_events
+from tests.failing_clients import losing
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -660,16 +660,8 @@ def test_a_body_starved_at_depth_2(redis_server: RedisServer, tmp_path: Path) ->
     assert bad.first_unexplained == reply - 1, bad.describe()
 
 
-class LosesWithdrawals(aredis.Connection):
-    """A connection on which a reentrant lock's withdrawal never reaches Redis (the
-    network lost it): the sender sees a connection error, and the waiter's place stays
-    queued."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        packed = b"".join(command) if isinstance(command, list) else bytes(command)
-        if R_WITHDRAW.sha.encode() in packed:
-            raise redis.ConnectionError("the withdrawal was lost on its way to Redis")
-        await super().send_packed_command(command, check_health)
+#: A connection on which the withdrawal never reaches Redis.
+LosesWithdrawals = losing(R_WITHDRAW)
 
 
 def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:

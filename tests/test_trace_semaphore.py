@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import redis.asyncio as aredis
 
 import distlock
@@ -34,6 +33,7 @@ import distlock.asyncio
 from distlock._protocol import S_WITHDRAW
 from distlock.tools import tracecheck
 from distlock.trace import NdjsonRecorder, read_events, write_events
+from tests.failing_clients import losing
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -508,15 +508,8 @@ def test_a_permit_starvation_that_ends_mid_body(redis_server: RedisServer, tmp_p
     assert rejected.first_unexplained == done - 1, rejected.describe()
 
 
-class LosesWithdrawals(aredis.Connection):
-    """A connection on which a semaphore's withdrawal never reaches Redis (the network
-    lost it): the sender sees a connection error, and the waiter's place stays queued."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        packed = b"".join(command) if isinstance(command, list) else bytes(command)
-        if S_WITHDRAW.sha.encode() in packed:
-            raise redis.ConnectionError("the withdrawal was lost on its way to Redis")
-        await super().send_packed_command(command, check_health)
+#: A connection on which the withdrawal never reaches Redis.
+LosesWithdrawals = losing(S_WITHDRAW)
 
 
 def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:

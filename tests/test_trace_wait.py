@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import redis.asyncio as aredis
 
 import distlock
@@ -33,6 +32,7 @@ import distlock.asyncio
 from distlock._protocol import WITHDRAW
 from distlock.tools import tracecheck
 from distlock.trace import NdjsonRecorder, read_events
+from tests.failing_clients import losing
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -158,15 +158,8 @@ def _async_run(server: RedisServer, path: Path) -> list[Event]:
     return read_events(path)
 
 
-class LosesWithdrawals(aredis.Connection):
-    """A connection on which a lock's withdrawal never reaches Redis (the network lost
-    it): the sender sees a connection error, and the waiter's place stays queued."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        packed = b"".join(command) if isinstance(command, list) else bytes(command)
-        if WITHDRAW.sha.encode() in packed:
-            raise redis.ConnectionError("the withdrawal was lost on its way to Redis")
-        await super().send_packed_command(command, check_health)
+#: A connection on which the withdrawal never reaches Redis.
+LosesWithdrawals = losing(WITHDRAW)
 
 
 def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:

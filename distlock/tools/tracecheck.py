@@ -1242,6 +1242,17 @@ def _lock_object(section: str) -> str:
     return section.rsplit(".", 1)[0]
 
 
+def _spans(events: Sequence[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """The index of each section's first event, and of its last."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for n, e in enumerate(events):
+        client = str(e["client"])
+        first.setdefault(client, n)
+        last[client] = n
+    return first, last
+
+
 def lock_rounds(
     events: Sequence[dict[str, Any]],
 ) -> tuple[dict[str, int], dict[str, int], set[int]]:
@@ -1257,12 +1268,7 @@ def lock_rounds(
     many run one after another (each failed attempt of a caller whose Redis is down is a
     section of its own).  A section's requests may still run at Redis after it ended: the
     spec's next round has a fresh token, and the old one's requests run as any other."""
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for n, e in enumerate(events):
-        client = str(e["client"])
-        first.setdefault(client, n)
-        last[client] = n
+    first, last = _spans(events)
     client_of: dict[str, int] = {}
     round_of: dict[str, int] = {}
     current: list[str] = []  # the latest section of each model client
@@ -1464,12 +1470,7 @@ def _behind_abandoned(
     a free key before it, behind an abandoned place (:func:`_abandoned_places`): those
     under way then (begun before the event, not ended before it), while some place may
     be abandoned."""
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for n, e in enumerate(events):
-        client = str(e["client"])
-        first.setdefault(client, n)
-        last[client] = n
+    first, last = _spans(events)
     return [
         "{"
         + ", ".join(
