@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,26 @@ class Watch:
 
         return pred
 
+    def on_loop(self) -> Callable[[Callable[[], bool]], Awaitable[None]]:
+        """For the running event loop: wake it at each event, and return ``until(pred)``,
+        which waits (without blocking the loop) for an event that makes ``pred`` true."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+
+        def notify() -> None:
+            loop.call_soon_threadsafe(changed.set)
+
+        self.notify = notify
+
+        async def until(pred: Callable[[], bool]) -> None:
+            while True:
+                changed.clear()
+                if pred():
+                    return
+                await asyncio.wait_for(changed.wait(), 30)
+
+        return until
+
     def wait_for(self, pred: Callable[[], bool]) -> None:
         with self.cond:
             assert self.cond.wait_for(pred, timeout=30)
@@ -113,20 +133,7 @@ def _async_run(server: RedisServer, path: Path) -> list[Event]:
         watch = Watch(rec)
 
         async def main() -> None:
-            loop = asyncio.get_running_loop()
-            changed = asyncio.Event()
-
-            def notify() -> None:
-                loop.call_soon_threadsafe(changed.set)
-
-            watch.notify = notify
-
-            async def until(pred: Callable[[], bool]) -> None:
-                while True:
-                    changed.clear()
-                    if pred():
-                        return
-                    await asyncio.wait_for(changed.wait(), 30)
+            until = watch.on_loop()
 
             async with distlock.asyncio.Lock(
                 # a manual holder is not renewed: a TTL that outlasts the run
@@ -170,20 +177,7 @@ def _abandoned_place_run(server: RedisServer, path: Path) -> list[Event]:
         watch = Watch(rec)
 
         async def main() -> None:
-            loop = asyncio.get_running_loop()
-            changed = asyncio.Event()
-
-            def notify() -> None:
-                loop.call_soon_threadsafe(changed.set)
-
-            watch.notify = notify
-
-            async def until(pred: Callable[[], bool]) -> None:
-                while True:
-                    changed.clear()
-                    if pred():
-                        return
-                    await asyncio.wait_for(changed.wait(), 30)
+            until = watch.on_loop()
 
             pool = aredis.ConnectionPool.from_url(server.url, connection_class=LosesWithdrawals)
             lossy = aredis.Redis(connection_pool=pool)
