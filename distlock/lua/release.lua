@@ -1,0 +1,34 @@
+-- RELEASE: the lock's release.  The record is a short-lived key of its own, so the lock
+-- key is gone the moment it is released; it is named after the token (released_key), so
+-- every token released within the memory is remembered, not only the last: a resend
+-- that comes after another owner's whole section is still ours.  A record per token
+-- costs the release nothing more than one per key (a SET with a TTL, which Redis expires
+-- itself), where a set of tokens would add the clock, a trim and an expiry to every
+-- release.  Deleting the key and handing it to the first waiter are one atomic step: the
+-- key goes straight to the first live waiter, with the TTL its place keeps and a new
+-- fence, which its wake list carries ('=fence'), so the waiter holds the key the moment
+-- its BLPOP answers, with no attempt of its own; a key handed before it was deleted
+-- would be held twice.  The queue's functions are defined only where there is a queue
+-- (the include inside the if): defining them costs Redis about a microsecond, and most
+-- releases have nobody waiting.
+-- KEYS: [1] the lock key, [2] this token's release record, [3] the key's queue, [4] its
+--   places, [5] the fence counter.
+-- ARGV: [1] token, [2] the record's life, ms (RELEASE_MEMORY_MS), [3] the wake lists'
+--   prefix.
+-- Returns: 1 if deleted now, or if this token's release already deleted it (a resend);
+--   0 if the key is not ours and we did not release it.
+-- Spec: DistLock.tla RedisStep (m.kind = "release"); Wait.tla RedisRelease
+-- include: read
+if read('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    -- include: queue
+    local FENCES = KEYS[5]
+    -- include: claim hands_off
+    hand_head(KEYS[3], KEYS[4], ARGV[3], handed)
+  end
+  return 1
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
+return 0
