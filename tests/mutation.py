@@ -1,13 +1,15 @@
 """Mutation testing of the Lua scripts: plausible bugs the tests must catch.
 
-Each :class:`Mutant` is one exact text replacement in ``distlock/_protocol.py`` (a script
-bug someone could plausibly write) and the tests that must fail because of it.  For each,
-a scratch copy of the checkout gets the replacement, and pytest runs the mutant's tests
-there (``-x -q``, with the scratch copy first on ``PYTHONPATH``, so it imports the mutated
-``distlock``): the mutant is killed when a test fails, and survives when all pass.  A
-replacement whose old text is not found exactly once is an error: the list no longer
-matches the scripts.  ``tests/test_mutation_list.py`` checks that in the normal suite, and
-that every script has a mutant of its own.
+Each :class:`Mutant` is one exact text replacement in the scripts' files,
+``distlock/lua/*.lua`` and ``distlock/lua/lib/*.lua`` (a script bug someone could
+plausibly write), and the tests that must fail because of it.  For each, a scratch copy of
+the checkout gets the replacement in the one file that holds the old text, and pytest runs
+the mutant's tests there (``-x -q``, with the scratch copy first on ``PYTHONPATH``, so it
+imports the mutated ``distlock``, which assembles its scripts from the mutated file): the
+mutant is killed when a test fails, and survives when all pass.  A replacement whose old
+text is not found exactly once, in all the files together, is an error: the list no
+longer matches the scripts.  ``tests/test_mutation_list.py`` checks that in the normal
+suite, and that every script has a mutant of its own.
 
     python3 -m tests.mutation            # every mutant (make mutation)
     python3 -m tests.mutation quick      # a short list (make mutation MUTANTS=quick)
@@ -27,16 +29,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from distlock._lua import assemble_all, read_files
+
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROTOCOL: Final = Path("distlock/_protocol.py")
+#: The scripts' folder: a file ``lib/queue.lua`` in it is ``"lib/queue"`` in the
+#: mappings below (see :func:`distlock._lua.read_files`).
+LUA: Final = Path("distlock/lua")
 
 #: Outside git, what is not copied to the scratch checkout: history, caches, build products
-#: (a compiled ``_protocol`` would be imported instead of the mutated source), results.
+#: (a compiled ``_protocol`` would be imported, though it too assembles the scripts from
+#: the files it finds beside it), results.
 IGNORED: Final = shutil.ignore_patterns(
     ".git", "__pycache__", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache",
     "*.so", "*.egg-info", "build", "dist", "bench-results", "states", "traces", ".venv",
@@ -60,9 +68,9 @@ OPERATOR: Final = "tests/test_operator_api.py"
 
 @dataclass(frozen=True, slots=True)
 class Mutant:
-    """``old`` -> ``new`` in ``distlock/_protocol.py``; ``script``: the script constant it is
-    meant to break (others that share the fragment break with it); ``tests``: pytest
-    node ids or files, at least one of which must fail."""
+    """``old`` -> ``new`` in the one script file that holds ``old``; ``script``: the script
+    constant it is meant to break (others that include the same piece break with it);
+    ``tests``: pytest node ids or files, at least one of which must fail."""
 
     name: str
     script: str
@@ -77,14 +85,14 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     # -- the lock ----------------------------------------------------------------------------
     Mutant(
         "A1", "ACQUIRE", "a free key's claim without NX overwrites the holder",
-        "if redis.call('SET', KEYS[1], {token}, 'NX', 'PX', {ttl}) then",
-        "if redis.call('SET', KEYS[1], {token}, 'PX', {ttl}) then",
+        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then",
+        "if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) then",
         (REFRESH, LOCK), quick=True,
     ),
     Mutant(
         "A2", "ACQUIRE", "a resend of our own acquire is refused",
-        '+ "return held_as(ARGV[1], ARGV[2])\\n"',
-        '+ "return 0\\n"',
+        "return held_as(ARGV[1], ARGV[2])",
+        "return 0",
         (REFRESH, LOCK),
     ),
     Mutant(
@@ -224,20 +232,20 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     # -- the semaphore -----------------------------------------------------------------------
     Mutant(
         "SA1", "S_ACQUIRE", "the limit off by one: one permit more than the limit",
-        "    and redis.call('ZCARD', KEYS[1]) >= LIMIT then",
-        "    and redis.call('ZCARD', KEYS[1]) > LIMIT then",
+        "      and redis.call('ZCARD', KEYS[1]) >= LIMIT then",
+        "      and redis.call('ZCARD', KEYS[1]) > LIMIT then",
         (SEMAPHORE,), quick=True,
     ),
     Mutant(
         "SA2", "S_ACQUIRE", "expired permits are not evicted before counting",
-        "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))\nif not (score",
+        "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms(now))\n  if not (score",
         "if not (score",
         (SEMAPHORE,),
     ),
     Mutant(
         "SA3", "S_ACQUIRE", "a resent acquire counts our own live permit against the limit",
-        "if not (score and tonumber(score) > now)\n    and",
-        "if true\n    and",
+        "if not (score and tonumber(score) > now)\n      and",
+        "if true\n      and",
         (SEMAPHORE,),
     ),
     Mutant(
@@ -325,30 +333,40 @@ class StaleMutantError(Exception):
     """A mutant's old text is not found exactly once: the list no longer fits the scripts."""
 
 
-def apply(source: str, mutant: Mutant) -> str:
-    """``source`` with ``mutant``'s replacement made, or :class:`StaleMutantError`."""
-    found = source.count(mutant.old)
-    if found != 1:
-        raise StaleMutantError(f"{mutant.name}: old text found {found} times, not once")
-    return source.replace(mutant.old, mutant.new)
+def read_scripts(root: Path = ROOT) -> dict[str, str]:
+    """The script files of the checkout at ``root``, by name (``"acquire"``,
+    ``"lib/queue"``)."""
+    return read_files(root / LUA)
 
 
-def script_sources(source: str) -> dict[str, str]:
-    """The Lua of every ``Script`` constant defined by a text of ``_protocol.py``."""
-    module = types.ModuleType("distlock._protocol_mutant")
-    exec(compile(source, str(PROTOCOL), "exec"), module.__dict__)
-    script = module.__dict__["Script"]
-    return {
-        name: value.source
-        for name, value in module.__dict__.items()
-        if isinstance(value, script) and name.isupper()
-    }
+def locate(files: Mapping[str, str], mutant: Mutant) -> str:
+    """The name of the one file of ``files`` that holds ``mutant``'s old text, or
+    :class:`StaleMutantError` when the text is not found exactly once in all of them."""
+    holders = [name for name, text in files.items() for _ in range(text.count(mutant.old))]
+    if len(holders) != 1:
+        raise StaleMutantError(
+            f"{mutant.name}: old text found {len(holders)} times, not once"
+            + (f" (in {', '.join(sorted(set(holders)))})" if holders else "")
+        )
+    return holders[0]
 
 
-def changed_scripts(source: str, mutant: Mutant) -> set[str]:
+def apply(files: Mapping[str, str], mutant: Mutant) -> dict[str, str]:
+    """``files`` with ``mutant``'s replacement made, or :class:`StaleMutantError`."""
+    name = locate(files, mutant)
+    return {**files, name: files[name].replace(mutant.old, mutant.new)}
+
+
+def script_sources(files: Mapping[str, str]) -> dict[str, str]:
+    """The Lua Redis runs for every script of ``files``, by the name of its constant in
+    ``distlock._protocol`` (``acquire.lua`` is ``ACQUIRE``)."""
+    return {name.upper(): lua for name, lua in assemble_all(files).items()}
+
+
+def changed_scripts(files: Mapping[str, str], mutant: Mutant) -> set[str]:
     """The script constants whose Lua ``mutant`` changes."""
-    before = script_sources(source)
-    after = script_sources(apply(source, mutant))
+    before = script_sources(files)
+    after = script_sources(apply(files, mutant))
     return {name for name, lua in before.items() if after[name] != lua}
 
 
@@ -363,15 +381,17 @@ class Outcome:
 _FAILED: Final = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
-def run_one(scratch: Path, original: str, mutant: Mutant) -> Outcome:
-    """Patch the scratch checkout with ``mutant``, run its tests there, put it back."""
+def run_one(scratch: Path, files: Mapping[str, str], mutant: Mutant) -> Outcome:
+    """Patch the scratch checkout's script file with ``mutant``, run its tests there, put
+    the file back."""
     t0 = time.monotonic()
     try:
-        mutated = apply(original, mutant)
+        name = locate(files, mutant)
     except StaleMutantError as stale:
         return Outcome(mutant, "ERROR", str(stale), 0.0)
-    target = scratch / PROTOCOL
-    target.write_text(mutated)
+    original = files[name]
+    target = scratch / LUA / f"{name}.lua"
+    target.write_text(original.replace(mutant.old, mutant.new))
     env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
     try:
@@ -399,12 +419,14 @@ def run_one(scratch: Path, original: str, mutant: Mutant) -> Outcome:
 
 
 def _scratch_imports_itself(scratch: Path) -> None:
+    """The scratch checkout imports its own ``distlock``, which reads its own scripts."""
     env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    code = "import distlock._protocol as p, distlock._lua as l; print(p.__file__, l.lua_dir())"
     where = subprocess.run(
-        [sys.executable, "-c", "import distlock._protocol as p; print(p.__file__)"],
+        [sys.executable, "-c", code],
         cwd=scratch, env=env, capture_output=True, text=True, check=True,
-    ).stdout.strip()
-    if Path(where).resolve() != (scratch / PROTOCOL).resolve():
+    ).stdout.split()
+    if [Path(w).resolve() for w in where] != [(scratch / p).resolve() for p in (PROTOCOL, LUA)]:
         raise SystemExit(f"the scratch checkout imports {where}, not its own distlock")
 
 
@@ -446,9 +468,9 @@ def run(mutants: tuple[Mutant, ...], root: Path = ROOT) -> list[Outcome]:
         copy_checkout(root, scratch)
         _scratch_imports_itself(scratch)
         baseline(scratch, mutants)
-        original = (scratch / PROTOCOL).read_text()
+        files = read_scripts(scratch)
         for mutant in mutants:
-            outcome = run_one(scratch, original, mutant)
+            outcome = run_one(scratch, files, mutant)
             outcomes.append(outcome)
             print(
                 f"{outcome.verdict:8} {mutant.name:5} {mutant.script:10} {mutant.what}: "

