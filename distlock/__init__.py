@@ -24,6 +24,7 @@ from distlock.errors import (
     LossReason,
     NotReplicatedError,
     ProtocolError,
+    StaleFenceError,
     UsageError,
     ValidationError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "ReentrantHandle",
     "ReentrantLock",
     "Semaphore",
+    "StaleFenceError",
     "UsageError",
     "ValidationError",
     "events",

@@ -125,3 +125,24 @@ class LockClosedError(UsageError):
 
 class ProtocolError(LockError, RuntimeError):
     """An event arrived that the state machine cannot take in its current phase (a driver bug)."""
+
+
+class StaleFenceError(LockError):
+    """A fenced resource refused a fence smaller than one it has already admitted.
+
+    The holder that presented ``fence`` lost its lock to a newer holder (whose ``newest``
+    fence the resource has seen) at some point: nothing it asked for was recorded or
+    applied.  Do not retry with the same fence: roll back, and if the work still needs
+    doing, acquire the lock again (a new, larger fence) and re-read the resource first.
+    """
+
+    def __init__(self, resource: str, fence: int, newest: int) -> None:
+        super().__init__(
+            f"resource {resource!r} refused fence {fence}: it has already admitted fence "
+            f"{newest}, so a newer holder has taken the lock since this fence was issued. "
+            "Nothing was recorded or applied; roll back, and re-acquire the lock (a new "
+            "fence) and re-read the resource before writing again"
+        )
+        self.resource = resource
+        self.fence = fence
+        self.newest = newest

@@ -6,6 +6,7 @@ import pytest
 import redis
 
 from distlock.tools.chaos.topologies import Cluster, SentinelTopology
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 
@@ -47,3 +48,11 @@ def sentinel_topology() -> Iterator[SentinelTopology]:
     """A primary, a replica and three sentinels on loopback, started once per session."""
     with SentinelTopology() as topology:
         yield topology
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session (as an unprivileged user when we are root);
+    tests isolate themselves with tables of their own."""
+    with PostgresServer() as server:
+        yield server

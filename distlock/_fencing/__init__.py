@@ -1,0 +1,1 @@
+"""The fence guards behind :mod:`distlock.fencing`, one module per store."""
