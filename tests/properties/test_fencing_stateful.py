@@ -68,8 +68,13 @@ class Model:
 
 
 class PostgresMachine(RuleBasedStateMachine):
-    def __init__(self, dsn: str, guard: PostgresFence) -> None:
+    #: Set by the test: the server, and a guard whose table exists.
+    DSN: str
+    GUARD: PostgresFence
+
+    def __init__(self) -> None:
         super().__init__()
+        dsn, guard = self.DSN, self.GUARD
         self.guard = guard
         self.observer = psycopg.connect(dsn, autocommit=True)
         self.observer.execute(f'TRUNCATE "{guard.table}"')
@@ -114,18 +119,24 @@ def test_postgres_guard_against_the_model(postgres_server: PostgresServer) -> No
     guard = PostgresFence(table=f"model_{uuid.uuid4().hex[:12]}")
     with psycopg.connect(postgres_server.dsn) as conn:
         guard.create_table(conn)
-    run_state_machine_as_test(
-        lambda: PostgresMachine(postgres_server.dsn, guard),
-        settings=profiles.scaled(20, steps=30),
-    )
+
+    class Machine(PostgresMachine):
+        DSN = postgres_server.dsn
+        GUARD = guard
+
+    run_state_machine_as_test(Machine, settings=profiles.scaled(20, steps=30))
 
 
 class SQLiteMachine(RuleBasedStateMachine):
     """Side 0 lets sqlite3 open its transactions (before the first write); side 1 is in
     autocommit mode and opens each with ``BEGIN IMMEDIATE``."""
 
-    def __init__(self, path: Path) -> None:
+    #: Set by the test: where the database file goes.
+    PATH: Path
+
+    def __init__(self) -> None:
         super().__init__()
+        path = self.PATH
         path.unlink(missing_ok=True)
         self.guard = SQLiteFence()
         self.observer = sqlite3.connect(path, timeout=0, isolation_level=None)
@@ -180,6 +191,7 @@ class SQLiteMachine(RuleBasedStateMachine):
 
 
 def test_sqlite_guard_against_the_model(tmp_path: Path) -> None:
-    run_state_machine_as_test(
-        lambda: SQLiteMachine(tmp_path / "model.db"), settings=profiles.scaled(5, steps=40)
-    )
+    class Machine(SQLiteMachine):
+        PATH = tmp_path / "model.db"
+
+    run_state_machine_as_test(Machine, settings=profiles.scaled(5, steps=40))
