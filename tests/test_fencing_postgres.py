@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -297,3 +298,26 @@ def test_the_async_guard(postgres_server: PostgresServer) -> None:
                 await guard.admit(conn, "order:1", 9)
 
     asyncio.run(main())
+
+
+def test_in_repeatable_read_the_second_first_insert_must_retry(
+    guard: PostgresFence, connect: Callable[[], Conn]
+) -> None:
+    first, second, observer = connect(), connect(), connect()
+    second.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    guard.admit(first, "new", 3)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(guard.admit, second, "new", 4)
+        wait_blocked(observer, second, first)
+        first.commit()
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            waiting.result(timeout=30)
+    second.rollback()
+    guard.admit(second, "new", 4)  # the retry, in a new transaction
+    second.commit()
+    assert guard.newest(observer, "new") == 4
+
+
+def test_the_readme_prints_the_ddl_the_guard_runs() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"```sql\n{PostgresFence().ddl}\n```" in readme

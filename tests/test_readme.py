@@ -1,4 +1,5 @@
-"""Every Python example in the README runs, against a real redis-server."""
+"""Every Python example in the README runs, against a real redis-server (and a real
+PostgreSQL server for the examples that connect to one)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+POSTGRES_DSN = "postgresql://postgres@localhost:5432/postgres"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
@@ -18,6 +21,11 @@ def test_the_readme_has_examples() -> None:
 
 
 @pytest.mark.parametrize("source", EXAMPLES, ids=[f"example{i}" for i in range(len(EXAMPLES))])
-def test_readme_example_runs(source: str, redis_server: RedisServer) -> None:
+def test_readme_example_runs(
+    source: str, redis_server: RedisServer, request: pytest.FixtureRequest
+) -> None:
     code = source.replace("redis://localhost:6379/0", redis_server.url)
+    if POSTGRES_DSN in code:  # the PostgreSQL server starts only for the examples that use it
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        code = code.replace(POSTGRES_DSN, server.dsn)
     exec(compile(code, str(README), "exec"), {"__name__": "readme"})
