@@ -160,7 +160,15 @@ def test_the_largest_fence_fits(guard: SQLiteFence, connect: Connect) -> None:
     conn.rollback()
 
 
-BAD_FENCES: list[object] = [True, False, -1, 2**63, "5", 5.0, None, object()]
+class OddHandle:
+    def __init__(self, fence: object) -> None:
+        self.fence = fence
+
+
+BAD_FENCES: list[object] = [
+    True, False, -1, 2**63, "5", 5.0, None, object(),
+    OddHandle(None), OddHandle("5"), OddHandle(True), OddHandle(-1), OddHandle(OddHandle(5)),
+]
 
 
 @pytest.mark.parametrize("fence", BAD_FENCES, ids=repr)

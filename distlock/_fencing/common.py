@@ -32,8 +32,8 @@ def check_fence(fence: object) -> int:
         except AttributeError as exc:
             raise ValidationError(
                 f"fence must be an int or a lock handle with a fence, not "
-                f"{type(fence).__name__} ({exc}); a semaphore permit has no fence, so it "
-                "cannot be fenced: protect the resource with a Lock"
+                f"{type(fence).__name__} ({exc}); pass the handle (or handle.fence) of the "
+                "Lock that protects this resource"
             ) from exc
         if value is None:
             raise ValidationError(
@@ -41,7 +41,11 @@ def check_fence(fence: object) -> int:
                 "carries one (a Lock's or ReentrantLock's handle; a semaphore permit never "
                 "does), so pass the fence of the lock that protects this resource"
             )
-        return check_fence(value)
+        if not isinstance(value, int):
+            raise ValidationError(
+                f"{type(fence).__name__}.fence must be an int, not {type(value).__name__}"
+            )
+        fence = value
     if isinstance(fence, bool):
         raise ValidationError("fence must be an int, not a bool: pass handle.fence")
     if not 0 <= fence <= MAX_FENCE:
