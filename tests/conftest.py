@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
 from distlock.tools.chaos.topologies import Cluster, SentinelTopology
-from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
+
+if TYPE_CHECKING:
+    from tests.postgres_server import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +56,9 @@ def sentinel_topology() -> Iterator[SentinelTopology]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the session (as an unprivileged user when we are root);
-    tests isolate themselves with tables of their own."""
+    tests isolate themselves with tables of their own.  Imported here, so that only the
+    tests that use it need psycopg."""
+    from tests.postgres_server import PostgresServer
+
     with PostgresServer() as server:
         yield server

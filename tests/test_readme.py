@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
+
+if TYPE_CHECKING:
+    from tests.postgres_server import PostgresServer
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 POSTGRES_DSN = "postgresql://postgres@localhost:5432/postgres"
