@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -321,3 +322,12 @@ def test_in_repeatable_read_the_second_first_insert_must_retry(
 def test_the_readme_prints_the_ddl_the_guard_runs() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert f"```sql\n{PostgresFence().ddl}\n```" in readme
+
+
+def test_without_psycopg_only_the_postgres_guards_say_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an import of a missing one does
+    monkeypatch.setitem(sys.modules, "psycopg.sql", None)
+    with pytest.raises(ImportError, match=r"pip install 'distlock\[postgres\]'"):
+        PostgresFence()

@@ -50,7 +50,7 @@ _NEWEST = "SELECT fence FROM {} WHERE resource = %s"
 def _psycopg_sql() -> Any:
     try:
         from psycopg import sql
-    except ImportError as exc:  # pragma: no cover - the dev extra installs psycopg
+    except ImportError as exc:
         raise ImportError(
             "the PostgreSQL fence guards need psycopg 3: pip install 'distlock[postgres]'"
         ) from exc
