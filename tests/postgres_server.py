@@ -68,12 +68,23 @@ class PostgresServer:
         self.user = _server_user()
         self.host = "127.0.0.1"
         self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="distlock-pg-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="distlock-pg-", dir=self._scratch_parent()))
         self.data = self.dir / "data"
         self.log = self.dir / "postgres.log"
         self.proc: subprocess.Popen[bytes] | None = None
         if self.user is not None:
             os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+
+    def _scratch_parent(self) -> str:
+        """The temporary directory, if the server's user can reach it (a root's TMPDIR
+        under /root cannot be), else /tmp."""
+        parent = Path(tempfile.gettempdir()).resolve()
+        if self.user is None:
+            return str(parent)
+        for step in (parent, *parent.parents):
+            if not os.stat(step).st_mode & 0o001:  # no search right for others
+                return "/tmp"
+        return str(parent)
 
     @property
     def dsn(self) -> str:
