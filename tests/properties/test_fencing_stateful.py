@@ -1,4 +1,4 @@
-"""The SQL fence guards against a model: the largest fence per resource, committed.
+"""The fence guards against a model: the largest fence per resource, committed.
 
 Two connections open, interleave, commit and roll back transactions that admit fences for
 a few resources; a third reads the table after every step.  The model knows which
@@ -6,7 +6,8 @@ transaction holds which lock, so where the real database would make a connection
 makes it fail at once instead (PostgreSQL: a short ``lock_timeout``; SQLite: a busy timeout
 of 0), and the model expects exactly that failure.  Each step checks: admitted or refused
 as the model says (a refusal naming the model's newest fence), and the committed table
-equal to the model's.
+equal to the model's.  The Redis guard has no transactions: its machine checks each
+admission's writes against the model instead (applied exactly when admitted).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 import psycopg
 import pytest
+import redis
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -27,9 +29,10 @@ from hypothesis.stateful import (
 )
 
 from distlock import StaleFenceError
-from distlock.fencing import PostgresFence, SQLiteFence
+from distlock.fencing import PostgresFence, RedisFence, RedisWrites, SQLiteFence
 from tests.postgres_server import PostgresServer
 from tests.properties import profiles
+from tests.redis_server import RedisServer
 
 RESOURCES: Final = st.sampled_from(("a", "b", "c"))
 FENCES: Final = st.integers(min_value=0, max_value=8)
@@ -195,3 +198,50 @@ def test_sqlite_guard_against_the_model(tmp_path: Path) -> None:
         PATH = tmp_path / "model.db"
 
     run_state_machine_as_test(Machine, settings=profiles.scaled(5, steps=40))
+
+
+class RedisMachine(RuleBasedStateMachine):
+    """Admissions that each append their fence to the resource's log and count its writes:
+    the log is the admitted fences in order, the count their number, the record the
+    largest."""
+
+    URL: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = redis.Redis.from_url(self.URL)
+        self.client.flushall()
+        self.guard = RedisFence(self.client)
+        self.newest: dict[str, int] = {}
+        self.log: dict[str, list[int]] = {}
+
+    @rule(resource=RESOURCES, fence=FENCES)
+    def admit(self, resource: str, fence: int) -> None:
+        writes = RedisWrites().rpush(f"log:{resource}", fence).incrby(f"count:{resource}", 1)
+        newest = self.newest.get(resource)
+        if newest is None or fence >= newest:
+            self.guard.admit(writes, resource, fence)
+            self.newest[resource] = fence
+            self.log.setdefault(resource, []).append(fence)
+        else:
+            with pytest.raises(StaleFenceError) as caught:
+                self.guard.admit(writes, resource, fence)
+            assert (caught.value.fence, caught.value.newest) == (fence, newest)
+
+    @invariant()
+    def stored_as_modelled(self) -> None:
+        for resource in ("a", "b", "c"):
+            log = [int(x) for x in self.client.lrange(f"log:{resource}", 0, -1)]
+            assert log == self.log.get(resource, [])
+            assert int(self.client.get(f"count:{resource}") or 0) == len(log)
+            assert self.guard.newest(resource) == self.newest.get(resource)
+
+    def teardown(self) -> None:
+        self.client.close()
+
+
+def test_redis_guard_against_the_model(fresh_redis: RedisServer) -> None:
+    class Machine(RedisMachine):
+        URL = fresh_redis.url
+
+    run_state_machine_as_test(Machine, settings=profiles.scaled(10, steps=40))
