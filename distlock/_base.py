@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import weakref
+from asyncio import CancelledError
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
@@ -546,8 +547,10 @@ def inner_verdict(section: Section, body_error: BaseException | None) -> None:
 
 def conclude(machine: Group, body_error: BaseException | None) -> None:
     """Raise what the caller of a ``with`` block must see once every section is over, if
-    not the body's own exception (which then simply propagates)."""
-    outcome = machine.verdict(body_error)
+    not the body's own exception (which then simply propagates).  A body's
+    :class:`asyncio.CancelledError` is a cancellation: ours (a loss asked for it) or the
+    caller's, which the core tells apart."""
+    outcome = machine.verdict(body_error, cancelled=isinstance(body_error, CancelledError))
     if outcome is body_error:
         return
     assert outcome is not None

@@ -257,7 +257,17 @@ def test_verdicts() -> None:
     body = ValueError("boom")
     assert Group([s]).verdict(body) is s.lost  # the loss is never hidden behind another error
     assert Group([s]).verdict(s.lost) is s.lost  # the body re-raised the abort reason: unchanged
-    assert Group([s]).verdict(asyncio.CancelledError()) is s.lost  # our own cancel becomes the loss
+    assert Group([s]).verdict(asyncio.CancelledError(), cancelled=True) is s.lost  # our cancel
+
+    s = held(cancel_on_loss=False)  # lost, but the body was never cancelled for it
+    s.tick(250.0)
+    s.renew_reply(251.0, False)
+    s.body_done(300.0)
+    s.release(300.0)
+    s.release_reply(301.0, False)
+    outside = asyncio.CancelledError()
+    assert Group([s]).verdict(outside, cancelled=True) is outside  # the caller's own cancel
+    assert Group([s]).verdict(outside) is s.lost  # not said to be a cancellation: a body error
 
     s = held()
     s.body_done(1.0)

@@ -14,7 +14,6 @@ so is a handle from ``acquire``.  The group decides:
 
 from __future__ import annotations
 
-from asyncio import CancelledError
 from collections.abc import Sequence
 
 from distlock._core.commands import Step
@@ -80,8 +79,13 @@ class Group:
         """A loss asked for the body to be cancelled."""
         return any(s.cancel_requested for s in self.sections)
 
-    def verdict(self, body_error: BaseException | None) -> BaseException | None:
+    def verdict(
+        self, body_error: BaseException | None, *, cancelled: bool = False
+    ) -> BaseException | None:
         """What a ``run``/``hold`` caller sees once every section is over.
+
+        ``cancelled`` is the driver's word that ``body_error`` is a cancellation of the
+        body (what counts as one is the driver's business: the core knows no event loop).
 
         - success (every section ok): the body's own exception, if any, else nothing;
         - the body raised the loss itself (the signal's reason): that, unchanged;
@@ -105,6 +109,6 @@ class Group:
             raise ProtocolError(f"no verdict in phase {first.phase.value}", first.key)
         if body_error is loss:
             return body_error
-        if isinstance(body_error, CancelledError) and not self.cancel_requested:
+        if cancelled and not self.cancel_requested:
             return body_error
         return loss
