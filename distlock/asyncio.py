@@ -1155,25 +1155,20 @@ class ReentrantLock(Lock):
     async def _leave(self, inner: ReentrantHandle) -> bool:
         if not inner._level_open:
             return False
-        section = cast(ReentrantSection, inner._section)
-        if section.depth != inner._depth:
-            raise UsageError(
-                f"level {inner._depth} of {inner.key!r} cannot exit while level "
-                f"{section.depth} is open: exit the innermost level first",
-                inner.key,
-            )
+        cast(ReentrantSection, inner._section).check_inner_exit(inner._depth)
         inner._level_open = False
         root = inner._root
         assert root is not None
         return await self._run(flows.leave(self, root))
 
     async def _release_outermost(self, handle: ReentrantHandle) -> bool:
-        cast(ReentrantSection, handle._section).check_outermost_exit()
+        section = cast(ReentrantSection, handle._section)
+        section.check_outermost_exit()
         try:
             # After a release that got no answer, this sends again (as a Lock's handle does).
             return await LockHandle.release(handle)
         finally:
-            if handle._section.phase is not Phase.HELD:
+            if section.outermost_ended:
                 handle._level_open = False
                 self._unregister(handle)
 

@@ -172,3 +172,48 @@ def test_manual_outermost_level() -> None:
     section.leave(4.0)
     section.leave_reply(5.0, True)
     assert section.release(6.0).send is not None
+
+
+def test_only_the_innermost_open_level_may_exit() -> None:
+    section = held()
+    for t in (2.0, 4.0):
+        section.reenter(t)
+        section.reenter_reply(t + 1, True)
+    assert section.depth == 3
+    actions(section)
+    with pytest.raises(UsageError, match=r"level 2 of 'k' cannot exit while level 3 is open"):
+        section.check_inner_exit(2)
+    # Refused before anything happens: no action, no depth write, the depth unchanged.
+    assert actions(section) == [] and section.depth == 3 and section.depth_op is None
+    section.check_inner_exit(3)
+    section.leave(6.0)
+    section.leave_reply(7.0, True)
+    with pytest.raises(UsageError, match="exit the innermost level first"):
+        section.check_inner_exit(3)  # a level already left is no longer the innermost
+    section.check_inner_exit(2)
+
+
+def test_the_outermost_level_ends_once_the_section_is_no_longer_held() -> None:
+    section = held(watch=False)
+    section.reenter(2.0)
+    section.reenter_reply(3.0, True)
+    with pytest.raises(UsageError, match=r"1 inner level\(s\) of 'k' still open \(level 2\)"):
+        section.check_outermost_exit()
+    assert not section.outermost_ended  # refused: the level stays open, the key held
+    section.leave(4.0)
+    section.leave_reply(5.0, True)
+    section.check_outermost_exit()
+    section.release(6.0)
+    section.release_fail(7.0)  # no answer: release() sends again, but the level is over
+    assert section.phase is Phase.RELEASE_UNKNOWN and section.outermost_ended
+    section.release(8.0)
+    section.release_reply(9.0, True)
+    assert section.outermost_ended
+
+
+def test_a_loss_does_not_end_the_outermost_level_before_its_release() -> None:
+    section = held()
+    section.renew_send(2_600.0)
+    section.renew_reply(2_601.0, False)
+    # Lost, but still held: the outermost level closes with its release, as a lock's does.
+    assert section.lost is not None and not section.outermost_ended

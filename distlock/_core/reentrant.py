@@ -21,6 +21,12 @@ holder's depth on one key.  A re-entry on a section known lost (or no
 longer held) takes no action and sends nothing: it raises the loss.  An inner exit is
 ``Leave`` as long as the outermost level is held, lost or not.
 
+The order of exits is decided here too, by checks that are not actions and that both
+drivers ask before an exit: only the innermost open level may exit
+(:meth:`ReentrantSection.check_inner_exit`), the outermost one only once no inner level is
+open (:meth:`ReentrantSection.check_outermost_exit`), and the outermost level is over once
+its section is no longer held (:attr:`ReentrantSection.outermost_ended`).
+
 ``Section`` itself is left untouched, so ``tests/test_parity.py`` keeps comparing it with
 ``spec/DistLock.tla``; :data:`distlock._core.actions.REENTRANT_ACTIONS` lists the actions
 added here.
@@ -124,6 +130,28 @@ class ReentrantSection(Section):
                 "so the outermost level cannot exit: the key stays held (and renewed under "
                 "hold/run); release the inner levels' handles, innermost first, then the "
                 "outermost level's handle",
+                self.key,
+            )
+
+    @property
+    def outermost_ended(self) -> bool:
+        """Not an action: after an outermost exit was let through, whether its level is
+        closed, which it is once the section is no longer held (released, or a release
+        with no answer, which a second ``release()`` sends again).  Only an exit refused
+        before it sent anything leaves the outermost level open."""
+        return self.phase is not Phase.HELD
+
+    def check_inner_exit(self, level: int) -> None:
+        """Not an action: an inner level may exit only when it is the innermost open one.
+
+        ``level`` is the exiting level's depth (2 or more).  Levels exit innermost first,
+        as ``with`` blocks do; a manual ``release()`` of an outer inner level while a
+        deeper one is open is refused: nothing sent, nothing changed.
+        """
+        if self.depth != level:
+            raise UsageError(
+                f"level {level} of {self.key!r} cannot exit while level "
+                f"{self.depth} is open: exit the innermost level first",
                 self.key,
             )
 
