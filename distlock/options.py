@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict
 
 from distlock.errors import ValidationError
 from distlock.events import Observer, TraceObserver
@@ -242,83 +242,216 @@ def check_trace(trace: object) -> TraceObserver | None:
 
 
 # -- the options, declared once --------------------------------------------------------------
-# Each option is one key of a TypedDict below (what mypy and IDEs show for ``**options``),
-# one field of Options, and one validator in _CHECKS.  The drivers' signatures are
-# ``**options: Unpack[...]``, so adding an option touches this module only.
+# Each option is one entry of OPTIONS: its name, type, default, validator and doc.  The rest
+# is built from it or checked against it (``tests/test_options_declared.py``): the
+# TypedDicts below (what mypy and IDEs show for ``**options``, so they must spell their keys
+# out; their docs are made from OPTIONS), the fields and defaults of Options, the
+# validators the drivers run, and the defaults of the core's SectionConfig.
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option, declared once."""
+
+    name: str
+    #: What a caller passes (the TypedDicts' annotation).
+    type: object
+    #: The value when nobody gives one: the Lock's default, and the core's.
+    default: object
+    #: Validates a value before anything is sent, and returns it as kept.
+    check: Callable[[object], object]
+    #: One line for the TypedDicts' docs.
+    doc: str
+    #: The type it is kept as (Options' field), when not ``type``.
+    kept_as: object = None
+    #: The core's SectionConfig takes it under the same name.
+    section: bool = False
+
+
+OPTIONS: Final[dict[str, Option]] = {
+    option.name: option
+    for option in (
+        Option(
+            "ttl_ms",
+            int,
+            DEFAULT_TTL_MS,
+            check_ttl,
+            "Lease length in ms: the crash backstop and the renewal window (at most 2**31-1).",
+            section=True,
+        ),
+        Option(
+            "retries",
+            int,
+            DEFAULT_RETRIES,
+            check_retries,
+            "Extra attempts when the lock is held; 0 fails fast.",
+            section=True,
+        ),
+        Option(
+            "retry_delay_ms",
+            float,
+            float(DEFAULT_RETRY_DELAY_MS),
+            check_delay,
+            "Delay between attempts, in ms.",
+            section=True,
+        ),
+        Option(
+            "wait_ms",
+            int,
+            DEFAULT_WAIT_MS,
+            check_wait,
+            "How long to wait for a held lock, in ms, handed it by its release; 0 fails fast.",
+            section=True,
+        ),
+        Option(
+            "heartbeat_ms",
+            Heartbeat,
+            None,
+            lambda value: check_heartbeat(value, MAX_MS),
+            "Renewal interval in ms (at most ttl_ms / 2); None: ttl_ms // 4; False: no renewal.",
+        ),
+        Option(
+            "on_renew_error",
+            RenewErrorHook | None,
+            None,
+            check_hook,
+            "Called with the exception of each failed renewal round trip (not a loss).",
+        ),
+        Option(
+            "cancel_on_loss",
+            bool,
+            True,
+            check_cancel,
+            "asyncio only: cancel the body when the lease is lost.",
+            section=True,
+        ),
+        Option(
+            "prefix",
+            str,
+            DEFAULT_PREFIX,
+            check_lock_prefix,
+            "Key namespace: keys are ``<prefix>:<id>``.",
+        ),
+        Option(
+            "drift_factor",
+            float,
+            DEFAULT_DRIFT_FACTOR,
+            check_drift,
+            "Fraction of the TTL the client clock may run slow against Redis's.",
+            section=True,
+        ),
+        Option(
+            "observers",
+            Sequence[Observer],
+            (),
+            check_observers,
+            "Receive typed lifecycle events (see :mod:`distlock.events`).",
+            kept_as=tuple[Observer, ...],
+            section=True,  # with on_renew_error's observer added under run/hold
+        ),
+        Option(
+            "trace",
+            TraceObserver | None,
+            None,
+            check_trace,
+            "Receive every state-machine transition, in order (see :mod:`distlock.trace`).",
+        ),
+        Option(
+            "cluster",
+            bool,
+            False,
+            check_cluster,
+            "With a URL client: make a ``RedisCluster`` from it instead of a ``Redis``.",
+        ),
+        Option(
+            "replicas",
+            int,
+            0,
+            check_replicas,
+            "After each grant and renewal, ``WAIT`` for this many replicas to acknowledge it.",
+            section=True,
+        ),
+        Option(
+            "replica_timeout_ms",
+            int,
+            DEFAULT_REPLICA_TIMEOUT_MS,
+            check_replica_timeout,
+            "How long that ``WAIT`` may take, in ms (at most ttl_ms / 2).",
+            section=True,
+        ),
+    )
+}
+
+
+def default_of(name: str) -> Any:
+    """The declared default of option ``name`` (typed as its field is, by the caller)."""
+    return OPTIONS[name].default
+
+
+def _documented(cls: type, summary: str) -> None:
+    """Give a TypedDict its doc: ``summary``, then one line per key it takes."""
+    lines = [
+        f"- ``{name}``: {OPTIONS[name].doc} Default: ``{OPTIONS[name].default!r}``."
+        for name in cls.__annotations__
+    ]
+    cls.__doc__ = "\n".join([summary, "", *lines])
 
 
 class AcquireOptions(TypedDict, total=False):
-    """Options of ``acquire`` (and of every call)."""
-
-    #: Lease length in ms: the crash backstop and the renewal window (at most 2**31-1).
     ttl_ms: int
-    #: Extra attempts when the lock is held; 0 fails fast.
     retries: int
-    #: Delay between attempts, in ms.
     retry_delay_ms: float
-    #: How long to wait for a held lock, in ms, handed it by its release; 0 fails fast.
     wait_ms: int
 
 
 class HoldOptions(AcquireOptions, total=False):
-    """Options of ``hold``/``run``/``hold_many``/``run_many``."""
-
-    #: Renewal interval in ms (at most ttl_ms / 2); None: ttl_ms // 4; False: no renewal.
     heartbeat_ms: Heartbeat
-    #: Called with the exception of each failed renewal round trip (not a loss).
     on_renew_error: RenewErrorHook | None
 
 
 class AsyncHoldOptions(HoldOptions, total=False):
-    """Options of the asyncio ``hold``/``run``/``hold_many``/``run_many``."""
-
-    #: Cancel the body when the lease is lost (default True).
     cancel_on_loss: bool
 
 
 class LockOptions(HoldOptions, total=False):
-    """Options of the ``Lock`` constructor: the defaults of every call, and more."""
-
-    #: Key namespace: keys are ``<prefix>:<id>``.
     prefix: str
-    #: Fraction of the TTL the client clock may run slow against Redis's.
     drift_factor: float
-    #: Receive typed lifecycle events (see :mod:`distlock.events`).
     observers: Sequence[Observer]
-    #: Receive every state-machine transition, in order (see :mod:`distlock.trace`).
     trace: TraceObserver | None
-    #: With a URL client: make a ``RedisCluster`` from it instead of a ``Redis``.
     cluster: bool
-    #: After each grant and renewal, ``WAIT`` for this many replicas to acknowledge it.
     replicas: int
-    #: How long that ``WAIT`` may take, in ms (at most ttl_ms / 2).
     replica_timeout_ms: int
 
 
 class AsyncLockOptions(LockOptions, total=False):
-    """Options of the asyncio ``Lock`` constructor."""
-
     cancel_on_loss: bool
+
+
+_documented(AcquireOptions, "Options of ``acquire`` (and of every call).")
+_documented(HoldOptions, "Options of ``hold``/``run``/``hold_many``/``run_many``.")
+_documented(AsyncHoldOptions, "Options of the asyncio ``hold``/``run``/``hold_many``/``run_many``.")
+_documented(LockOptions, "Options of the ``Lock`` constructor: every call's defaults, and more.")
+_documented(AsyncLockOptions, "Options of the asyncio ``Lock`` constructor.")
 
 
 @dataclass(frozen=True, slots=True)
 class Options:
     """A validated, complete set of options: the ``Lock``'s defaults or one call's."""
 
-    ttl_ms: int = DEFAULT_TTL_MS
-    retries: int = DEFAULT_RETRIES
-    retry_delay_ms: float = DEFAULT_RETRY_DELAY_MS
-    wait_ms: int = DEFAULT_WAIT_MS
-    heartbeat_ms: Heartbeat = None
-    on_renew_error: RenewErrorHook | None = None
-    cancel_on_loss: bool = True
-    drift_factor: float = DEFAULT_DRIFT_FACTOR
-    prefix: str = DEFAULT_PREFIX
-    observers: tuple[Observer, ...] = ()
-    trace: TraceObserver | None = None
-    cluster: bool = False
-    replicas: int = 0
-    replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS
+    ttl_ms: int
+    retries: int
+    retry_delay_ms: float
+    wait_ms: int
+    heartbeat_ms: Heartbeat
+    on_renew_error: RenewErrorHook | None
+    cancel_on_loss: bool
+    drift_factor: float
+    prefix: str
+    observers: tuple[Observer, ...]
+    trace: TraceObserver | None
+    cluster: bool
+    replicas: int
+    replica_timeout_ms: int
 
     @property
     def renew_every_ms(self) -> int | None:
@@ -358,30 +491,13 @@ class Options:
 
 
 _CHECKS: Final[dict[str, Callable[[object], object]]] = {
-    "ttl_ms": check_ttl,
-    "retries": check_retries,
-    "retry_delay_ms": check_delay,
-    "wait_ms": check_wait,
-    "heartbeat_ms": lambda value: check_heartbeat(value, MAX_MS),
-    "on_renew_error": check_hook,
-    "cancel_on_loss": check_cancel,
-    "drift_factor": check_drift,
-    "prefix": check_lock_prefix,
-    "observers": check_observers,
-    "trace": check_trace,
-    "cluster": check_cluster,
-    "replicas": check_replicas,
-    "replica_timeout_ms": check_replica_timeout,
+    name: option.check for name, option in OPTIONS.items()
 }
 
 #: The options that say how a call meets a held lock: a call naming any of them replaces
 #: the constructor's three (see :meth:`Options.override`).
 WAITING_KEYS: Final = frozenset({"wait_ms", "retries", "retry_delay_ms"})
-_WAITING_DEFAULTS: Final[dict[str, object]] = {
-    "wait_ms": DEFAULT_WAIT_MS,
-    "retries": DEFAULT_RETRIES,
-    "retry_delay_ms": float(DEFAULT_RETRY_DELAY_MS),
-}
+_WAITING_DEFAULTS: Final[dict[str, object]] = {name: default_of(name) for name in WAITING_KEYS}
 
 #: What each call accepts: the keys of its TypedDict.
 ACQUIRE_KEYS: Final = frozenset(AcquireOptions.__optional_keys__)
@@ -390,4 +506,7 @@ ASYNC_HOLD_KEYS: Final = frozenset(AsyncHoldOptions.__optional_keys__)
 LOCK_KEYS: Final = frozenset(LockOptions.__optional_keys__)
 ASYNC_LOCK_KEYS: Final = frozenset(AsyncLockOptions.__optional_keys__)
 
-DEFAULTS: Final = Options()
+#: The Lock's options when none are given: every option's declared default.  Options has
+#: no defaults of its own, so an option missing from OPTIONS, or one OPTIONS has and it
+#: lacks, fails here, at import.
+DEFAULTS: Final = Options(**{name: default_of(name) for name in OPTIONS})

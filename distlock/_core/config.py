@@ -4,11 +4,18 @@ per Lock costs a held lock nothing but the one reference."""
 
 from __future__ import annotations
 
+from distlock.options import default_of
+
 __all__ = ["SectionConfig"]
 
 
 class SectionConfig:
-    """Everything a section needs to decide, already validated by :mod:`distlock.options`."""
+    """Everything a section needs to decide, already validated by :mod:`distlock.options`.
+
+    The options it shares with the Lock take their defaults from there (``OPTIONS``, where
+    each option is declared once); the rest (``watch``, the renewal interval, who observes)
+    are the driver's to say.
+    """
 
     __slots__ = (
         "cancel_on_loss",
@@ -28,17 +35,17 @@ class SectionConfig:
     def __init__(
         self,
         ttl_ms: int,
-        retries: int = 0,
-        retry_delay_ms: float = 100.0,
+        retries: int = default_of("retries"),
+        retry_delay_ms: float = default_of("retry_delay_ms"),
         renew_every_ms: int | None = None,
         watch: bool = False,
-        cancel_on_loss: bool = False,
-        drift_factor: float = 0.01,
+        cancel_on_loss: bool = default_of("cancel_on_loss"),
+        drift_factor: float = default_of("drift_factor"),
         observed: bool = False,
-        replicas: int = 0,
-        replica_timeout_ms: int = 0,
-        wait_ms: int = 0,
-        observers: tuple[object, ...] = (),
+        replicas: int = default_of("replicas"),
+        replica_timeout_ms: int = default_of("replica_timeout_ms"),
+        wait_ms: int = default_of("wait_ms"),
+        observers: tuple[object, ...] = default_of("observers"),
     ) -> None:
         self.ttl_ms = ttl_ms
         #: How long an acquisition may wait for a held key (0: fail fast).
@@ -49,7 +56,9 @@ class SectionConfig:
         self.renew_every_ms = renew_every_ms if watch else None
         #: run/hold: watch the deadline in the background and fire the signal when it passes.
         self.watch = watch
-        self.cancel_on_loss = cancel_on_loss
+        #: Cancel the body on a loss.  Only a watched body (run/hold) has one to cancel, as
+        #: only it is renewed; a driver that cannot cancel its bodies (threads) says False.
+        self.cancel_on_loss = cancel_on_loss and watch
         self.drift_factor = drift_factor
         #: Someone observes lifecycle events: make them (they cost nothing when off).
         self.observed = observed
