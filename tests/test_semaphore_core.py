@@ -8,7 +8,15 @@ import pytest
 
 from distlock._core.actions import CLIENT_ACTIONS, method_name
 from distlock._core.commands import Kind, Op
-from distlock._core.section import Outcome, Phase, Section, SectionConfig
+from distlock._core.reentrant import ReentrantSection
+from distlock._core.section import (
+    LOCK_CLAIM,
+    PERMIT_CLAIM,
+    Outcome,
+    Phase,
+    Section,
+    SectionConfig,
+)
 from distlock._core.semaphore import SemaphoreSection
 from distlock._protocol import (
     S_ACQUIRE,
@@ -22,7 +30,7 @@ from distlock._protocol import (
 )
 from distlock._slots import key_slot
 from distlock.errors import LossReason, ValidationError
-from distlock.events import Transition
+from distlock.events import Acquired, Transition
 from distlock.options import check_limit
 
 TTL = 10_000
@@ -57,8 +65,40 @@ def test_a_permit_takes_exactly_the_lock_s_actions() -> None:
         for name, value in vars(SemaphoreSection).items()
         if callable(value) and not name.startswith("_")
     }
-    # The lock's AcquireReply with the permit's reading of the reply, and its error.
-    assert own == {"acquire_reply", "not_acquired_error"}
+    # Every action is the lock's: the permit's reading of a grant is its claim, below.
+    assert own == set()
+
+
+def test_each_primitive_supplies_its_claim_and_neither_patches_the_other_s_grant() -> None:
+    assert LOCK_CLAIM.fence(7) == 7 and not LOCK_CLAIM.permit
+    assert PERMIT_CLAIM.fence(1) is None and PERMIT_CLAIM.permit
+    assert Section("lock:k", "tok", SectionConfig(ttl_ms=TTL)).claim is LOCK_CLAIM
+    assert ReentrantSection("re:k", "tok", SectionConfig(ttl_ms=TTL)).claim is LOCK_CLAIM
+    assert section().claim is PERMIT_CLAIM
+    # The grant, its event, its errors and the abandoned-attempt rule are the lock's
+    # section's alone, reading the claim; the semaphore overrides none of them.
+    for name in ("acquire_reply", "_granted", "_emit", "_abandoned", "_loss_error",
+                 "not_acquired_error", "_init_state"):
+        assert name not in vars(SemaphoreSection), name
+
+
+def grant_event(s: Section, reply: int) -> Acquired:
+    s.acquire(0.0)
+    s.acquire_reply(1.0, reply)
+    assert s.phase is Phase.HELD and s.granted
+    [event] = [e for e in s.take_events() if isinstance(e, Acquired)]
+    return event
+
+
+def test_a_grant_keeps_the_lock_s_fence_and_no_permit_s() -> None:
+    observed = SectionConfig(ttl_ms=TTL, observed=True)
+    lock = Section("lock:k", "tok", observed)
+    event = grant_event(lock, 7)
+    assert lock.fence == 7 and (event.fence, event.permit) == (7, False)
+    permit = SemaphoreSection("sem:k", "tok", observed, limit=LIMIT)
+    event = grant_event(permit, 1)
+    # The event's fence is the script's 1, marked as a permit's, and the section keeps none.
+    assert permit.fence is None and (event.fence, event.permit) == (1, True)
 
 
 def test_every_command_carries_the_kind_and_the_limit_to_the_s_scripts() -> None:

@@ -42,7 +42,19 @@ from distlock.events import (
     Transition,
 )
 
-__all__ = ["NOTHING", "Command", "Op", "Outcome", "Phase", "Section", "SectionConfig", "Step"]
+__all__ = [
+    "LOCK_CLAIM",
+    "NOTHING",
+    "PERMIT_CLAIM",
+    "Claim",
+    "Command",
+    "Op",
+    "Outcome",
+    "Phase",
+    "Section",
+    "SectionConfig",
+    "Step",
+]
 
 
 class Phase(enum.Enum):
@@ -76,6 +88,37 @@ _FINISHED: Final = 2
 _CANCEL_REQUESTED: Final = 4
 _RELEASE_ANSWERED: Final = 8
 _RELEASE_OK: Final = 16
+_GRANTED: Final = 32
+
+
+class Claim:
+    """The rules of a grant that a primitive supplies to its section: what the granting
+    reply leaves the section, and what its events and errors call the thing held.
+
+    A lock's reply is its fence (> 0), kept with the section (``Section.fence``); a
+    semaphore's is 1, "granted": a permit is one of ``limit`` and has no fence, so nothing
+    is kept, and its events and errors say it is a permit.  Every other rule of a grant
+    (the lease from the send time, the renewal schedule, a grant that outlived its lease)
+    is the section's, the same for both.
+    """
+
+    __slots__ = ("fenced", "permit")
+
+    def __init__(self, *, fenced: bool, permit: bool) -> None:
+        #: A granting reply is a fence to keep.
+        self.fenced = fenced
+        #: What is held is a semaphore's permit (``permit=True`` on events and errors).
+        self.permit = permit
+
+    def fence(self, reply: int) -> int | None:
+        """The fence a granting ``reply`` gives the section, if any."""
+        return reply if self.fenced else None
+
+
+#: A lock's (and a reentrant lock's) grant: the reply is the fence.
+LOCK_CLAIM: Final = Claim(fenced=True, permit=False)
+#: A semaphore permit's grant: the reply is 1, and no fence.
+PERMIT_CLAIM: Final = Claim(fenced=False, permit=True)
 
 
 # Compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), a class is closed to Python subclasses
@@ -120,7 +163,8 @@ class Section(LeaseClock):
         self.config = config
         self.client = client
         #: The booleans below (``recording``, ``finished``, ``cancel_requested``,
-        #: ``release_confirmed``), as bits of one int: a slot each cost a held lock 24 B.
+        #: ``release_confirmed``, ``granted``), as bits of one int: a slot each cost a held
+        #: lock 24 B.
         self._flags = _RECORDING if record else 0
         #: The outbox: transitions (when recorded), lifecycle events (when observed), and
         #: failures (a failed renewal, a loss) always, because they are logged.
@@ -144,7 +188,8 @@ class Section(LeaseClock):
         #: manual handle is never renewed), so one slot holds either: see renew_write.
         self._write: Write | None = None
         self.renew_failures = 0
-        self._flags &= _RECORDING  # not finished, no cancel requested, no release answered
+        # Not finished, no cancel requested, no release answered, not granted.
+        self._flags &= _RECORDING
         #: The signal: set once, the moment the loss is known; never cleared.
         self.lost: LockLeaseLostError | None = None
         self.waiting = Waiting(config.wait_ms, config.ttl_ms) if config.wait_ms else None
@@ -223,6 +268,16 @@ class Section(LeaseClock):
             flags |= _RELEASE_ANSWERED | (_RELEASE_OK if ok else 0)
         self._flags = flags
 
+    @property
+    def granted(self) -> bool:
+        """Redis granted the key (or the permit) at some point."""
+        return bool(self._flags & _GRANTED)
+
+    @property
+    def claim(self) -> Claim:
+        """The rules of a grant this primitive supplies: the lock's, with a fence."""
+        return LOCK_CLAIM
+
     # -- what the spec observes -------------------------------------------------------------
 
     @property
@@ -275,7 +330,7 @@ class Section(LeaseClock):
         self.events.append(Transition(action, self.client, now, fields))
 
     def _loss_error(self, reason: LossReason) -> LockLeaseLostError:
-        return LockLeaseLostError(self.key, reason)
+        return LockLeaseLostError(self.key, reason, permit=self.claim.permit)
 
     @property
     def observed(self) -> bool:
@@ -443,13 +498,20 @@ class Section(LeaseClock):
                 every = self.config.renew_every_ms
                 if ttl < self.config.ttl_ms and every is not None:
                     renew_from = now - every  # due now
+        claim = self.claim
         self.phase = Phase.HELD
-        self.fence = fence
+        self.fence = claim.fence(fence)
+        self._flags |= _GRANTED
         self.lease_grant(self.sent_at, ttl)
         self.schedule_renewal(renew_from)
         if self.observed:
             waited = now - self.first_sent_at
-            self._emit(Acquired(self.key, self.client, now, fence, self.attempts, waited))
+            self._emit(
+                Acquired(
+                    self.key, self.client, now, fence, self.attempts, waited,
+                    permit=claim.permit,
+                )
+            )
         if self.lease_expired(now):
             # The grant outlived the lease it gives: no body may start on it.
             return self._lose(now, LossReason.GRANTED_TOO_LATE, body_running=False)
@@ -708,7 +770,7 @@ class Section(LeaseClock):
         return Step(send=self._command(Op.RELEASE, self.config.ttl_ms, None, cleanup))
 
     def _abandoned(self) -> bool:
-        return self.fence is None
+        return not self.granted
 
     def release_reply(self, now: float, ok: bool) -> Step:
         """ReleaseReply: 1 with no loss recorded is the only success."""
@@ -757,7 +819,7 @@ class Section(LeaseClock):
     # -- verdicts --------------------------------------------------------------------------
 
     def not_acquired_error(self) -> LockNotAcquiredError:
-        return LockNotAcquiredError(self.key, self.attempts)
+        return LockNotAcquiredError(self.key, self.attempts, permit=self.claim.permit)
 
 
 def close_section(section: Section, now: float) -> Step:

@@ -10,7 +10,9 @@ differ, and neither is a decision of the client:
   :mod:`distlock._protocol` carries them out with the ``S_*`` scripts on a sorted set of
   token -> expiry instant, judged by Redis's clock;
 - there is no fence: a permit is one of ``limit``, so no order among holders exists for a
-  resource to check.  The acquire reply is 1 (granted) or 0 (no free permit).
+  resource to check.  The acquire reply is 1 (granted) or 0 (no free permit).  The
+  section supplies :data:`~distlock._core.section.PERMIT_CLAIM` as its grant's rules (no
+  fence kept; events and errors say "permit") where a lock supplies ``LOCK_CLAIM``.
 
 ``Section`` is subclassed rather than copied so that a fix to a lease rule is a fix to
 every primitive, and ``tests/test_parity.py`` keeps one vocabulary for both.
@@ -20,11 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from distlock._core.commands import Command, Kind, Op, Step
+from distlock._core.commands import Command, Kind, Op
 from distlock._core.lease import Write
-from distlock._core.section import Section, SectionConfig
-from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason
-from distlock.events import Acquired, Event
+from distlock._core.section import PERMIT_CLAIM, Claim, Section, SectionConfig
 
 __all__ = ["SemaphoreSection"]
 
@@ -32,7 +32,7 @@ __all__ = ["SemaphoreSection"]
 class SemaphoreSection(Section):
     """One client's permit of one semaphore id, from the first request to the verdict."""
 
-    __slots__ = ("granted", "limit")
+    __slots__ = ("limit",)
 
     def __init__(
         self,
@@ -48,11 +48,6 @@ class SemaphoreSection(Section):
         #: each acquire compares the live count with its own limit.
         self.limit = limit
         super().__init__(key, token, config, client=client, record=record)
-
-    def _init_state(self) -> None:
-        super()._init_state()
-        #: Redis granted the permit at some point (what a lock learns from its fence).
-        self.granted = False
 
     def _command(
         self,
@@ -80,36 +75,14 @@ class SemaphoreSection(Section):
     def kind(self) -> Kind:
         return Kind.SEMAPHORE
 
-    def acquire_reply(self, now: float, granted: int) -> Step:
-        """AcquireReply (the lock's): 1 is a permit, 0 is no free permit."""
-        step = super().acquire_reply(now, granted)
-        if granted > 0:
-            self.granted = True
-            # The lock's machine kept the reply as a fence; a permit has none.
-            self.fence = None
-        return step
-
-    def _emit(self, event: Event) -> None:
-        # The lock's grant event, marked as a permit's: its fence is the script's 1.
-        if isinstance(event, Acquired):
-            event = Acquired(
-                event.key, event.client, event.t, event.fence, event.attempts,
-                event.waited_ms, permit=True,
-            )
-        super()._emit(event)
-
-    def _loss_error(self, reason: LossReason) -> LockLeaseLostError:
-        return LockLeaseLostError(self.key, reason, permit=True)
-
-    def not_acquired_error(self) -> LockNotAcquiredError:
-        return LockNotAcquiredError(self.key, self.attempts, permit=True)
-
-    def _abandoned(self) -> bool:
-        return not self.granted
+    @property
+    def claim(self) -> Claim:
+        """A permit's grant: the reply is 1, "granted", and leaves no fence."""
+        return PERMIT_CLAIM
 
     def _record(self, action: str, now: float, **extra: Any) -> None:
         if action == "Acquire":
             # What a trace is checked against besides the lock's: the key kind and limit.
             extra["kind"] = Kind.SEMAPHORE.value
             extra["limit"] = self.limit
-        super()._record(action, now, **{**extra, "fence": None})
+        super()._record(action, now, **extra)
