@@ -2,7 +2,7 @@
 PY ?= python3
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: setup verify test test-compiled test-oldest-redis lint unit chaos test-deep mutation bench bench-instructions bench-plot
+.PHONY: setup verify test quick test-compiled test-oldest-redis lint unit chaos test-deep mutation bench bench-instructions bench-plot
 
 setup:
 	@bash .ci/setup
@@ -56,6 +56,12 @@ lint:
 
 unit: setup
 	$(PY) -m pytest -m "not chaos"
+
+# What needs nothing but Python: the core, the flows, the options, the scripts' files, the
+# tools' pure parts; no server, no TLC, no long Hypothesis machine (markers set by
+# tests/conftest.py).  Seconds, and no set-up.
+quick:
+	$(PY) -m pytest -q -m "not redis and not tlc and not properties and not chaos"
 
 # Fault injection: real Redis behind real Toxiproxy; prints the table, writes chaos-report.json.
 chaos: setup

@@ -62,3 +62,58 @@ def postgres_server() -> Iterator[PostgresServer]:
 
     with PostgresServer() as server:
         yield server
+
+
+
+#: Fixtures that start a real server: a test using any of them is marked ``redis``.
+SERVER_FIXTURES = frozenset(
+    {"redis_server", "fresh_redis", "r", "redis_cluster", "sentinel_topology", "postgres_server"}
+)
+#: What a test module names when it starts servers of its own (``RedisServer()``, the chaos
+#: tool's targets and topologies, Toxiproxy): all its tests are marked ``redis``.
+SERVER_MODULES = (
+    "tests.redis_server",
+    "tests.postgres_server",
+    "tests.failing_clients",
+    "tests.client_matrix",
+    "distlock.tools.chaos",
+)
+#: What a test module names when it runs TLC (state graphs, trace checks, verify runs):
+#: all its tests are marked ``tlc``.
+TLC_MODULES = (
+    "tests.spec_graph",
+    "tests.guard_replay",
+    "distlock.tools.tracecheck",
+    "distlock.tools.tlcjvm",
+    "distlock.tools.verify",
+    "tracecheck",
+)
+
+
+def _names_any(module: object, names: tuple[str, ...]) -> bool:
+    source = getattr(module, "__file__", None)
+    if not source:
+        return False
+    with open(source, encoding="utf-8") as f:
+        text = f.read()
+    return any(name in text for name in names)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what each test needs, so the rest runs alone in seconds with nothing installed
+    but Python (``make quick``: ``pytest -m "not redis and not tlc and not properties"``):
+    ``redis`` for a real server of any kind, ``tlc`` for TLC (Java), ``properties`` for the
+    long Hypothesis machines of tests/properties."""
+    seen: dict[str, tuple[bool, bool]] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        name = getattr(module, "__name__", "")
+        if name not in seen:
+            seen[name] = (_names_any(module, SERVER_MODULES), _names_any(module, TLC_MODULES))
+        servers, tlc = seen[name]
+        if servers or set(getattr(item, "fixturenames", ())) & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.redis)
+        if tlc:
+            item.add_marker(pytest.mark.tlc)
+        if name.startswith("tests.properties."):
+            item.add_marker(pytest.mark.properties)
