@@ -87,3 +87,10 @@ def quote_ident(name: str) -> str:
     """``name`` as an SQL delimited identifier: in double quotes, each ``"`` doubled (what
     PostgreSQL's and SQLite's own quoting produce)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def check_limit(limit: object) -> int:
+    """``limit``, a positive int (how many rows a listing may return)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValidationError(f"limit must be a positive int, got {limit!r}")
+    return limit

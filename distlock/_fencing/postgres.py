@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from distlock._fencing.common import Fence, check_fence, check_resource, check_table, quote_ident
+from distlock._fencing.common import (
+    Fence,
+    check_fence,
+    check_limit,
+    check_resource,
+    check_table,
+    quote_ident,
+)
 from distlock.errors import StaleFenceError, UsageError
 
 if TYPE_CHECKING:
@@ -45,6 +52,7 @@ _ADMIT = (
     " WHERE t.fence <= excluded.fence RETURNING t.fence"
 )
 _NEWEST = "SELECT fence FROM {} WHERE resource = %s"
+_ALL = "SELECT resource, fence FROM {} ORDER BY resource LIMIT %s"
 
 
 def _psycopg_sql() -> Any:
@@ -69,6 +77,7 @@ class _Table:
         self._create: sql.Composed = psql.SQL(_DDL).format(name)
         self._admit: sql.Composed = psql.SQL(_ADMIT).format(name)
         self._newest: sql.Composed = psql.SQL(_NEWEST).format(name)
+        self._all: sql.Composed = psql.SQL(_ALL).format(name)
         self._quoted = ".".join(quote_ident(part) for part in parts)
 
     @property
@@ -125,6 +134,12 @@ class PostgresFence(_Table):
     def newest(self, conn: psycopg.Connection[Any], resource: str) -> int | None:
         """The largest fence admitted for ``resource`` that ``conn`` can see (None: none)."""
         return _row_fence(conn.execute(self._newest, (check_resource(resource),)).fetchone())
+
+    def fences(self, conn: psycopg.Connection[Any], limit: int = 1000) -> list[tuple[str, int]]:
+        """Every resource and the largest fence admitted for it, in the resources' order,
+        at most ``limit`` of them (what ``python -m distlock inspect --fences`` shows)."""
+        rows = conn.execute(self._all, (check_limit(limit),)).fetchall()
+        return [(str(resource), int(fence)) for resource, fence in rows]
 
 
 class AsyncPostgresFence(_Table):

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
-from distlock._fencing.common import Fence, check_fence, check_resource
+from distlock._fencing.common import Fence, check_fence, check_limit, check_resource
 from distlock.errors import StaleFenceError, ValidationError
 
 DEFAULT_PREFIX = "distlock:fenced:"
@@ -124,6 +124,11 @@ class RedisWrites:
         return f"RedisWrites({[(c, k) for c, k, _ in self.commands]!r})"
 
 
+def _glob(prefix: str) -> str:
+    """``prefix`` with SCAN's pattern characters escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in prefix)
+
+
 class _Guard:
     def __init__(self, prefix: str) -> None:
         if not isinstance(prefix, str):
@@ -184,6 +189,21 @@ class RedisFence(_Guard):
         """The largest fence admitted for ``resource`` (None: none)."""
         found = self.client.get(self.record_key(resource))
         return None if found is None else int(found)
+
+    def fences(self, limit: int = 1000) -> list[tuple[str, int]]:
+        """Every resource recorded under the prefix on the node ``client`` reads, and the
+        largest fence admitted for it, in the resources' order, at most ``limit`` of them
+        (``SCAN``, never ``KEYS``; what ``python -m distlock inspect --fences`` shows)."""
+        limit = check_limit(limit)
+        keys: list[str] = []
+        for key in self.client.scan_iter(match=_glob(self.prefix) + "*", count=1000):
+            keys.append(key.decode() if isinstance(key, bytes) else str(key))
+        found: list[tuple[str, int]] = []
+        for key in sorted(keys)[:limit]:
+            value = self.client.get(key)
+            if value is not None:  # admitted records have no TTL; a deleted one is gone
+                found.append((key[len(self.prefix):], int(value)))
+        return found
 
 
 class AsyncRedisFence(_Guard):

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from distlock._fencing.common import Fence, check_fence, check_resource, check_table, quote_ident
+from distlock._fencing.common import (
+    Fence,
+    check_fence,
+    check_limit,
+    check_resource,
+    check_table,
+    quote_ident,
+)
 from distlock.errors import StaleFenceError, UsageError, ValidationError
 
 DEFAULT_TABLE = "distlock_fences"
@@ -35,6 +42,7 @@ _ADMIT = (
     " WHERE {0}.fence <= excluded.fence"
 )
 _NEWEST = "SELECT fence FROM {} WHERE resource = ?"
+_ALL = "SELECT resource, fence FROM {} ORDER BY resource LIMIT ?"
 
 
 def _autocommits(conn: sqlite3.Connection) -> bool:
@@ -59,6 +67,7 @@ class SQLiteFence:
         self.ddl = _DDL.format(name)
         self._admit = _ADMIT.format(name)
         self._newest = _NEWEST.format(name)
+        self._all = _ALL.format(name)
 
     def __repr__(self) -> str:
         return f"SQLiteFence(table={self.table!r})"
@@ -93,3 +102,9 @@ class SQLiteFence:
         """The largest fence admitted for ``resource`` that ``conn`` can see (None: none)."""
         row = conn.execute(self._newest, (check_resource(resource),)).fetchone()
         return None if row is None else int(row[0])
+
+    def fences(self, conn: sqlite3.Connection, limit: int = 1000) -> list[tuple[str, int]]:
+        """Every resource and the largest fence admitted for it, in the resources' order,
+        at most ``limit`` of them (what ``python -m distlock inspect --fences`` shows)."""
+        rows = conn.execute(self._all, (check_limit(limit),)).fetchall()
+        return [(str(resource), int(fence)) for resource, fence in rows]

@@ -887,7 +887,23 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", metavar="URL", help="redis://, rediss:// or unix:// URL of one node")
+    parser.add_argument(
+        "url", metavar="URL",
+        help="redis://, rediss:// or unix:// URL of one node; with --fences also "
+        "postgresql:// or sqlite:///PATH",
+    )
+    parser.add_argument(
+        "--fences", action="store_true",
+        help="show the newest fence per resource that a distlock.fencing guard recorded at URL",
+    )
+    parser.add_argument(
+        "--table", default="distlock_fences",
+        help="with --fences: the SQL guard's table (default: distlock_fences)",
+    )
+    parser.add_argument(
+        "--fence-prefix", default="distlock:fenced:",
+        help="with --fences: the Redis guard's prefix (default: distlock:fenced:)",
+    )
     parser.add_argument(
         "--prefix", default=DEFAULT_PREFIX, help=f"the Lock's prefix (default: {DEFAULT_PREFIX})"
     )
@@ -918,6 +934,13 @@ def _client(url: str) -> redis.Redis:
 def run_cli(args: argparse.Namespace) -> int:
     """0 when the node was read (also when nothing is held), 2 for a bad URL or argument,
     1 when Redis could not be read; errors are one line on stderr."""
+    if args.fences:
+        from distlock.tools import fences
+
+        return fences.run(
+            args.url, table=args.table, prefix=args.fence_prefix,
+            limit=args.limit or 1000, as_json=args.json,
+        )
     try:
         client = _client(args.url)
     except ValidationError as exc:
