@@ -133,6 +133,16 @@ def _semaphore_refutes(name: str, config: str, prop: str) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, module="Semaphore")
 
 
+#: What the models of the fenced resource check (spec/FencedResource.tla): the resource's
+#: history is a serial one, the latest valid holder's writes are admitted, and the lock's
+#: fences increase (what the guard relies on).
+FENCED = "SerialHistory, HolderAdmitted, ResourceTypeOK, TypeOK, FencesIncrease"
+
+
+def _fenced_refutes(name: str, config: str, prop: str) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, module="FencedResource")
+
+
 #: Every run of ``verify``, in the order of the report (see :func:`schedule` for the order
 #: they are started in).
 RUNS: tuple[Run, ...] = (
@@ -343,6 +353,24 @@ RUNS: tuple[Run, ...] = (
                        "ProbeLimitInBody"),
     _semaphore_refutes("semaphore-probe-dead-reclaimed", "SemaphoreProbeDeadReclaimed.cfg",
                        "ProbeDeadReclaimed"),
+    # -- a resource fenced by distlock.fencing (spec/FencedResource.tla): the lock's model
+    # (every fault; drift in a model of its own), and writes at any point of a body, past
+    # its lease too -----------------------------------------------------------------------
+    Run("fenced-resource", "Fenced.cfg", FENCED, "holds", min_states=50_000,
+        module="FencedResource", short=True),
+    Run("fenced-resource-drift", "FencedDrift.cfg", FENCED, "holds", min_states=10_000,
+        module="FencedResource", short=True),
+    _fenced_refutes("fenced-mutant-strict-comparison", "FencedMutantStrict.cfg",
+                    "HolderAdmitted"),
+    _fenced_refutes("fenced-mutant-check-outside-write", "FencedMutantSplitCheck.cfg",
+                    "SerialHistory"),
+    # a restart that resets the counter, with no floor under the fences (today's lock)
+    _fenced_refutes("fenced-mutant-counter-reset-no-floor", "FencedMutantNoFloor.cfg",
+                    "SerialHistory"),
+    _fenced_refutes("fenced-probe-holder-wrote-twice", "FencedProbeHolderWroteTwice.cfg",
+                    "ProbeHolderWroteTwice"),
+    _fenced_refutes("fenced-probe-stale-refused", "FencedProbeStaleRefused.cfg",
+                    "ProbeStaleRefused"),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
