@@ -183,3 +183,31 @@ def test_the_large_models_keep_the_optimising_compiler() -> None:
     for name in ("default", "manual", "three-clients", "liveness", "liveness-manual"):
         assert not by_name[name].quick_jit, name
     assert all(run.quick_jit for run in verify.RUNS if run.expected == "violates")
+
+
+def test_the_fenced_resource_holds_and_each_broken_guard_is_refuted() -> None:
+    fenced = {run.name: run for run in verify.RUNS if run.module == "FencedResource"}
+    assert {name for name, run in fenced.items() if run.expected == "holds"} == {
+        "fenced-resource",
+        "fenced-resource-drift",
+    }
+    assert {name: run.refutes for name, run in fenced.items() if "-mutant-" in name} == {
+        "fenced-mutant-strict-comparison": "HolderAdmitted",
+        "fenced-mutant-check-outside-write": "SerialHistory",
+        "fenced-mutant-counter-reset-no-floor": "SerialHistory",
+    }
+    for name in ("fenced-resource", "fenced-resource-drift"):
+        config = (specfiles.spec_dir() / fenced[name].config).read_text()
+        assert "SerialHistory" in config and "HolderAdmitted" in config, name
+
+
+@pytest.mark.tlc
+@needs_java
+@pytest.mark.timeout(120)
+def test_tlc_refutes_the_broken_fence_guards() -> None:
+    runs = [run for run in verify.RUNS
+            if run.module == "FencedResource" and run.expected == "violates"]
+    rows = verify.verify(runs, cores=2, timeout=100)
+    assert [(row.model, row.verdict, row.property) for row in rows] == [
+        (run.name, "violates", run.refutes) for run in runs
+    ], [row.detail for row in rows]
