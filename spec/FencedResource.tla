@@ -17,8 +17,8 @@
 (* writes in commit order.                                                 *)
 (*                                                                         *)
 (* The fences are the lock's: the counter, resent acquires, key loss and   *)
-(* CounterSurvives are DistLock.tla's (a loss that resets the counter,     *)
-(* CounterSurvives = FALSE, is the lock without a floor under its fences). *)
+(* CounterSurvives are DistLock.tla's (FloorModelled below: the clock's    *)
+(* floor under the fences when Redis loses the counter).                  *)
 (*                                                                         *)
 (* GuardMutant names a broken guard ("none" for distlock.fencing's).       *)
 (***************************************************************************)
@@ -38,6 +38,21 @@ VARIABLES
     res_fence,  \* the guard's record: the largest fence admitted at the resource (0: none)
     hist,       \* the resource's history: the admitted writes in commit order, [tok, fence]
     checked     \* "split" only: c's check passed and its write has not run yet
+
+(* The clock floor under the fences.  Where DistLock.tla models it (its   *)
+(* variant "no_fence_floor" exists), a lost counter (CounterSurvives =    *)
+(* FALSE) leaves grants counting on from the floor, above every fence      *)
+(* issued before, and "no_fence_floor" restarts it at 0; where it does not, *)
+(* a lost counter restarts at 0 whatever the variant.  The cfgs take the   *)
+(* two below ("CounterSurvives <- LossKeepsCounter", "Mutant <- NoFloor"),   *)
+(* so they pick the floor up where DistLock.tla has it.                    *)
+FloorModelled == "no_fence_floor" \in Mutants
+\* the holding models' CounterSurvives: with the floor modelled, FALSE (a restart loses the
+\* counter, grants count on from the floor); without it, TRUE (a loss that keeps the
+\* counter, which stands for the floor: see spec/README.md)
+LossKeepsCounter == ~FloorModelled
+\* the lock with no floor under its fences
+NoFloor == IF FloorModelled THEN "no_fence_floor" ELSE "none"
 
 res_vars == <<writes, res_fence, hist, checked>>
 fvars    == <<vars, res_vars>>

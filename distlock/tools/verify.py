@@ -364,7 +364,7 @@ RUNS: tuple[Run, ...] = (
                     "HolderAdmitted"),
     _fenced_refutes("fenced-mutant-check-outside-write", "FencedMutantSplitCheck.cfg",
                     "SerialHistory"),
-    # a restart that resets the counter, with no floor under the fences (today's lock)
+    # a restart that loses the counter, with no floor under the fences
     _fenced_refutes("fenced-mutant-counter-reset-no-floor", "FencedMutantNoFloor.cfg",
                     "SerialHistory"),
     _fenced_refutes("fenced-probe-holder-wrote-twice", "FencedProbeHolderWroteTwice.cfg",
