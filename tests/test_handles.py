@@ -122,10 +122,11 @@ def test_threads_of_a_lock_never_closed_end_when_idle(
 ) -> None:
     # The redis-py habit: a Lock made per use and dropped, never closed.  The timer
     # thread and the workers are the process's: they end once idle, Locks closed or not.
-    from distlock import _scheduler, _sync
+    from distlock import _scheduler
+    from distlock._sync import backend
 
     monkeypatch.setattr(_scheduler, "IDLE_SECONDS", 0.1)
-    monkeypatch.setattr(_sync._WORKERS, "_idle_seconds", 0.1)
+    monkeypatch.setattr(backend.WORKERS, "_idle_seconds", 0.1)
     client = redis.Redis.from_url(redis_server.url)
 
     def alive() -> list[threading.Thread]:
@@ -133,7 +134,7 @@ def test_threads_of_a_lock_never_closed_end_when_idle(
 
     for i in range(20):
         distlock.Lock(client, prefix="drop", ttl_ms=2_000).run(str(i), lambda h: None)
-    assert _sync._TIMERS.running and alive()  # the renewal timers did start a thread...
+    assert backend.TIMERS.running and alive()  # the renewal timers did start a thread...
     ended = threading.Event()
 
     def poll() -> None:

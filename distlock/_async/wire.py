@@ -1,0 +1,91 @@
+"""Scripts on the wire: ``EVALSHA`` (and ``EVAL`` when Redis lacks the script) through
+``execute_command``, on a connection of the client's pool (:mod:`distlock._direct`), or on
+a connection of its own."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from distlock._direct import packed_evalsha
+from distlock._protocol import Script
+
+from . import backend
+
+
+async def eval_script(
+    client: object, script: Script, keys: list[str], args: list[str | int]
+) -> Any:
+    """``script``'s reply through ``execute_command`` (no lock cycle goes this way)."""
+    api: Any = client  # execute_command carries no annotations
+    try:
+        return await api.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    except NoScriptError:
+        return await api.execute_command("EVAL", script.source, len(keys), *keys, *args)
+
+
+async def direct(
+    client: backend.Redis, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """``script``'s reply, sent on a connection of the client's pool rather than through
+    ``execute_command`` (see :mod:`distlock._direct` for when, and what that leaves out)."""
+    # Typed Any: parts of redis-py's connection API carry no annotations.
+    pool: Any = client.connection_pool
+    conn: Any = await pool.get_connection()
+    try:
+        return await on_connection(client, conn, script, keys, args)
+    finally:
+        await backend.give_back(pool, conn)
+
+
+async def call_once(
+    client: backend.Redis, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """One attempt on a connection of its own, with no retry (of the command or of
+    the connect): the pool's connections retry as the client was configured."""
+    pool: Any = client.connection_pool
+    conn: Any = pool.connection_class(
+        **{**pool.connection_kwargs, "retry": backend.ONE_ATTEMPT}
+    )
+    try:
+        return await script_reply(client, conn, script, keys, args)
+    finally:
+        await conn.disconnect()
+
+
+async def on_connection(
+    client: object, conn: Any, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """``script``'s reply on ``conn``, retried as the connection's ``Retry`` says (the
+    errors and backoff of execute_command's retry, disconnecting after each failure).
+
+    A connection interrupted mid-command (a cancellation, ``KeyboardInterrupt``, or any
+    error but a reply Redis sent whole) is disconnected here, so that it goes back to the
+    pool with nothing unread on it and Redis forgets whatever it was still doing for it."""
+    try:
+        return await backend.call_with_retry(
+            conn, partial(script_reply, client, conn, script, keys, args)
+        )
+    except ResponseError:
+        raise  # an error reply, read whole: the connection is clean
+    except BaseException:
+        await backend.drop(conn)
+        raise
+
+
+async def script_reply(
+    client: Any, conn: Any, script: Script, keys: list[str], args: list[str | int]
+) -> object:
+    """One send of ``script``: by its hash, and by its source if Redis does not have it."""
+    try:
+        packed = packed_evalsha(conn, backend.CONNECTION, script, keys, args)
+        if packed is None:
+            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        else:
+            await conn.send_packed_command(packed)
+        return await client.parse_response(conn, "EVALSHA")
+    except NoScriptError:
+        await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+        return await client.parse_response(conn, "EVAL")

@@ -1,0 +1,191 @@
+# Generated from distlock/_async/handles.py by tools/unasync.py: do not edit.
+"""A held lock's handle, a group of them, and the ``hold()`` objects that take and give
+back a section for an ``with`` block."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from distlock import _flows as flows
+from distlock._base import GroupBase, HandleBase, HoldingBase, conclude
+from distlock._core.group import Group
+from distlock._core.section import Section
+from distlock.options import HoldOptions, check_ttl
+from distlock.signal import LeaseSignal
+
+from . import cancellation
+
+if TYPE_CHECKING:
+    from .lock import Lock
+
+
+class LockHandle(HandleBase):
+    """An acquired lock: ``key``, ``token`` (the value stored under the key), ``fence``,
+    and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
+    """
+
+    # No timer of its own: the Lock's timers keep the handle in the bucket of the instant
+    # ``_armed_at`` names, and that slot alone tells a live entry from a stale one.
+    __slots__ = ("_holding", "_lock")
+
+    def __init__(
+        self,
+        lock: Lock,
+        section: Section,
+        machine: Group,
+    ) -> None:
+        super().__init__(section, machine)
+        self._lock = lock
+        #: The hold() whose body this handle's loss cancels (None for acquire()).
+        self._holding: _Holding | None = None
+
+    @property
+    def signal(self) -> LeaseSignal:
+        """Aborts with the group's first loss.  Made on first read, once per group: most
+        held locks are never asked for it, and each would otherwise carry one."""
+        return self._lock._signal_of(self._machine)
+
+    def extend(self, ttl_ms: int | None = None) -> bool:
+        """Reset the key's TTL to ``ttl_ms`` (default: the lock's TTL) if our token still owns it.
+
+        Returns False, and fires ``signal``, when the key expired or belongs to someone else.
+        Connection errors propagate: a failed round trip says nothing about ownership.
+        Only for handles from :meth:`Lock.acquire`: under ``run``/``hold`` the lease is
+        renewed for you.
+        """
+        ttl = self._section.config.ttl_ms if ttl_ms is None else check_ttl(ttl_ms)
+        return self._lock._run(flows.extend(self._lock, self, ttl))
+
+    def release(self) -> bool:
+        """Delete the key if our token still owns it. True only if it did.
+
+        Under asyncio, cancellation-safe: if the caller is cancelled meanwhile, the release
+        is completed in the background (``Lock.close()`` waits for it) and the
+        cancellation propagates.
+        """
+        return self._lock._run(flows.release(self._lock, self))
+
+    def __enter__(self) -> LockHandle:
+        """``with handle:`` releases on exit, and raises :class:`LockLeaseLostError`
+        if the key was no longer ours by then (the handle is not renewed: see ``hold``)."""
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+        conclude(self._machine, ev)
+
+
+class LockGroup(GroupBase[LockHandle]):
+    """Several locks held together (see :meth:`Lock.hold_many`): ``group[id]`` is one
+    handle; ``signal`` aborts with the first loss among them."""
+
+    __slots__ = ()
+
+    @property
+    def signal(self) -> LeaseSignal:
+        """The one signal its handles share."""
+        return self.handles[0].signal
+
+
+class _Holding(HoldingBase):
+    """What :meth:`Lock.hold` (one lock, gives its handle) and :meth:`Lock.hold_many`
+    (several, gives the group) share: the body a loss cancels (see
+    :mod:`distlock._sync.cancellation`)."""
+
+    __slots__ = ("_cancelling", "task")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cancelling = 0
+        #: The task running the body: what a loss cancels (None in the sync driver).
+        self.task: cancellation.Task | None = None
+
+    def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
+        self._start(lock, handles)
+        # Linked only from here to the exit: a hold that is never entered (a reentrant
+        # hold's, where the level re-enters) is then freed as soon as it is dropped.
+        for handle in handles:
+            handle._holding = self
+        task = cancellation.current_task()
+        try:
+            lock._run(flows.acquire_all(lock, handles), None, task)
+            if lock._closed:
+                lock._refuse_granted(handles)
+        except BaseException:
+            _let_go(handles)
+            raise
+        self._cancelling = cancellation.cancelling(task)
+        self.task = task
+
+    def _exit(
+        self, lock: Lock, handles: Sequence[LockHandle], machine: Group, ev: BaseException | None
+    ) -> None:
+        task = self.task
+        # The first loss cancelled the body once: consume that cancel only; one from
+        # outside on top of it stays and wins.
+        outside_cancel = cancellation.outside_cancel(machine, task, self._cancelling, ev)
+        try:
+            lock._run(flows.finish_all(lock, handles), None, task)
+        finally:
+            _let_go(handles)
+        if outside_cancel:
+            return
+        self._conclude(machine, ev)
+
+
+def _let_go(handles: Sequence[LockHandle]) -> None:
+    """The handles forget their hold once it is over: there is no body left for a loss to
+    cancel, and a handle and its hold that refer to each other would be freed only by the
+    cycle collector."""
+    for handle in handles:
+        handle._holding = None
+
+
+class _Hold(_Holding):
+    """Holds one lock for an ``with`` block (:meth:`Lock.hold`), and gives its handle.
+
+    Only the handle is kept: the Lock and the core's group are the handle's, and the
+    one-element sequence the flows take is made when they run, so a held lock carries no
+    group object of the driver's."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, lock: Lock, id: str, options: HoldOptions) -> None:
+        super().__init__()
+        self._handle = lock._new_handle(id, options, watch=True)
+
+    def __enter__(self) -> LockHandle:
+        handle = self._handle
+        self._enter(handle._lock, (handle,))
+        return handle
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        handle = self._handle
+        self._exit(handle._lock, (handle,), handle._machine, ev)
+
+
+class _HoldMany(_Holding):
+    """Holds several locks for an ``with`` block (:meth:`Lock.hold_many`), and gives
+    the group."""
+
+    __slots__ = ("_group", "_lock", "_machine")
+
+    def __init__(self, lock: Lock, ids: Sequence[str], options: HoldOptions) -> None:
+        super().__init__()
+        self._lock = lock
+        self._machine, self._group = lock._new_group(ids, options, watch=True)
+
+    def __enter__(self) -> LockGroup:
+        self._enter(self._lock, self._group.handles)
+        return self._group
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._exit(self._lock, self._group.handles, self._machine, ev)

@@ -1,0 +1,145 @@
+"""Write the sync driver (``distlock/_sync/``) from the asyncio one (``distlock/_async/``).
+
+The asyncio driver is the one hand-written driver source.  Each of its modules but the
+hand-written ones (:data:`HAND_WRITTEN`: the backend and the cancellation accounting,
+which each package has its own of) is rewritten by a table of token replacements
+(``async def`` to ``def``, ``await`` dropped, ``__aenter__`` to ``__enter__``, the asyncio
+names of options and signals to the sync ones, ...) into the module of the same name in
+``distlock/_sync/``, under a first line saying where it came from.  Lines between
+``# unasync: begin async only`` and ``# unasync: end`` are left out of the sync module.
+
+    python tools/unasync.py           # write distlock/_sync/*.py
+    python tools/unasync.py --check   # exit 1 if any of them differs from what it would write
+
+A development tool: not shipped in the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "distlock" / "_async"
+TARGET = ROOT / "distlock" / "_sync"
+#: Written by hand in both packages: everything asyncio and threads truly do differently.
+HAND_WRITTEN = frozenset({"backend.py", "cancellation.py"})
+
+#: (pattern, replacement), applied in order to every line.
+RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(pattern), replacement)
+    for pattern, replacement in [
+        # The client is a property of a sync Lock, an awaited method of an asyncio one.
+        (r"^(\s*)async def client\(self\)", r"\1@property\n\1def client(self)"),
+        (r"await self\.client\(\)", "self.client"),
+        (r"\basync def\b", "def"),
+        (r"\basync with\b", "with"),
+        (r"\basync for\b", "for"),
+        (r"\bawait ", ""),
+        (r"\b__aenter__\b", "__enter__"),
+        (r"\b__aexit__\b", "__exit__"),
+        (r"\baclose\b", "close"),
+        (r"\bAsyncLeaseSignal\b", "LeaseSignal"),
+        (r"\bAsyncHoldOptions\b", "HoldOptions"),
+        (r"\bAsyncLockOptions\b", "LockOptions"),
+        (r"\bASYNC_HOLD_KEYS\b", "HOLD_KEYS"),
+        (r"\bASYNC_LOCK_KEYS\b", "LOCK_KEYS"),
+        (r"\bcall_async\b", "call_sync"),
+        (r"\bdistlock\._async\b", "distlock._sync"),
+        (r"\bAwaitable\[T\]", "T"),
+    ]
+]
+
+_BEGIN = "# unasync: begin async only"
+_END = "# unasync: end"
+#: An import of names from the standard library's typing modules, on one line.
+_TYPING_IMPORT = re.compile(r"^from (collections\.abc|typing) import (.+)$")
+
+
+def header(name: str) -> str:
+    return f"# Generated from distlock/_async/{name} by tools/unasync.py: do not edit.\n"
+
+
+def unasync(text: str) -> str:
+    """The sync module for the asyncio module ``text``."""
+    lines: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped == _BEGIN:
+            skipping = True
+            continue
+        if stripped == _END:
+            skipping = False
+            continue
+        if skipping:
+            continue
+        for pattern, replacement in RULES:
+            line = pattern.sub(replacement, line)
+        lines.append(line)
+    return _prune_typing_imports("".join(lines))
+
+
+def _prune_typing_imports(text: str) -> str:
+    """Drop the typing names the replacements left unused (``Awaitable``)."""
+    out: list[str] = []
+    for line in text.splitlines(keepends=True):
+        match = _TYPING_IMPORT.match(line.rstrip("\n"))
+        if match is not None:
+            names = [n.strip() for n in match.group(2).split(",")]
+            kept = [n for n in names if len(re.findall(rf"\b{re.escape(n)}\b", text)) > 1]
+            if not kept:
+                continue
+            line = f"from {match.group(1)} import {', '.join(kept)}\n"
+        out.append(line)
+    return "".join(out)
+
+
+def expected() -> dict[Path, str]:
+    """Every generated module's path and text."""
+    return {
+        TARGET / source.name: header(source.name) + unasync(source.read_text())
+        for source in sorted(SOURCE.glob("*.py"))
+        if source.name not in HAND_WRITTEN
+    }
+
+
+def stale(wanted: dict[Path, str]) -> list[Path]:
+    """Generated modules whose source is gone."""
+    return [
+        path
+        for path in sorted(TARGET.glob("*.py"))
+        if path not in wanted and path.read_text().startswith("# Generated from ")
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if a generated module is out of date"
+    )
+    args = parser.parse_args(argv)
+    wanted = expected()
+    missing = [TARGET / name for name in sorted(HAND_WRITTEN) if not (TARGET / name).exists()]
+    if missing:
+        for path in missing:
+            print(f"{path.relative_to(ROOT)}: the hand-written sync module is missing")
+        return 1
+    if args.check:
+        differ = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+        for path in differ + stale(wanted):
+            print(f"{path.relative_to(ROOT)}: out of date; run python tools/unasync.py")
+        return 1 if differ or stale(wanted) else 0
+    for path in stale(wanted):
+        path.unlink()
+    for path, text in wanted.items():
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
