@@ -1,0 +1,62 @@
+"""The sync driver is generated from the asyncio one (``tools/unasync.py``): the checked-in
+modules must be exactly what the transform writes, and the public modules must show only
+their public names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import distlock
+import distlock.asyncio
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLIC_ASYNCIO = {
+    "Lock",
+    "LockGroup",
+    "LockHandle",
+    "PermitHandle",
+    "ReentrantHandle",
+    "ReentrantLock",
+    "Semaphore",
+}
+
+
+def test_the_sync_driver_is_what_the_transform_writes() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "unasync.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_each_generated_module_names_its_source() -> None:
+    generated = sorted((ROOT / "distlock" / "_sync").glob("*.py"))
+    hand_written = {"backend.py", "cancellation.py"}
+    for path in generated:
+        first = path.read_text().splitlines()[0]
+        if path.name in hand_written:
+            assert not first.startswith("# Generated"), path
+            continue
+        assert first == (
+            f"# Generated from distlock/_async/{path.name} by tools/unasync.py: do not edit."
+        ), path
+        assert (ROOT / "distlock" / "_async" / path.name).exists()
+
+
+def test_the_asyncio_module_shows_its_public_names_only() -> None:
+    assert set(distlock.asyncio.__all__) == PUBLIC_ASYNCIO
+    shown = {name for name in dir(distlock.asyncio) if not name.startswith("__")}
+    assert shown == PUBLIC_ASYNCIO
+
+
+def test_both_drivers_offer_the_same_primitives() -> None:
+    for name in PUBLIC_ASYNCIO:
+        sync, aio = getattr(distlock, name), getattr(distlock.asyncio, name)
+        assert sync is not aio
+        assert sync.__module__.startswith("distlock._sync.")
+        assert aio.__module__.startswith("distlock._async.")
