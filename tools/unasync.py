@@ -6,7 +6,9 @@ which each package has its own of) is rewritten by a table of token replacements
 (``async def`` to ``def``, ``await`` dropped, ``__aenter__`` to ``__enter__``, the asyncio
 names of options and signals to the sync ones, ...) into the module of the same name in
 ``distlock/_sync/``, under a first line saying where it came from.  Lines between
-``# unasync: begin async only`` and ``# unasync: end`` are left out of the sync module.
+``# unasync: begin async only`` and ``# unasync: end``, and each line ending in
+``# unasync: async only``, are left out of the sync module (asyncio's bookkeeping, which
+would be calls of no-ops in the sync driver's hot path).
 
     python tools/unasync.py           # write distlock/_sync/*.py
     python tools/unasync.py --check   # exit 1 if any of them differs from what it would write
@@ -54,8 +56,9 @@ RULES: list[tuple[re.Pattern[str], str]] = [
 
 _BEGIN = "# unasync: begin async only"
 _END = "# unasync: end"
+_ONLY = "# unasync: async only"
 #: An import of names from the standard library's typing modules, on one line.
-_TYPING_IMPORT = re.compile(r"^from (collections\.abc|typing) import (.+)$")
+_TYPING_IMPORT = re.compile(r"^from (collections\.abc|types|typing) import (.+)$")
 
 
 def header(name: str) -> str:
@@ -74,7 +77,7 @@ def unasync(text: str) -> str:
         if stripped == _END:
             skipping = False
             continue
-        if skipping:
+        if skipping or stripped.endswith(_ONLY):
             continue
         for pattern, replacement in RULES:
             line = pattern.sub(replacement, line)
@@ -83,7 +86,7 @@ def unasync(text: str) -> str:
 
 
 def _prune_typing_imports(text: str) -> str:
-    """Drop the typing names the replacements left unused (``Awaitable``)."""
+    """Drop the typing names the replacements left unused (``Awaitable``, ``CoroutineType``)."""
     out: list[str] = []
     for line in text.splitlines(keepends=True):
         match = _TYPING_IMPORT.match(line.rstrip("\n"))

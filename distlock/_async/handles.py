@@ -107,8 +107,8 @@ class _Holding(HoldingBase):
         self._start(lock, handles)
         # Linked only from here to the exit: a hold that is never entered (a reentrant
         # hold's, where the level re-enters) is then freed as soon as it is dropped.
-        for handle in handles:
-            handle._holding = self
+        for handle in handles:  # unasync: async only
+            handle._holding = self  # unasync: async only
         task = cancellation.current_task()
         try:
             await lock._run(flows.acquire_all(lock, handles), None, task)
@@ -117,22 +117,22 @@ class _Holding(HoldingBase):
         except BaseException:
             _let_go(handles)
             raise
-        self._cancelling = cancellation.cancelling(task)
-        self.task = task
+        self._cancelling = cancellation.cancelling(task)  # unasync: async only
+        self.task = task  # unasync: async only
 
     async def _exit(
         self, lock: Lock, handles: Sequence[LockHandle], machine: Group, ev: BaseException | None
     ) -> None:
         task = self.task
-        # The first loss cancelled the body once: consume that cancel only; one from
-        # outside on top of it stays and wins.
-        outside_cancel = cancellation.outside_cancel(machine, task, self._cancelling, ev)
+        # The loss's cancel is taken back; one from outside wins.  # unasync: async only
+        c = self._cancelling  # unasync: async only
+        outside = cancellation.outside_cancel(machine, task, c, ev)  # unasync: async only
         try:
             await lock._run(flows.finish_all(lock, handles), None, task)
         finally:
             _let_go(handles)
-        if outside_cancel:
-            return
+        if outside:  # unasync: async only
+            return  # unasync: async only
         self._conclude(machine, ev)
 
 

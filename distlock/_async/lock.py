@@ -166,8 +166,8 @@ class Lock(Runner):
         await hold._enter(self, handles)
         try:
             body = fn(handle)
-            if body.__class__ is not CoroutineType:
-                body = backend.awaitable(fn, body)
+            if body.__class__ is not CoroutineType:  # unasync: async only
+                body = backend.awaitable(fn, body)  # unasync: async only
             result = await body
         except BaseException as exc:
             await hold._exit(self, handles, handle._machine, exc)

@@ -148,8 +148,8 @@ class Runner(LockBase):
         the exception leaves.  What a cancellation does at each request:
         :mod:`distlock._async.cancellation`.
         """
-        if task is None:
-            task = cancellation.current_task()
+        if task is None:  # unasync: async only
+            task = cancellation.current_task()  # unasync: async only
         try:
             if request is None:
                 request = next(flow)
@@ -160,7 +160,7 @@ class Runner(LockBase):
                         return following.value  # type: ignore[no-any-return]  # the flow's T
                     request = following
                     continue
-                cancels = cancellation.cancelling(task)
+                cancels = cancellation.cancelling(task)  # unasync: async only
                 try:
                     # A command first, by exact type: that is almost every request.
                     if request.__class__ is Command:
@@ -170,7 +170,7 @@ class Runner(LockBase):
                         reply = 0
                     else:
                         reply = await self._call(request)
-                    cancellation.raise_swallowed(task, cancels)
+                    cancellation.raise_swallowed(task, cancels)  # unasync: async only
                 except cancellation.Cancelled as exc:
                     if cancellation.finishes_in_background(request):
                         # It may or may not have reached Redis: send it again, same token,

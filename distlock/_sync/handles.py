@@ -108,8 +108,6 @@ class _Holding(HoldingBase):
         self._start(lock, handles)
         # Linked only from here to the exit: a hold that is never entered (a reentrant
         # hold's, where the level re-enters) is then freed as soon as it is dropped.
-        for handle in handles:
-            handle._holding = self
         task = cancellation.current_task()
         try:
             lock._run(flows.acquire_all(lock, handles), None, task)
@@ -118,22 +116,15 @@ class _Holding(HoldingBase):
         except BaseException:
             _let_go(handles)
             raise
-        self._cancelling = cancellation.cancelling(task)
-        self.task = task
 
     def _exit(
         self, lock: Lock, handles: Sequence[LockHandle], machine: Group, ev: BaseException | None
     ) -> None:
         task = self.task
-        # The first loss cancelled the body once: consume that cancel only; one from
-        # outside on top of it stays and wins.
-        outside_cancel = cancellation.outside_cancel(machine, task, self._cancelling, ev)
         try:
             lock._run(flows.finish_all(lock, handles), None, task)
         finally:
             _let_go(handles)
-        if outside_cancel:
-            return
         self._conclude(machine, ev)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import CoroutineType, TracebackType
+from types import TracebackType
 from typing import Self, TypeVar, Unpack, cast
 
 from distlock import _flows as flows
@@ -161,8 +161,6 @@ class Lock(Runner):
         hold._enter(self, handles)
         try:
             body = fn(handle)
-            if body.__class__ is not CoroutineType:
-                body = backend.awaitable(fn, body)
             result = body
         except BaseException as exc:
             hold._exit(self, handles, handle._machine, exc)

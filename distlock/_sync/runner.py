@@ -150,8 +150,6 @@ class Runner(LockBase):
         the exception leaves.  What a cancellation does at each request:
         :mod:`distlock._sync.cancellation`.
         """
-        if task is None:
-            task = cancellation.current_task()
         try:
             if request is None:
                 request = next(flow)
@@ -162,7 +160,6 @@ class Runner(LockBase):
                         return following.value  # type: ignore[no-any-return]  # the flow's T
                     request = following
                     continue
-                cancels = cancellation.cancelling(task)
                 try:
                     # A command first, by exact type: that is almost every request.
                     if request.__class__ is Command:
@@ -172,7 +169,6 @@ class Runner(LockBase):
                         reply = 0
                     else:
                         reply = self._call(request)
-                    cancellation.raise_swallowed(task, cancels)
                 except cancellation.Cancelled as exc:
                     if cancellation.finishes_in_background(request):
                         # It may or may not have reached Redis: send it again, same token,
