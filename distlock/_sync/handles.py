@@ -146,7 +146,10 @@ class _Hold(_Holding):
     __slots__ = ("_handle",)
 
     def __init__(self, lock: Lock, id: str, options: HoldOptions) -> None:
-        super().__init__()
+        # _Holding's fields, set here: this is the hold every run() makes.
+        self._entered = False
+        self._cancelling = 0
+        self.task = None
         self._handle = lock._new_handle(id, options, watch=True)
 
     def __enter__(self) -> LockHandle:
