@@ -60,3 +60,24 @@ def test_both_drivers_offer_the_same_primitives() -> None:
         assert sync is not aio
         assert sync.__module__.startswith("distlock._sync.")
         assert aio.__module__.startswith("distlock._async.")
+
+
+def test_only_the_backends_reach_asyncio_threads_and_redis_clients() -> None:
+    """The driver modules go through ``backend``/``cancellation`` for everything asyncio and
+    threads do differently: none of them imports an event loop, a thread or a client
+    module of its own (redis-py's exceptions are the same in both)."""
+    import ast
+
+    runtime = {"asyncio", "threading", "time", "concurrent", "redis", "redis.asyncio"}
+    for package in ("_async", "_sync"):
+        for path in sorted((ROOT / "distlock" / package).glob("*.py")):
+            if path.name in {"backend.py", "cancellation.py"}:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                else:
+                    continue
+                assert not runtime & set(names), f"{path.name} imports {names}"

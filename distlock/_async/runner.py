@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from redis import exceptions
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
 from distlock import _renewals as renewals
@@ -129,7 +130,7 @@ class Runner(LockBase):
         api: Any = client  # execute_command carries no annotations
         try:
             reply = await api.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except exceptions.NoScriptError:
+        except NoScriptError:
             reply = await api.execute_command("EVAL", script.source, len(keys), *keys, *args)
         return decode(command, reply)
 
@@ -273,7 +274,7 @@ class Runner(LockBase):
             try:
                 if await backend.has_unread(conn):
                     await conn.disconnect()
-            except (exceptions.ConnectionError, OSError):
+            except (RedisConnectionError, OSError):
                 await conn.disconnect()
         await conn.connect()  # a no-op when connected; a failure to connect surfaces here
         return conn

@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from redis import exceptions
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 
 from distlock import _flows as flows
 from distlock import _renewals as renewals
@@ -131,7 +132,7 @@ class Runner(LockBase):
         api: Any = client  # execute_command carries no annotations
         try:
             reply = api.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except exceptions.NoScriptError:
+        except NoScriptError:
             reply = api.execute_command("EVAL", script.source, len(keys), *keys, *args)
         return decode(command, reply)
 
@@ -271,7 +272,7 @@ class Runner(LockBase):
             try:
                 if backend.has_unread(conn):
                     conn.disconnect()
-            except (exceptions.ConnectionError, OSError):
+            except (RedisConnectionError, OSError):
                 conn.disconnect()
         conn.connect()  # a no-op when connected; a failure to connect surfaces here
         return conn
