@@ -36,6 +36,7 @@ RULES: list[tuple[re.Pattern[str], str]] = [
         # The client is a property of a sync Lock, an awaited method of an asyncio one.
         (r"^(\s*)async def client\(self\)", r"\1@property\n\1def client(self)"),
         (r"await self\.client\(\)", "self.client"),
+        (r"\ban ``async with``", "a ``with``"),
         (r"\basync def\b", "def"),
         (r"\basync with\b", "with"),
         (r"\basync for\b", "for"),

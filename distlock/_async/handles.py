@@ -105,8 +105,8 @@ class _Holding(HoldingBase):
 
     async def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
         self._start(lock, handles)
-        # Linked only from here to the exit: a hold that is never entered (a reentrant
-        # hold's, where the level re-enters) is then freed as soon as it is dropped.
+        # Linked only from here to the exit: a hold never entered (a  # unasync: async only
+        # reentrant re-entry's) is freed as soon as it is dropped.  # unasync: async only
         for handle in handles:  # unasync: async only
             handle._holding = self  # unasync: async only
         task = cancellation.current_task()

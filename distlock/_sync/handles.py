@@ -1,6 +1,6 @@
 # Generated from distlock/_async/handles.py by tools/unasync.py: do not edit.
 """A held lock's handle, a group of them, and the ``hold()`` objects that take and give
-back a section for an ``with`` block."""
+back a section for a ``with`` block."""
 
 from __future__ import annotations
 
@@ -106,8 +106,6 @@ class _Holding(HoldingBase):
 
     def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
         self._start(lock, handles)
-        # Linked only from here to the exit: a hold that is never entered (a reentrant
-        # hold's, where the level re-enters) is then freed as soon as it is dropped.
         task = cancellation.current_task()
         try:
             lock._run(flows.acquire_all(lock, handles), None, task)
@@ -137,7 +135,7 @@ def _let_go(handles: Sequence[LockHandle]) -> None:
 
 
 class _Hold(_Holding):
-    """Holds one lock for an ``with`` block (:meth:`Lock.hold`), and gives its handle.
+    """Holds one lock for a ``with`` block (:meth:`Lock.hold`), and gives its handle.
 
     Only the handle is kept: the Lock and the core's group are the handle's, and the
     one-element sequence the flows take is made when they run, so a held lock carries no
@@ -165,7 +163,7 @@ class _Hold(_Holding):
 
 
 class _HoldMany(_Holding):
-    """Holds several locks for an ``with`` block (:meth:`Lock.hold_many`), and gives
+    """Holds several locks for a ``with`` block (:meth:`Lock.hold_many`), and gives
     the group."""
 
     __slots__ = ("_group", "_lock", "_machine")

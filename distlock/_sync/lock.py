@@ -131,7 +131,7 @@ class Lock(Runner):
         return handle if handle._section.phase is Phase.HELD else None
 
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold:
-        """Hold the lock for an ``with`` block, renewed while the block runs.
+        """Hold the lock for a ``with`` block, renewed while the block runs.
 
         Raises :class:`LockNotAcquiredError` if the lock is held elsewhere (and, with
         ``wait_ms``, was not released to us within it), and :class:`LockLeaseLostError` on
@@ -169,7 +169,7 @@ class Lock(Runner):
         return backend.returned(fn, result)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
-        """Hold several locks for an ``with`` block, as :meth:`hold` holds one.
+        """Hold several locks for a ``with`` block, as :meth:`hold` holds one.
 
         The locks are taken in sorted key order whatever order ``ids`` names them in, so
         two callers wanting the same locks can never each hold one and wait for the other.

@@ -239,7 +239,7 @@ class ReentrantLock(Lock):
         return handle
 
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _ReentrantHold:  # type: ignore[override]
-        """Hold the lock for an ``with`` block, as :meth:`Lock.hold`; inside a block
+        """Hold the lock for a ``with`` block, as :meth:`Lock.hold`; inside a block
         of the same holder on the same ``id``, a re-entry (the outer level's renewal
         covers it)."""
         return _ReentrantHold(self, id, options)

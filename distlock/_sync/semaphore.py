@@ -87,7 +87,7 @@ class Semaphore(SemaphoreBase, Lock):
         return cast("PermitHandle | None", super().acquire(id, **options))
 
     def hold(self, id: str, **options: Unpack[HoldOptions]) -> _PermitHold:
-        """Hold a permit of ``id`` for an ``with`` block, renewed every heartbeat.
+        """Hold a permit of ``id`` for a ``with`` block, renewed every heartbeat.
 
         Raises :class:`LockNotAcquiredError` if ``limit`` permits are held (after any
         retries), and :class:`LockLeaseLostError` on exit if the permit was not ours for the
