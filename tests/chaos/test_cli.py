@@ -12,13 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 
-from distlock.tools.chaos import failover_rows
+from distlock.tools.chaos import failover_rows, fence_experiment, postgres
 from distlock.tools.chaos.failover import TopologyRow
 from distlock.tools.chaos.report import ChaosReport, Row
 from distlock.tools.chaos.toxiproxy import ToxiproxyClient
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.chaos
@@ -256,7 +258,7 @@ def test_the_failovers_are_listed() -> None:
     proc = _chaos("--list")
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
-    assert names[-2:] == ["cluster-failover", "sentinel-failover"], proc.stdout
+    assert names[-3:] == ["cluster-failover", "sentinel-failover", "fencing"], proc.stdout
 
 
 def test_failovers_are_not_run_against_a_teams_redis(tmp_path: Path) -> None:
@@ -341,3 +343,87 @@ def test_failover_rows_print_in_a_table_of_their_own_and_a_bad_one_fails() -> No
         and "overlaps among successes=1" in line
         for line in report.table()
     ), report.table()
+
+
+# -- the fencing experiment ------------------------------------------------------------------
+# Its verdicts are test_fencing.py's; these pin what the command does with a database.
+
+FENCING_ROWS = [fence_experiment.TITLES["fenced"], fence_experiment.TITLES["unfenced"]]
+
+
+def test_fencing_refuses_a_database_whose_table_holds_rows_unless_told_to_reuse_it(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.json"
+    table = fence_experiment.BALANCE_TABLE
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, value bigint NOT NULL)")
+        try:
+            conn.execute(f"INSERT INTO {table} VALUES (7, 700)")
+            proc = _chaos(
+                "--scenarios", "fencing", "--postgres", postgres_server.dsn, "--json", str(out)
+            )  # fmt: skip
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            message = proc.stderr.strip()
+            assert "\n" not in message, message
+            assert f"the table {table!r}" in message and "holds 1 row(s)" in message, message
+            assert "--postgres-reuse" in message, message
+            assert not out.exists()
+
+            proc = _chaos(
+                "--scenarios", "fencing", "--postgres", postgres_server.dsn, "--postgres-reuse",
+                "--json", str(out),
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            rows = _rows(out)
+            assert [r["scenario"] for r in rows] == FENCING_ROWS, rows
+            assert all(r["status"] == "passed" and r["kind"] == "fencing" for r in rows), rows
+            fenced, control = rows
+            assert fenced["final_balance"] == fenced["committed"] > 0, fenced
+            assert fenced["stale_refused"] >= 1, fenced
+            assert control["lost_updates"] > 0 and control["stale_refused"] is None, control
+            assert re.search(
+                r"^fencing experiment\s+faults\s+increments committed\s+final balance\s+"
+                r"lost updates\s+double-applied\s+stale fences refused",
+                proc.stdout,
+                re.M,
+            ), proc.stdout
+            # The table it was told to reuse stays (the team's row with it); the fence
+            # table it made itself is gone.
+            assert conn.execute(f"SELECT value FROM {table} WHERE id = 7").fetchone() == (700,)
+            made = conn.execute("SELECT to_regclass(%s)", (fence_experiment.FENCE_TABLE,))
+            assert made.fetchone() == (None,)
+        finally:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_fencing_is_not_run_against_a_teams_redis(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    with RedisServer() as server:
+        proc = _chaos("--redis", server.url, "--scenarios", "fencing", "--json", str(out))
+        assert server.proc is not None and server.proc.poll() is None
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    assert [r["scenario"] for r in rows] == FENCING_ROWS
+    reason = fence_experiment.NEEDS_OWN_REDIS
+    assert all(r["status"] == "not run" and r["reason"] == reason for r in rows), rows
+    for name in FENCING_ROWS:
+        assert f"not run: {name}: {reason}" in proc.stdout, proc.stdout
+
+
+def test_fencing_without_postgresql_installed_is_not_run_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --postgres, and no initdb on PATH nor under Debian's directory: the rows say
+    what to install (the run itself would need nothing else first)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(postgres, "DEBIAN_PREFIX", tmp_path / "no-postgresql")
+    report = ChaosReport()
+    status = fence_experiment.run(report, postgres_url=None, reuse=False, external=False)
+    assert status == "not run"
+    assert [(r.scenario, r.status, r.reason) for r in report.rows] == [
+        (name, "not run", postgres.INSTALL_POSTGRES) for name in FENCING_ROWS
+    ]
+    assert report.passed
+    assert "apt-get install postgresql" in postgres.INSTALL_POSTGRES
+    assert "--postgres URL" in postgres.INSTALL_POSTGRES

@@ -8,7 +8,10 @@ against a redis-server the tool starts itself (``--redis local``, the default); 
 ``--redis URL`` they are listed as not run.  So are the failovers on a Redis Cluster and
 a Sentinel set-up (:mod:`distlock.tools.chaos.failover_rows`), which the tool starts on
 loopback after the scenarios, and which are also listed as not run where it cannot
-(``redis-cli`` missing, a redis-server too old for its Cluster).
+(``redis-cli`` missing, a redis-server too old for its Cluster).  Last, the fencing
+experiment (:mod:`distlock.tools.chaos.fence_experiment`): worker processes incrementing
+a PostgreSQL row under the lock, with and without fences, on the ``--postgres`` database
+or a PostgreSQL the tool starts (listed as not run where none is installed).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="NAME",
         help="run only these (a name from --list, a name without -sync/-asyncio for both, "
-        "or 'failover' for the Cluster and Sentinel failovers)",
+        "'failover' for the Cluster and Sentinel failovers, or 'fencing' for the fencing "
+        "experiment)",
     )
     parser.add_argument(
         "--failover-trials",
@@ -70,6 +74,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="trials of each Cluster and Sentinel failover (default: 1; each starts real "
         "processes and waits out a failover, a few seconds apiece); they run only with "
         "--redis local, and need redis-cli and redis-server 7+ for the Cluster",
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="the PostgreSQL for the fencing experiment, e.g. "
+        "postgresql://user:pass@localhost:5432/scratch (default: start one from PATH or "
+        "/usr/lib/postgresql/*/bin on a free loopback port); it creates the tables "
+        "distlock_chaos_balance and distlock_chaos_fences, and drops them at the end "
+        "unless they were there before",
+    )
+    parser.add_argument(
+        "--postgres-reuse",
+        action="store_true",
+        help="let the fencing experiment overwrite the rows of its tables when they exist "
+        "and hold rows already (otherwise it refuses to run)",
     )
     parser.add_argument("--json", metavar="FILE", type=Path, help="also write the report here")
     parser.add_argument(
@@ -115,7 +134,7 @@ def run_cli(args: argparse.Namespace) -> int:
     # Imported here: `python -m distlock` for other subcommands needs none of it.
     import redis
 
-    from distlock.tools.chaos import failover_rows, registry
+    from distlock.tools.chaos import failover_rows, fence_experiment, registry
     from distlock.tools.chaos.harness import NEEDS_OWN_REDIS
     from distlock.tools.chaos.report import ChaosReport
     from distlock.tools.chaos.runner import Runner, tlc_available
@@ -137,8 +156,13 @@ def run_cli(args: argparse.Namespace) -> int:
             print(f"{entry.name:{width}}  {entry.summary}{note}")
         for run in failover_rows.RUNS.values():
             print(f"{run.name:{width}}  {run.summary} ({failover_rows.NEEDS_OWN_TOPOLOGY})")
+        print(
+            f"{fence_experiment.NAME:{width}}  {fence_experiment.SUMMARY} "
+            f"({fence_experiment.NEEDS_OWN_REDIS}, and PostgreSQL)"
+        )
         return 0
-    failovers, others = failover_rows.select(args.scenarios)
+    fencing, rest = fence_experiment.select(args.scenarios)
+    failovers, others = failover_rows.select(rest)
     try:
         entries = registry.select(others) if others != [] else []
     except KeyError as exc:
@@ -177,6 +201,15 @@ def run_cli(args: argparse.Namespace) -> int:
             redis_server_binary()
         except ServerNotFound as exc:
             return _error(str(exc))
+    if fencing and args.postgres is not None and not external:
+        # A database holding someone's rows in the experiment's tables is refused before
+        # anything runs, as a Redis holding others' keys is.
+        try:
+            fence_experiment.check_tables(args.postgres, reuse=args.postgres_reuse)
+        except (fence_experiment.TableInUse, ServerNotFound) as exc:
+            return _error(str(exc))
+        except Exception as exc:
+            return _error(f"cannot use the PostgreSQL given with --postgres: {exc}")
 
     validate = tlc_available()
     settings = Settings(
@@ -239,6 +272,23 @@ def run_cli(args: argparse.Namespace) -> int:
             for row in report.rows[since:]:
                 if row.status == "failed":
                     print(row.reason, file=sys.stderr, flush=True)
+    if fencing:
+        print(f"chaos: {fence_experiment.NAME} ...", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        since = len(report.rows)
+        status = fence_experiment.run(
+            report, postgres_url=args.postgres, reuse=args.postgres_reuse, external=external
+        )
+        print(
+            f"chaos: {fence_experiment.NAME}: {status} ({time.monotonic() - started:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        if status == "failed":
+            # Both arms' rows carry one reason when the experiment itself broke.
+            reasons = [row.reason for row in report.rows[since:] if row.status == "failed"]
+            for reason in dict.fromkeys(reasons):
+                print(reason, file=sys.stderr, flush=True)
     for line in report.table():
         print(line)
     if args.json is not None:

@@ -25,6 +25,8 @@ from pathlib import Path
 from distlock.tools.chaos.servers import ServerNotFound, free_port
 
 USER = "distlock-pg"
+#: Where Debian keeps each version's binaries, off PATH: ``<version>/bin``.
+DEBIAN_PREFIX = Path("/usr/lib/postgresql")
 
 INSTALL_POSTGRES = (
     "PostgreSQL's initdb/postgres not found on PATH nor in /usr/lib/postgresql/*/bin: "
@@ -40,7 +42,7 @@ def postgres_bin_dir() -> Path:
         return Path(found).resolve().parent
     versions = [
         p
-        for p in Path("/usr/lib/postgresql").glob("*/bin")
+        for p in DEBIAN_PREFIX.glob("*/bin")
         if (p / "initdb").exists() and (p / "postgres").exists()
     ]
     if not versions:

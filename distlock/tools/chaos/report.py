@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Literal
 
 Status = Literal["passed", "failed", "not run"]
-#: A scenario behind the proxy, or a failover on a real Cluster or Sentinel topology
-#: (:mod:`distlock.tools.chaos.failover_rows`), which has a table of its own.
-Kind = Literal["scenario", "failover"]
+#: A scenario behind the proxy, a failover on a real Cluster or Sentinel topology
+#: (:mod:`distlock.tools.chaos.failover_rows`), or an arm of the fencing experiment
+#: (:mod:`distlock.tools.chaos.fence_experiment`); the last two have tables of their own.
+Kind = Literal["scenario", "failover", "fencing"]
 
 
 @dataclass
@@ -43,6 +44,17 @@ class Row:
     #: quickest fault-to-signal delay of a lost one (``worst_detection_ms`` the slowest).
     held_lock_lost_trials: int | None = None
     best_detection_ms: float | None = None
+    #: Fencing rows only: increments reported committed (after COMMIT returned), the
+    #: final balance, the difference either way, the admissions the guard refused (None:
+    #: the unfenced arm has no guard), and the largest fence granted before Redis restarted
+    #: empty and the first granted after it.
+    committed: int | None = None
+    final_balance: int | None = None
+    lost_updates: int | None = None
+    double_applied: int | None = None
+    stale_refused: int | None = None
+    fence_before_restart: int | None = None
+    fence_after_restart: int | None = None
 
 
 class ChaosReport:
@@ -80,8 +92,9 @@ class ChaosReport:
         ran = [r for r in self.rows if r.status != "not run"]
         scenarios = [r for r in ran if r.kind == "scenario"]
         failovers = [r for r in ran if r.kind == "failover"]
+        fencing = [r for r in ran if r.kind == "fencing"]
         lines: list[str] = []
-        if scenarios or not failovers:
+        if scenarios or not (failovers or fencing):
             lines += _columns(
                 (
                     "scenario",
@@ -133,6 +146,34 @@ class ChaosReport:
                     for r in failovers
                 ],
             )
+        if fencing:
+            if lines:
+                lines.append("")
+            lines += _columns(
+                (
+                    "fencing experiment",
+                    "faults",
+                    "increments committed",
+                    "final balance",
+                    "lost updates",
+                    "double-applied",
+                    "stale fences refused",
+                    "fences across the restart",
+                ),
+                [
+                    (
+                        _name(r),
+                        str(r.faults),
+                        _int(r.committed),
+                        _int(r.final_balance),
+                        _int(r.lost_updates),
+                        _int(r.double_applied),
+                        _int(r.stale_refused),
+                        f"{_int(r.fence_before_restart)} -> {_int(r.fence_after_restart)}",
+                    )
+                    for r in fencing
+                ],
+            )
         excluded = [
             f"trace excluded: {r.scenario}: {r.trace_excluded}"
             for r in self.rows
@@ -165,6 +206,10 @@ def _name(row: Row) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+def _int(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _delay(row: Row) -> str:
