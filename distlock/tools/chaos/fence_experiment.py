@@ -145,7 +145,11 @@ class ArmResult:
         return None
 
     def line(self) -> str:
-        stale = "-" if self.stale_refused is None else str(self.stale_refused)
+        stale = (
+            "-"
+            if self.stale_refused is None
+            else f"{self.stale_refused} ({self.stale_after_restart} after the restart)"
+        )
         return (
             f"{self.arm:<8} committed={self.committed} final={self.final_balance} "
             f"lost={self.lost_updates} double={self.double_applied} stale refused={stale} "
@@ -631,6 +635,7 @@ def record(report: ChaosReport, results: Iterable[ArmResult]) -> None:
                 lost_updates=r.lost_updates,
                 double_applied=r.double_applied,
                 stale_refused=r.stale_refused,
+                stale_after_restart=None if r.stale_refused is None else r.stale_after_restart,
                 fence_before_restart=r.fence_before_restart,
                 fence_after_restart=r.fence_after_restart,
             )

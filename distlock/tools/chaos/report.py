@@ -46,13 +46,14 @@ class Row:
     best_detection_ms: float | None = None
     #: Fencing rows only: increments reported committed (after COMMIT returned), the
     #: final balance, the difference either way, the admissions the guard refused (None:
-    #: the unfenced arm has no guard), and the largest fence granted before Redis restarted
-    #: empty and the first granted after it.
+    #: the unfenced arm has no guard) and how many of them after Redis restarted empty, and
+    #: the largest fence granted before that restart and the first granted after it.
     committed: int | None = None
     final_balance: int | None = None
     lost_updates: int | None = None
     double_applied: int | None = None
     stale_refused: int | None = None
+    stale_after_restart: int | None = None
     fence_before_restart: int | None = None
     fence_after_restart: int | None = None
 
@@ -168,7 +169,7 @@ class ChaosReport:
                         _int(r.final_balance),
                         _int(r.lost_updates),
                         _int(r.double_applied),
-                        _int(r.stale_refused),
+                        _stale(r),
                         f"{_int(r.fence_before_restart)} -> {_int(r.fence_after_restart)}",
                     )
                     for r in fencing
@@ -210,6 +211,12 @@ def _ms(value: float | None) -> str:
 
 def _int(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def _stale(row: Row) -> str:
+    if row.stale_refused is None or not row.stale_after_restart:
+        return _int(row.stale_refused)
+    return f"{row.stale_refused} ({row.stale_after_restart} after the restart)"
 
 
 def _delay(row: Row) -> str:
