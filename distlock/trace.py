@@ -17,6 +17,12 @@ not caught up) resets the fence counter, so fences may repeat afterwards.  Only 
 caused or saw it knows it happened: :meth:`NdjsonRecorder.declare_data_loss` writes a
 :data:`DATA_LOSS` event saying so, and the checker compares fences within each stretch
 between such events only.
+
+Whoever stopped Redis may also say when no Redis process ran at all
+(:meth:`NdjsonRecorder.declare_redis_down`, a :data:`REDIS_DOWN` event): a request sent in
+that stretch whose failure was recorded in it never ran anywhere, so the checker takes it
+for what it is, a failure with no effect at Redis, and places the declared data loss
+before the stretch ends.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ from typing import IO, Any, Final
 
 #: The action of an event declaring that Redis lost its data (keys and fence counters).
 DATA_LOSS: Final = "RedisLostData"
+#: The action of an event declaring that no Redis process ran from its ``since`` to its
+#: ``t`` (ms on the clients' monotonic clock): killed and waited for, not yet started again.
+REDIS_DOWN: Final = "RedisDown"
+#: The actions of the declarations: what the clients' own sections did not record.
+DECLARATIONS: Final = frozenset({DATA_LOSS, REDIS_DOWN})
 
 
 def data_loss_event(t: float, key: str | None = None) -> dict[str, Any]:
@@ -40,6 +51,16 @@ def data_loss_event(t: float, key: str | None = None) -> dict[str, Any]:
     if key is not None:
         event["key"] = key
     return event
+
+
+def redis_down_event(since: float, until: float) -> dict[str, Any]:
+    """The event declaring that no Redis process ran from ``since`` to ``until`` (ms on
+    the clients' monotonic clock): the old one had exited (killed and waited for) by
+    ``since``, and the new one was not started before ``until``.  It is written at
+    ``until``: its ``t``."""
+    if not since <= until:
+        raise ValueError(f"a stretch that ends before it starts: {since} > {until}")
+    return {"action": REDIS_DOWN, "client": "redis", "t": until, "since": since}
 
 
 class NdjsonRecorder:
@@ -76,6 +97,11 @@ class NdjsonRecorder:
     def declare_data_loss(self, t: float, key: str | None = None) -> None:
         """Record that Redis lost its data at ``t`` (see :func:`data_loss_event`)."""
         self(data_loss_event(t, key))
+
+    def declare_redis_down(self, since: float, until: float) -> None:
+        """Record that no Redis process ran from ``since`` to ``until``, at ``until`` (see
+        :func:`redis_down_event`)."""
+        self(redis_down_event(since, until))
 
     def flush(self) -> None:
         with self._lock:
@@ -126,9 +152,12 @@ def write_events(path: str | os.PathLike[str], events: Iterable[dict[str, Any]])
 
 __all__ = [
     "DATA_LOSS",
+    "DECLARATIONS",
+    "REDIS_DOWN",
     "NdjsonRecorder",
     "data_loss_event",
     "iter_events",
     "read_events",
+    "redis_down_event",
     "write_events",
 ]

@@ -15,7 +15,8 @@
 (* is one of the environment's unlogged steps, with time bounded by the   *)
 (* next event's timestamp (e.k) and faults only where the rest of the     *)
 (* trace can tell them (e.drop, e.hang, e.starve, e.keylost); a starved   *)
-(* body may stop starving before its level ends (e.resume, Resume).        *)
+(* body may stop starving before its level ends (e.resume, Resume); a     *)
+(* request sent and failed while no Redis ran never runs (e.unsent).       *)
 (*                                                                         *)
 (* Waiting (wait_ms): a refused attempt with time left is the spec's      *)
 (* denial with the section left waiting (e.waits; waiting[i]), its next    *)
@@ -253,18 +254,34 @@ Resume(h) ==
     /\ UNCHANGED <<key_holder, key_depth, key_ttl, fence_ctr, released, faults, net>>
     /\ UNCHANGED ghost_vars
 
+(* A request that never ran (sent and failed while no Redis process ran:    *)
+(* e.unsent, from its send to its failure): Redis does not run it and no    *)
+(* fault befalls it; right before its failure (e.refused) it fails as it   *)
+(* did, unrun and without a fault.                                          *)
+NoRun(m) == \E p \in Trace[l].unsent : Is(p, m)
+
+Refused(m) ==
+    /\ m \in net /\ m.st = "sent" /\ Awaited(m)
+    /\ \E p \in Trace[l].refused : Is(p, m)
+    /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, key_holder, key_depth, key_ttl, fence_ctr, released, faults>>
+    /\ UNCHANGED ghost_vars
+
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED WaitVars
-    \/ /\ \/ \E m \in net : RedisStep(m)
+    \/ /\ \/ \E m \in net : ~NoRun(m) /\ RedisStep(m)
+          \/ \E m \in net : Refused(m)
           \/ \E m \in net : (\E p \in Trace[l].drop : Is(p, m)) /\ DropReply(m)
           \/ \E m \in net : (\E p \in Trace[l].hang : Is(p, m)) /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E i \in Trace[l].starve : Starve(HolderOf[i])
           \/ \E i \in Trace[l].resume : Resume(HolderOf[i])
        /\ UNCHANGED <<now, WaitVars>>
-    \/ \E m \in net, i \in Trace[l].hand : ReleaseHand(m, i) /\ UNCHANGED now
-    \/ Trace[l].abandoned # {} /\ \E m \in net : AbandonedHand(m) /\ UNCHANGED now
-    \/ \E m \in net : BehindAbandoned(m) /\ UNCHANGED now
+    \/ \E m \in net, i \in Trace[l].hand : ~NoRun(m) /\ ReleaseHand(m, i) /\ UNCHANGED now
+    \/ Trace[l].abandoned # {} /\ \E m \in net : ~NoRun(m) /\ AbandonedHand(m)
+                                 /\ UNCHANGED now
+    \/ \E m \in net : ~NoRun(m) /\ BehindAbandoned(m) /\ UNCHANGED now
 
 TraceInit ==
     /\ Init

@@ -12,7 +12,8 @@
 (* Redis gave and at least e.lo ticks since the section's previous event  *)
 (* all matching; or is one of the environment's unlogged steps, with time *)
 (* bounded by the next event's timestamp (e.k) and faults only where the  *)
-(* rest of the trace can tell them (e.drop, e.hang, e.starve, e.keylost). *)
+(* rest of the trace can tell them (e.drop, e.hang, e.starve, e.keylost); *)
+(* a request sent and failed while no Redis ran never runs (e.unsent).     *)
 (* A permit has no fence: no fence order is checked.                       *)
 (*                                                                         *)
 (* Waiting (wait_ms): a refused attempt with time left waits in the       *)
@@ -156,18 +157,38 @@ BehindAbandoned(m) ==
     /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
     /\ UNCHANGED ghost_vars
 
+(* A request that never ran (sent and failed while no Redis process ran:    *)
+(* e.unsent, from its send to its failure): Redis does not run it and no    *)
+(* fault befalls it; right before its failure (e.refused) it fails as it   *)
+(* did, unrun and without a fault.                                          *)
+NoRun(m) == <<m.tok[1], m.kind>> \in Trace[l].unsent /\ m.tok = token[m.tok[1]]
+
+Refused(m) ==
+    /\ m \in net /\ m.st = "sent" /\ Awaited(m)
+    /\ <<m.tok[1], m.kind>> \in Trace[l].refused
+    /\ net' = (net \ {m}) \cup {[m EXCEPT !.st = "error"]}
+    /\ UNCHANGED client_vars
+    /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
+    /\ UNCHANGED ghost_vars
+
+(* A dropped renewal that failed on its connection (not in e.hang: sooner than  *)
+(* the socket timeout) is not also left queued at Redis to run later.            *)
+NoneLeftQueued == {x \in net' : x.st = "hung"} \subseteq net
+
 (* Faults only where the rest of the trace can tell them. *)
 Hidden ==
     \/ /\ Tick /\ now < Trace[l].k /\ now' = now + 1 /\ UNCHANGED withdrawing
     \/ /\ \E c \in Clients : Unrenewed(c)
        /\ UNCHANGED <<now, withdrawing>>
-    \/ /\ \/ \E m \in net : RedisStep(m)
+    \/ /\ \/ \E m \in net : ~NoRun(m) /\ RedisStep(m)
+          \/ \E m \in net : Refused(m)
           \/ \E m \in net : <<m.tok[1], m.kind>> \in Trace[l].drop /\ DropReply(m)
+                /\ (<<m.tok[1], m.kind>> \notin Trace[l].hang => NoneLeftQueued)
           \/ \E m \in net : <<m.tok[1], m.kind>> \in Trace[l].hang /\ HangReply(m)
           \/ Trace[l].keylost /\ KeyLost
           \/ \E c \in Trace[l].starve : Starve(c)
           \/ \E c \in Trace[l].resume : Resume(c)
-          \/ Trace[l].abandoned # {} /\ \E m \in net : BehindAbandoned(m)
+          \/ Trace[l].abandoned # {} /\ \E m \in net : ~NoRun(m) /\ BehindAbandoned(m)
        /\ UNCHANGED <<now, withdrawing>>
 
 TraceInit ==

@@ -26,13 +26,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import distlock
 import distlock.asyncio
+from distlock._clock import now_ms
 from distlock._protocol import S_WITHDRAW
 from distlock.tools import tracecheck
-from distlock.trace import NdjsonRecorder, read_events, write_events
+from distlock.trace import REDIS_DOWN, NdjsonRecorder, read_events, write_events
 from tests.failing_clients import losing
 from tests.redis_server import RedisServer
 
@@ -593,3 +597,76 @@ def test_a_waiter_behind_an_abandoned_place_is_a_behaviour(
     assert refused and not any(e["granted"] for e in refused)
     (verdict,) = tracecheck.check(events)
     assert verdict.accepted, f"{verdict.describe()}\n{verdict.output[-2000:]}"
+
+
+def _restarted_empty(server: RedisServer, path: Path) -> list[Event]:
+    """A permit holder renewing (limit 1) while Redis is killed; a caller's acquire (and
+    its cleanup release) fails while no Redis runs, declared as such; Redis comes back
+    empty, the holder's renewal finds its permit gone, and a third caller is granted."""
+    client = redis.Redis(
+        host=server.host, port=server.port, socket_timeout=1.0, retry=Retry(NoBackoff(), 0)
+    )
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        sem = _semaphore()(client, prefix="st-r", limit=1, ttl_ms=1000, trace=watch)
+        holding, restarted = threading.Event(), threading.Event()
+        lost: list[BaseException] = []
+
+        def holder() -> None:
+            try:
+                with sem.hold("x") as permit:
+                    holding.set()
+                    assert restarted.wait(30)
+                    assert permit.signal.wait(30)
+            except distlock.LockLeaseLostError as exc:
+                lost.append(exc)
+
+        thread = threading.Thread(target=holder, name="st-restart-holder")
+        thread.start()
+        assert holding.wait(30)
+        watch.wait_for(lambda seen: any(e["action"] == "RenewReply" for e in seen))
+        rec.declare_data_loss(now_ms())
+        server.kill()  # returns once the process has exited
+        since = now_ms()
+        with pytest.raises(redis.ConnectionError):
+            sem.acquire("x")
+        rec.declare_redis_down(since, now_ms())
+        server.start()
+        restarted.set()
+        thread.join(30)
+        assert not thread.is_alive() and lost
+        permit = sem.acquire("x")
+        assert permit is not None
+        permit.release()
+        sem.close()
+    client.close()
+    return read_events(path)
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_an_acquire_failed_while_redis_was_down_never_ran(
+    fresh_redis: RedisServer, tmp_path: Path
+) -> None:
+    """A round trip sent and failed while no Redis ran is no fault and takes no permit:
+    the run is a behaviour, and the same run with the last caller refused is not (only
+    the failed acquire could have held the one permit), though it would be if the
+    stretch without Redis were not declared (that acquire could then have run late)."""
+    events = _restarted_empty(fresh_redis, tmp_path / "restart.ndjson")
+    assert tracecheck.is_semaphore(events)
+    # the failed acquire and its cleanup release, at least (renewals may fail there too)
+    assert tracecheck.never_ran_failures(events) >= 2
+    (v,) = tracecheck.check(events)
+    assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+
+    last = [e for e in events if e["action"] == "AcquireReply"][-1]
+    refused = events.index(last)
+    forged = [
+        *events[:refused],
+        {**last, "granted": False, "phase": "done", "outcome": "not_acquired", "deadline": None},
+    ]
+    undeclared = [e for e in forged if e["action"] != REDIS_DOWN]
+    v, w = _check_each([forged, undeclared])
+    assert not v.accepted
+    assert (v.first_unexplained, v.by) == (refused, "TLC"), v.describe()
+    assert w.accepted, w.describe() + "\n" + w.output[-2000:]

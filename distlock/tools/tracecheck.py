@@ -104,7 +104,16 @@ trace accepted and makes TLC's search far smaller.  The lock's and the reentrant
 trace models have no drift allowance (``Margin`` 0, :data:`TRACE_MARGIN`): at four ticks
 per TTL a whole tick of it would leave a lease of three heartbeats, and a holder whose
 renewals fail sends its third one before its deadline.  The semaphore's keeps one tick
-(:data:`SEMAPHORE_TRACE_MARGIN`).
+(:data:`SEMAPHORE_TRACE_MARGIN`), except where a renewal failed within a TTL of its send
+(the case just described).
+
+**Redis down.**  A trace may declare a stretch in which no Redis process ran
+(:data:`distlock.trace.REDIS_DOWN`: the chaos suite's kill and restart).  A round trip
+sent and failed within it never ran (:func:`_never_ran`): in every trace model Redis does
+not run it, no fault befalls it (none counts against ``MaxFaults``), and it fails as it
+did (``Refused``).  A declared data loss followed by such a stretch happened between the
+declaration and the stretch's start (:func:`loss_windows`): the key may be lost there
+only, where it could be lost anywhere before.
 
 TLC 2.15 has no way to say "some behaviour reaches the end", so the question is asked as
 the invariant ``l <= Len(Trace)``: a violation (exit 12) means a behaviour consumed the
@@ -213,7 +222,7 @@ from typing import Any, Final
 from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS
 from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS, QUEUE_GRACE_MS
 from distlock.tools import specfiles
-from distlock.trace import DATA_LOSS
+from distlock.trace import DATA_LOSS, DECLARATIONS, REDIS_DOWN
 
 #: Ticks per TTL in the generated model (the spec's TTL constant), by default.  Fewer
 #: ticks make TLC's search smaller and the timing checks coarser.
@@ -243,6 +252,10 @@ TRACE_MARGIN: Final = 0
 #: past 780,000 states in a minute, where TLC's disk queue failed; with one, every
 #: semaphore trial the suite traces was accepted in the fresh-clone runs before.
 SEMAPHORE_TRACE_MARGIN: Final = 1
+#: ... but none in a trace where a renewal failed within a TTL of its send (a connection
+#: refused while Redis is down): the holder goes on renewing within its lease, and with a
+#: tick cut from it the model's lease runs out a heartbeat before the core's (see
+#: :data:`TRACE_MARGIN`), so a genuine trace is no behaviour.
 
 #: The reply events, and the kind of request each answers (the spec's message kinds).
 REPLY_KIND: Final[dict[str, str]] = {
@@ -289,6 +302,7 @@ R_FAIL_OF: Final = {
     "release": "ReleaseFail",
 }
 _R_REPLY_OF: Final = {kind: action for action, kind in R_REPLY_KIND.items()}
+_REPLY_OF: Final = {kind: action for action, kind in REPLY_KIND.items()}
 #: The holder actions of ``spec/Reentrant.tla`` (the lock's, without the manual extend).
 R_ACTIONS: Final = (
     (frozenset(CLIENT_ACTIONS) - {"Extend", "ExtendReply", "ExtendFail"})
@@ -498,12 +512,27 @@ NextRound(c) ==
 (* the socket timeout) is not also left queued at Redis to run later.            *)
 NoneLeftQueued == {x \\in net' : x.st = "hung"} \\subseteq net
 
+(* A request that never ran (sent and failed while no Redis process ran:       *)
+(* e.unsent, from its send to its failure): Redis does not run it and no fault   *)
+(* befalls it; right before its failure (e.refused) it fails as it did, unrun    *)
+(* and without a fault.                                                          *)
+NoRun(m) == <<m.tok[1], m.kind>> \\in Trace[l].unsent /\\ m.tok = token[m.tok[1]]
+
+Refused(m) ==
+    /\\ m \\in net /\\ m.st = "sent" /\\ Awaited(m)
+    /\\ <<m.tok[1], m.kind>> \\in Trace[l].refused
+    /\\ net' = (net \\ {m}) \\cup {[m EXCEPT !.st = "error"]}
+    /\\ UNCHANGED client_vars
+    /\\ UNCHANGED <<starved, drift, key_holder, key_ttl, fence_ctr, released, faults, queue>>
+    /\\ UNCHANGED ghost_vars
+
 (* Faults only where the rest of the trace can tell them (drop, hang, starve and   *)
 (* keylost of each event: see tracecheck._plausible_faults); any other would only  *)
 (* lead TLC down dead ends.                                                         *)
 Hidden ==
     \\/ /\\ Tick /\\ now < Trace[l].k /\\ now' = now + 1 /\\ UNCHANGED WaitVars
-    \\/ /\\ \\/ \\E m \\in net : RedisStep(m)
+    \\/ /\\ \\/ \\E m \\in net : ~NoRun(m) /\\ RedisStep(m)
+          \\/ \\E m \\in net : Refused(m)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].drop /\\ DropReply(m)
                 /\\ (<<m.tok[1], m.kind>> \\notin Trace[l].hang => NoneLeftQueued)
           \\/ \\E m \\in net : <<m.tok[1], m.kind>> \\in Trace[l].hang /\\ HangReply(m)
@@ -511,9 +540,11 @@ Hidden ==
           \\/ \\E c \\in Trace[l].starve : Starve(c)
           \\/ \\E c \\in Trace[l].resume : Resume(c)
        /\\ UNCHANGED <<now, WaitVars>>
-    \\/ \\E m \\in net, c \\in Trace[l].hand : ReleaseHand(m, c) /\\ UNCHANGED now
-    \\/ \\E m \\in net, t \\in Trace[l].abandoned : AbandonedHand(m, t) /\\ UNCHANGED now
-    \\/ Trace[l].abandoned # {} /\\ \\E m \\in net : BehindAbandoned(m) /\\ UNCHANGED now
+    \\/ \\E m \\in net, c \\in Trace[l].hand : ~NoRun(m) /\\ ReleaseHand(m, c) /\\ UNCHANGED now
+    \\/ \\E m \\in net, t \\in Trace[l].abandoned : ~NoRun(m) /\\ AbandonedHand(m, t)
+                                                 /\\ UNCHANGED now
+    \\/ Trace[l].abandoned # {} /\\ \\E m \\in net : ~NoRun(m) /\\ BehindAbandoned(m)
+                                 /\\ UNCHANGED now
 
 (* The hidden steps, and the next round where the trace starts one. *)
 HiddenOrRound ==
@@ -614,7 +645,83 @@ tla2tools = specfiles.tla2tools
 
 
 def _is_declaration(event: dict[str, Any]) -> bool:
-    return event.get("action") == DATA_LOSS
+    return event.get("action") in DECLARATIONS
+
+
+def _data_losses(events: Sequence[dict[str, Any]]) -> int:
+    """How many data losses ``events`` declare."""
+    return sum(1 for e in events if e.get("action") == DATA_LOSS)
+
+
+def down_windows(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The stretches (ms, from, to) in which ``events`` declare that no Redis process ran
+    (:data:`distlock.trace.REDIS_DOWN`)."""
+    windows = []
+    for e in events:
+        if e.get("action") == REDIS_DOWN:
+            since = e.get("since")
+            if isinstance(since, bool) or not isinstance(since, int | float):
+                raise TraceError(f"a {REDIS_DOWN} declaration without a time since: {e}")
+            windows.append((float(since), _time(e)))
+    return windows
+
+
+def _never_ran(
+    events: Sequence[dict[str, Any]],
+    windows: Sequence[tuple[float, float]],
+    *,
+    reentrant: bool = False,
+) -> set[int]:
+    """The failure events among ``events`` (no declarations) whose request certainly never
+    ran at Redis: sent (its send event's ``t``, read before it went out) and failed (the
+    failure's, read after the call returned) within one stretch in which no Redis process
+    ran (:func:`down_windows`).  Nothing could run it then, and a request is never carried
+    over to a Redis started later: its connection is gone with the process it reached (a
+    proxy in between dials Redis for each connection it accepts, and closes the ones it
+    cannot)."""
+    if not windows:
+        return set()
+    send_of = R_SEND_OF if reentrant else SEND_OF
+    fail_of = R_FAIL_OF if reentrant else FAIL_OF
+    reply_of = _R_REPLY_OF if reentrant else _REPLY_OF
+    sent: dict[tuple[str, str], float] = {}
+    out: set[int] = set()
+    for n, e in enumerate(events):
+        client, action = str(e["client"]), e["action"]
+        for kind, send in send_of.items():
+            if action == send:
+                sent[(client, kind)] = _time(e)
+            elif action in (reply_of[kind], fail_of[kind]):
+                at = sent.pop((client, kind), None)
+                if action == fail_of[kind] and at is not None:
+                    t = _time(e)
+                    if any(since <= at and t <= until for since, until in windows):
+                        out.add(n)
+    return out
+
+
+def loss_windows(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]] | None:
+    """When the data losses ``events`` declare happened (ms, from, to): each between its
+    declaration and the start of the next stretch in which no Redis ran (the process that
+    lost the data had exited by then).  None when some declared loss has no such stretch
+    after it: it may have come at any time."""
+    windows: list[tuple[float, float]] = []
+    declared: list[float] = []
+    for e in events:
+        if e.get("action") == DATA_LOSS:
+            declared.append(_time(e))
+        elif e.get("action") == REDIS_DOWN and declared:
+            ((since, _),) = down_windows([e])
+            windows += [(t, since) for t in declared if t <= since]
+            declared = [t for t in declared if t > since]
+    return None if declared else windows
+
+
+def never_ran_failures(events: Sequence[dict[str, Any]], *, reentrant: bool = False) -> int:
+    """How many failed round trips of ``events`` (declarations included) certainly never
+    ran at Redis (see :func:`_never_ran`): no fault the model has to place."""
+    logged = [e for e in events if not _is_declaration(e)]
+    return len(_never_ran(logged, down_windows(events), reentrant=reentrant))
 
 
 def split_by_key(events: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -950,8 +1057,9 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
     for i, e in enumerate(events):
         t = _time(e)
         if _is_declaration(e):
-            seen, done_max = {}, None
-            floor_at_send = dict.fromkeys(floor_at_send)
+            if e["action"] == DATA_LOSS:
+                seen, done_max = {}, None
+                floor_at_send = dict.fromkeys(floor_at_send)
             continue
         client = str(e["client"])
         if client in last and t < last[client][1]:
@@ -1061,7 +1169,9 @@ def build_model(
     logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
     if not logged:
         raise TraceError("empty trace")
-    data_lost = len(logged) < len(events)
+    declared = _data_losses(events)
+    data_lost = declared > 0
+    never_ran = _never_ran([e for _, e in logged], down_windows(events))
     index: dict[str, int] = {}
     config: dict[str, dict[str, Any]] = {}
     for _, e in logged:
@@ -1110,6 +1220,8 @@ def build_model(
         complete=complete,
         hang_after_ms=hang_after_ms,
         followed=followed,
+        never_ran=never_ran,
+        losses=loss_windows(events),
     )
     hands = _handed_before([e for _, e in logged], client_of)
     abandoned = _abandoned_places(
@@ -1178,7 +1290,9 @@ def build_model(
         return Model(
             data,
             None,
-            _semaphore_cfg(len(index), limit, retries, ticks, heartbeat, manual, logged, events),
+            _semaphore_cfg(
+                len(index), limit, retries, ticks, heartbeat, manual, logged, events, never_ran
+            ),
             len(index),
             [i for i, _ in logged],
             module="SemaphoreTrace",
@@ -1187,8 +1301,7 @@ def build_model(
     trace_spec = TRACE_SPEC.replace("{cases}", cases)
     model_clients = max(client_of.values())
     clients = ", ".join(str(i) for i in range(1, model_clients + 1))
-    failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail"))
-    declared = len(events) - len(logged)
+    failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail")) - len(never_ran)
     cfg = "\n".join(
         [
             "CONSTANTS",
@@ -1318,11 +1431,14 @@ def _semaphore_cfg(
     manual: bool,
     logged: Sequence[tuple[int, dict[str, Any]]],
     events: Sequence[dict[str, Any]],
+    never_ran: Collection[int] = (),
 ) -> str:
     """The cfg of ``spec/SemaphoreTrace.tla``: the lock's trace model, with ``Limit``.  A
-    declared data loss is the permits lost (Redis restarted empty): one fault more."""
-    failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail"))
-    declared = len(events) - len(logged)
+    declared data loss is the permits lost (Redis restarted empty): one fault more.  A
+    failure whose request never ran (``never_ran``) is no fault."""
+    failures = sum(1 for _, e in logged if str(e["action"]).endswith("Fail")) - len(never_ran)
+    declared = _data_losses(events)
+    margin = 0 if _renewal_failed_soon([e for _, e in logged]) else SEMAPHORE_TRACE_MARGIN
     clients = ", ".join(str(i) for i in range(1, sections + 1))
     return "\n".join(
         [
@@ -1333,7 +1449,7 @@ def _semaphore_cfg(
             f"    Limit = {limit}",
             f"    TTL = {ticks}",
             f"    Heartbeat = {heartbeat}",
-            f"    Margin = {SEMAPHORE_TRACE_MARGIN}",
+            f"    Margin = {margin}",
             # one clock for every section, as in the lock's trace model
             "    MaxDrift = 0",
             f"    MaxFaults = {failures + declared + SPARE_FAULTS}",
@@ -1350,6 +1466,23 @@ def _semaphore_cfg(
             "",
         ]
     )
+
+
+def _renewal_failed_soon(events: Sequence[dict[str, Any]]) -> bool:
+    """Whether some renewal of ``events`` (one key, no declarations) failed within its
+    section's TTL of its send (see :data:`SEMAPHORE_TRACE_MARGIN`)."""
+    ttl: dict[str, float] = {}
+    sent: dict[str, float] = {}
+    for e in events:
+        client, action = str(e["client"]), e["action"]
+        if action == "Acquire" and isinstance(e.get("ttl_ms"), int | float):
+            ttl[client] = float(e["ttl_ms"])
+        elif action == "RenewSend":
+            sent[client] = _time(e)
+        elif action == "RenewFail" and client in sent:
+            if _time(e) - sent.pop(client) < ttl.get(client, 0.0):
+                return True
+    return False
 
 
 def is_semaphore(events: Sequence[dict[str, Any]]) -> bool:
@@ -1518,9 +1651,12 @@ def build_reentrant_model(
     logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
     if not logged:
         raise TraceError("empty trace")
-    declared = len(events) - len(logged)
+    declared = _data_losses(events)
+    declarations = [e for e in events if _is_declaration(e)]
+    windows = down_windows(declarations)
     rows_of = [i for i, _ in logged]
     events = [e for _, e in logged]
+    never_ran = _never_ran(events, windows, reentrant=True)
     index: dict[str, int] = {}
     config: dict[str, dict[str, Any]] = {}
     for e in events:
@@ -1554,7 +1690,13 @@ def build_reentrant_model(
     heartbeat = max(1, min(ticks // 2, round(beat_ms / unit)))
     lows, keep = _lows(events, ttl_ms, ticks)
     faults = _plausible_faults(
-        events, index, complete=complete, hang_after_ms=hang_after_ms, reentrant=True
+        events,
+        index,
+        complete=complete,
+        hang_after_ms=hang_after_ms,
+        reentrant=True,
+        never_ran=never_ran,
+        losses=loss_windows(declarations),
     )
     hands = _handed_before(events, index)
     waits = {c for c, e in config.items() if e.get("wait_ms")}
@@ -1613,7 +1755,7 @@ def build_reentrant_model(
         "=============================================================================\n"
     )
     holders = ", ".join(R_HOLDERS[: len(set(holder_of.values()))])
-    failures = sum(1 for e in events if str(e["action"]).endswith("Fail"))
+    failures = sum(1 for e in events if str(e["action"]).endswith("Fail")) - len(never_ran)
     cfg = "\n".join(
         [
             "CONSTANTS",
@@ -1661,6 +1803,8 @@ def _plausible_faults(
     hang_after_ms: float = 0.0,
     reentrant: bool = False,
     followed: Collection[str] = (),
+    never_ran: Collection[int] = (),
+    losses: Sequence[tuple[float, float]] | None = None,
 ) -> list[str]:
     """For each event, the faults that may happen before it, as TLA+ record fields.
 
@@ -1681,6 +1825,14 @@ def _plausible_faults(
     each section to its model client; ``followed``: the sections whose model client runs
     another section after them (a lock's rounds): once they have no event left, their
     client is the later section's, and is not offered their faults.
+
+    ``never_ran``: the failure events whose request certainly never ran (see
+    :func:`_never_ran`).  Such a request is offered no fault, and Redis may not run it:
+    it is in ``unsent`` from its send to its failure, and in ``refused`` right before the
+    failure, where it fails as it did, without running and without a fault.
+    ``losses``: when the key may be lost (:func:`loss_windows`; None: wherever plausible):
+    before an event from the first at or after a window's start to the first after its
+    end.
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -1715,6 +1867,13 @@ def _plausible_faults(
             every[client] = float(e["renew_every_ms"])
         held_back.append(_time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0))
         previous[client] = _time(e)
+    # Where the key may be lost: everywhere, or in the windows of the declared losses.
+    lossy = [losses is None] * len(events)
+    for since, until in losses or ():
+        start = next((n for n, e in enumerate(events) if _time(e) >= since), len(events))
+        end = next((n for n, e in enumerate(events) if _time(e) > until), len(events) - 1)
+        for n in range(start, end + 1):
+            lossy[n] = True
     upcoming: dict[tuple[str, str], tuple[str, int]] = {}
     next_action: dict[str, str] = {}
     late: dict[str, bool] = {}
@@ -1731,10 +1890,15 @@ def _plausible_faults(
         for kind in send_of:
             if action in (reply_of[kind], fail_of[kind]):
                 upcoming[(client, kind)] = (action, n)
-        drop, hang = [], []
+        drop, hang, unsent, refused = [], [], [], []
         for client_kind in sorted(before[n]):
             word, at = upcoming.get(client_kind, (None, -1))
             pair = f'<<{index[client_kind[0]]}, "{client_kind[1]}">>'
+            if at in never_ran and word == fail_of[client_kind[1]]:
+                unsent.append(pair)
+                if at == n:
+                    refused.append(pair)
+                continue
             if word == fail_of[client_kind[1]]:
                 drop.append(pair)
             if word is None or (word == fail_of[client_kind[1]] and at not in quick):
@@ -1757,7 +1921,8 @@ def _plausible_faults(
             f"drop |-> {{{', '.join(drop)}}}, hang |-> {{{', '.join(hang)}}}, "
             f"starve |-> {{{', '.join(map(str, starve))}}}, "
             f"resume |-> {{{', '.join(map(str, resume))}}}, "
-            f"keylost |-> {_tla_bool(witness)}"
+            f"keylost |-> {_tla_bool(witness and lossy[n])}, "
+            f"unsent |-> {{{', '.join(unsent)}}}, refused |-> {{{', '.join(refused)}}}"
         )
     return fields
 

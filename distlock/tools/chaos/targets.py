@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -126,11 +127,18 @@ class LocalTarget:
         finally:
             self.server.resume()
 
-    def lose_data(self, down_for: float = 0.0) -> None:
-        """SIGKILL, down ``down_for`` seconds, back on the same port with no data."""
-        self.server.kill()
+    def lose_data(
+        self, down_for: float = 0.0, down: Callable[[float, float], None] | None = None
+    ) -> None:
+        """SIGKILL, down ``down_for`` seconds, back on the same port with no data.
+        ``down`` is told the stretch (monotonic seconds) in which no redis-server ran: from
+        the killed one's exit to right before the new one starts."""
+        self.server.kill()  # returns once the process has exited
+        since = time.monotonic()
         # How long Redis stays down is part of the fault, not a wait for something.
         time.sleep(down_for)
+        if down is not None:
+            down(since, time.monotonic())
         self.server.start()
 
     def cleanup(self, prefix: str) -> None:

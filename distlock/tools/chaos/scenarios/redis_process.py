@@ -80,7 +80,7 @@ def redis_killed_and_restarted_empty(
     def fault(victim: Section) -> None:
         sc.recorder.fault("redis-server killed and restarted without its data")
         sc.declare_data_loss()
-        server.lose_data(down_for=0.5 * sc.ttl)
+        server.lose_data(down_for=0.5 * sc.ttl, down=sc.declare_redis_down)
         sc.wait_signal(victim)
 
     for trial in range(trials):
