@@ -670,3 +670,29 @@ def test_an_acquire_failed_while_redis_was_down_never_ran(
     assert not v.accepted
     assert (v.first_unexplained, v.by) == (refused, "TLC"), v.describe()
     assert w.accepted, w.describe() + "\n" + w.output[-2000:]
+
+
+def test_only_round_trips_within_a_declared_stretch_never_ran() -> None:
+    """Sent at or after the stretch's start and failed at or before its end: never ran;
+    sent before it, or failed after it, may have.  A declared loss comes between its
+    declaration and the start of the next stretch; undeclared, or with no stretch after
+    it, anywhere."""
+
+    def attempt(client: str, sent: float, failed: float) -> list[Event]:
+        base = {"client": client, "key": "k", "ttl_ms": 100, "limit": 1}
+        return [
+            {**base, "action": "Acquire", "t": sent},
+            {**base, "action": "AcquireFail", "t": failed},
+        ]
+
+    loss = {"action": "RedisLostData", "client": "redis", "t": 5.0}
+    down = {"action": REDIS_DOWN, "client": "redis", "t": 50.0, "since": 10.0}
+    inside = attempt("a", 10.0, 50.0)
+    before = attempt("b", 9.0, 20.0)
+    after = attempt("c", 20.0, 51.0)
+    events = [loss, *before, *inside, *after, down]
+    assert tracecheck.never_ran_failures(events) == 1
+    assert tracecheck.never_ran_failures([e for e in events if e is not down]) == 0
+    assert tracecheck.loss_windows(events) == [(5.0, 10.0)]
+    assert tracecheck.loss_windows([e for e in events if e is not down]) is None
+    assert tracecheck.loss_windows([e for e in events if e is not loss]) is None

@@ -703,8 +703,8 @@ def _never_ran(
 def loss_windows(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]] | None:
     """When the data losses ``events`` declare happened (ms, from, to): each between its
     declaration and the start of the next stretch in which no Redis ran (the process that
-    lost the data had exited by then).  None when some declared loss has no such stretch
-    after it: it may have come at any time."""
+    lost the data had exited by then).  None when none is declared, or some declared loss
+    has no such stretch after it: a loss may then have come at any time."""
     windows: list[tuple[float, float]] = []
     declared: list[float] = []
     for e in events:
@@ -714,7 +714,7 @@ def loss_windows(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]] 
             ((since, _),) = down_windows([e])
             windows += [(t, since) for t in declared if t <= since]
             declared = [t for t in declared if t > since]
-    return None if declared else windows
+    return windows if windows and not declared else None
 
 
 def never_ran_failures(events: Sequence[dict[str, Any]], *, reentrant: bool = False) -> int:
@@ -1479,9 +1479,10 @@ def _renewal_failed_soon(events: Sequence[dict[str, Any]]) -> bool:
             ttl[client] = float(e["ttl_ms"])
         elif action == "RenewSend":
             sent[client] = _time(e)
-        elif action == "RenewFail" and client in sent:
-            if _time(e) - sent.pop(client) < ttl.get(client, 0.0):
-                return True
+        elif action == "RenewFail" and _time(e) - sent.pop(client, -math.inf) < ttl.get(
+            client, 0.0
+        ):
+            return True
     return False
 
 

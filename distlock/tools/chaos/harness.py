@@ -95,8 +95,10 @@ TRACE_CPU_S = 90.0
 TRACE_WALL_S = 900.0
 #: Failed round trips beyond which TLC is not run on a semaphore's or a reentrant lock's
 #: traced trial: each is a fault the model must place (and a failed acquire may have taken
-#: the key), and a storm of them (a proxy refusing every connection) makes a search far
-#: beyond the suite's budget, each failed attempt being a section and a model client more.
+#: the key; one sent and failed while no Redis ran, which the restart scenarios declare,
+#: is none, and is not counted), and a storm of them (a proxy refusing every connection)
+#: makes a search far beyond the suite's budget, each failed attempt being a section and
+#: a model client more.
 #: A plain lock's trial has no such bound: its sections run as rounds of as few model
 #: clients as run at once (see tracecheck.lock_rounds), and a Redis down for a while (a
 #: failed attempt and its failed cleanup release every few ms, 15-25 failures in the part
@@ -104,8 +106,9 @@ TRACE_WALL_S = 900.0
 #: lock's sections take the spec's three holders in turn (an attempt refused on its
 #: connection leaves its holder), but its model of a Redis restarted empty is costlier:
 #: each refused attempt may have run at Redis and moved the fence counter, which the
-#: declared data loss lets a key loss reset at any step, so such a trial (18-22 failures)
-#: is far past ``TRACE_CPU_S`` and is still skipped.
+#: declared data loss lets a key loss reset (before the declared stretch without Redis),
+#: so such a trial (11 failures left of 18-27) is far past ``TRACE_CPU_S`` and is still
+#: skipped.
 TRACE_MAX_FAILURES = 10
 #: How much of the traced trial TLC checks, in TTLs from its first event: the fault
 #: lands on the first body and plays out (lapse, takeover, the first victim's verdict)
