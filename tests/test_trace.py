@@ -23,13 +23,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import distlock
 import distlock.asyncio
+from distlock._clock import now_ms
 from distlock.tools import tracecheck
-from distlock.trace import NdjsonRecorder, data_loss_event, read_events, write_events
+from distlock.trace import (
+    REDIS_DOWN,
+    NdjsonRecorder,
+    data_loss_event,
+    read_events,
+    write_events,
+)
 from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
@@ -591,3 +601,75 @@ def test_zz_report() -> None:
         f"trace validation: {int(STATS['accepted'])} accepted, {int(STATS['rejected'])} "
         f"rejected, {STATS['seconds']:.1f}s of TLC"
     )
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_an_acquire_failed_while_redis_was_down_never_ran(
+    fresh_redis: RedisServer, tmp_path: Path
+) -> None:
+    """A holder renews while Redis is killed; another caller's acquire fails while no
+    redis-server runs (declared: ``declare_redis_down``); Redis comes back empty, the
+    holder finds its key gone, and a third caller is granted.  Accepted; with that grant
+    forged into a refusal, rejected there (only the failed acquire, run late, could
+    have held the key), and accepted once the stretch without Redis is not declared."""
+    path = tmp_path / "restart.ndjson"
+    once = Retry(NoBackoff(), 0)
+    client = redis.Redis(
+        host=fresh_redis.host, port=fresh_redis.port, socket_timeout=1.0, retry=once
+    )
+    with NdjsonRecorder(path, append=False) as rec:
+        locks = distlock.Lock(client, prefix="tr-down", ttl_ms=1000, retries=0, trace=rec)
+        holding, restarted = threading.Event(), threading.Event()
+        lost: list[BaseException] = []
+
+        def holder() -> None:
+            try:
+                with locks.hold("x") as handle:
+                    holding.set()
+                    assert restarted.wait(30)
+                    assert handle.signal.wait(30)
+            except distlock.LockLeaseLostError as exc:
+                lost.append(exc)
+
+        thread = threading.Thread(target=holder, name="tr-down-holder")
+        thread.start()
+        assert holding.wait(30)
+        rec.declare_data_loss(now_ms())
+        fresh_redis.kill()  # returns once the process has exited
+        since = now_ms()
+        with pytest.raises(redis.ConnectionError):
+            locks.acquire("x")
+        rec.declare_redis_down(since, now_ms())
+        fresh_redis.start()
+        restarted.set()
+        thread.join(30)
+        assert not thread.is_alive() and lost
+        taken = locks.acquire("x")
+        assert taken is not None
+        taken.release()
+        locks.close()
+    client.close()
+    events = read_events(path)
+    assert tracecheck.never_ran_failures(events) >= 2
+    (v,) = _check(events)
+    assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+
+    last = [e for e in events if e["action"] == "AcquireReply"][-1]
+    refused = events.index(last)
+    forged = [
+        *events[:refused],
+        {
+            **last,
+            "granted": False,
+            "fence": None,
+            "deadline": None,
+            "phase": "done",
+            "outcome": "not_acquired",
+        },
+    ]
+    undeclared = [e for e in forged if e["action"] != REDIS_DOWN]
+    v, w = _check_each([forged, undeclared])
+    assert not v.accepted
+    assert (v.first_unexplained, v.by) == (refused, "TLC"), v.describe()
+    assert w.accepted, w.describe() + "\n" + w.output[-2000:]
