@@ -107,7 +107,7 @@ TRACE_WALL_S = 900.0
 #: connection leaves its holder), but its model of a Redis restarted empty is costlier:
 #: each refused attempt may have run at Redis and moved the fence counter, which the
 #: declared data loss lets a key loss reset (before the declared stretch without Redis),
-#: so such a trial (11 failures left of 18-27) is far past ``TRACE_CPU_S`` and is still
+#: so such a trial (11 failures left of 28 in one) is far past ``TRACE_CPU_S`` and is still
 #: skipped.
 TRACE_MAX_FAILURES = 10
 #: How much of the traced trial TLC checks, in TTLs from its first event: the fault
