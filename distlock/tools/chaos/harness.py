@@ -110,6 +110,11 @@ TRACE_WALL_S = 900.0
 #: so such a trial (11 failures left of 28 in one) is far past ``TRACE_CPU_S`` and is still
 #: skipped.
 TRACE_MAX_FAILURES = 10
+#: The same bound for a semaphore's traced trial, whose two permits make each failed round
+#: trip that may have run costlier still: with 3 such failures a restart trial was accepted
+#: in 36 s, with 7 and 8 TLC ran past ``TRACE_CPU_S``; past this bound the trial is skipped
+#: at once rather than spending the suite's time on a search that will not end.
+SEMAPHORE_TRACE_MAX_FAILURES = 4
 #: How much of the traced trial TLC checks, in TTLs from its first event: the fault
 #: lands on the first body and plays out (lapse, takeover, the first victim's verdict)
 #: within it.  Runs of refused attempts are condensed (see tracecheck.condense).  Both keep the
@@ -456,7 +461,8 @@ class Scenario:
             1 for e in checked if str(e["action"]).endswith("Fail")
         ) - tracecheck.never_ran_failures(checked, reentrant=self.reentrant)
         plain = self.limit is None and not self.reentrant
-        if failures > TRACE_MAX_FAILURES and not plain:
+        bound = TRACE_MAX_FAILURES if self.limit is None else SEMAPHORE_TRACE_MAX_FAILURES
+        if failures > bound and not plain:
             self.trace_note = f"skipped: {failures} failed round trips"
             return
         unchecked = self._reentrant_unchecked(within)
