@@ -33,9 +33,14 @@ from importlib.resources.abc import Traversable
 from typing import Final
 
 from distlock._core.waiting import LONGEST_BLOCK_MS
+from distlock._fence_floor import FENCE_EPOCH_MS, FENCES_PER_MS
 
 #: The numbers the scripts take from Python, by placeholder (``${LONGEST_BLOCK_MS}``).
-PARAMS: Final[Mapping[str, int]] = {"LONGEST_BLOCK_MS": LONGEST_BLOCK_MS}
+PARAMS: Final[Mapping[str, int]] = {
+    "LONGEST_BLOCK_MS": LONGEST_BLOCK_MS,
+    "FENCE_EPOCH_MS": FENCE_EPOCH_MS,
+    "FENCES_PER_MS": FENCES_PER_MS,
+}
 
 #: The folder of the pieces, inside the scripts' folder.
 LIB: Final = "lib"

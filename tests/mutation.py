@@ -64,6 +64,7 @@ SEMAPHORE: Final = "tests/test_semaphore_sync.py"
 SEMAPHORE_WAIT: Final = "tests/test_semaphore_wait.py"
 EDGES: Final = "tests/test_script_edges.py"
 OPERATOR: Final = "tests/test_operator_api.py"
+FLOOR: Final = "tests/test_fence_floor.py"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +104,39 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "A3", "ACQUIRE", "the re-grant answers a fresh fence instead of the current one",
-        "return tonumber(redis.call('GET', FENCES) or '1')",
+        "return tonumber(redis.call('GET', FENCES) or next_fence(FENCES))",
         "return redis.call('INCR', FENCES)",
         (REFRESH, LOCK),
+    ),
+    Mutant(
+        "A4", "ACQUIRE", "a resend that finds the counter evicted answers fence 1",
+        "return tonumber(redis.call('GET', FENCES) or next_fence(FENCES))",
+        "return tonumber(redis.call('GET', FENCES) or '1')",
+        (FLOOR,),
+    ),
+    Mutant(
+        "FL1", "ACQUIRE", "no clock floor: a lost counter starts again at 1",
+        "  if fence < floor then",
+        "  if false then",
+        (FLOOR,),
+    ),
+    Mutant(
+        "FL2", "ACQUIRE", "the counter is not moved up to the floor a grant was raised to",
+        "    redis.call('SET', counter, floor)\n",
+        "",
+        (FLOOR,),
+    ),
+    Mutant(
+        "FL3", "ACQUIRE", "the floor replaces a counter that is ahead of it",
+        "  if fence < floor then",
+        "  if true then",
+        (FLOOR,),
+    ),
+    Mutant(
+        "RF1", "R_ACQUIRE", "the reentrant lock's fence from the bare counter, no floor",
+        "  local fence = next_fence(KEYS[2])",
+        "  local fence = redis.call('INCR', KEYS[2])",
+        (FLOOR,),
     ),
     Mutant(
         "WA1", "W_ACQUIRE", "a waiter's resend of its granted attempt is refused",
@@ -318,7 +349,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "FU1", "FORCE_UNLOCK", "an eviction does not bump the fence counter",
-        "redis.call('INCR', KEYS[2])\nfor i = 1",
+        "next_fence(KEYS[2])\nfor i = 1",
         "for i = 1",
         (OPERATOR,),
     ),

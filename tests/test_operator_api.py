@@ -157,8 +157,9 @@ def test_force_unlock_evicts_the_holder_bumps_the_fence_and_the_holder_learns_it
         assert evicted.wait(30)
         counter = int(client.get(fence_key("opf:k")) or 0)
         assert operator.force_unlock("k") is True
-        # The counter moved in the same step: above the evicted holder's fence already.
-        assert int(client.get(fence_key("opf:k")) or 0) == counter + 1
+        # The counter moved in the same step: above the evicted holder's fence already (by
+        # one, or up to the floor of Redis's clock if that is further: lib/fence.lua).
+        assert int(client.get(fence_key("opf:k")) or 0) > counter
         holder.join(30)
         assert isinstance(holder.error, LockLeaseLostError)
         assert holder.error.reason is LossReason.RENEW_REJECTED

@@ -8,8 +8,8 @@
 -- ARGV: [i] that kind's wake lists' prefix.
 -- Returns: 1 if a key was deleted, else 0.
 -- Spec: none: an operator's script, outside every model.
--- include: queue
+-- include: queue fence
 local deleted = redis.call('DEL', KEYS[1])
-redis.call('INCR', KEYS[2])
+next_fence(KEYS[2])
 for i = 1, #ARGV do wake_head(KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[i]) end
 return deleted

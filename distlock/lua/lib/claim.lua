@@ -4,10 +4,10 @@
 -- Defines: claim_as(token, ttl) -> a new fence when the key (KEYS[1]) was free (set NX
 --   to token for ttl ms), or held_as(token, ttl): the current fence when it holds token
 --   already, else 0.
--- include: held
+-- include: fence held
 local function claim_as(token, ttl)
   if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then
-    return redis.call('INCR', FENCES)
+    return next_fence(FENCES)
   end
   return held_as(token, ttl)
 end

@@ -5,7 +5,7 @@
 --   the TTL is re-set, the depth is left alone and the stored fence comes back).
 --   {0, 0} when the key is held by another token, or is another type (a Lock's string):
 --   refused, never an error.
--- include: read
+-- include: read fence
 local function claim_as(token, ttl)
   local cur, foreign = read('HGET', KEYS[1], token)
   if foreign then return {0, 0} end
@@ -14,7 +14,7 @@ local function claim_as(token, ttl)
     return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
   end
   if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = next_fence(KEYS[2])
   redis.call('HSET', KEYS[1], token, 1, 'fence', fence)
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {1, fence}
