@@ -13,7 +13,9 @@ state variables the specification observes).  :class:`NdjsonRecorder` is such a 
 events are a behaviour of ``spec/DistLock.tla`` (see :mod:`distlock.tools.tracecheck`).
 
 Redis losing its data (a restart without persistence, a failover to a replica that had
-not caught up) resets the fence counter, so fences may repeat afterwards.  Only whoever
+not caught up) loses the fence counter; fences keep increasing then only under a clock
+assumption (each fence is at least a floor on Redis's clock: see the README's fencing
+tokens), which a trace cannot show.  Only whoever
 caused or saw it knows it happened: :meth:`NdjsonRecorder.declare_data_loss` writes a
 :data:`DATA_LOSS` event saying so, and the checker compares fences within each stretch
 between such events only.

@@ -38,7 +38,8 @@ CONSTANTS
     MaxFail,          \* consecutive failed renewals a lease must survive (NoSpuriousLoss)
     MaxFaults,        \* faults (drop, hang, key loss, starvation) in one behaviour
     CounterSurvives,  \* TRUE: a key loss keeps the fence counter (eviction of the volatile
-                      \* lock key); FALSE: it resets it too (restart without persistence)
+                      \* lock key); FALSE: it loses it too (restart without persistence),
+                      \* and grants count on from the floor of Redis's clock (KeyLost)
     Manual,           \* TRUE: sections may be manual handles (acquire/extend/release)
     Mutant            \* "none" or the name of a broken variant
 
@@ -53,7 +54,9 @@ Mutants == {"none", "release_plain_del", "extend_without_token_check",
             \* attempt that finds its own token (a key handed to it) leaves the TTL as it is
             \* (held_as without PEXPIRE); the handoff reuses the releaser's fence (no INCR)
             "hand_releasers_ttl", "handed_lease_from_wakeup", "regrant_keeps_ttl",
-            "hand_reuses_fence"}
+            "hand_reuses_fence",
+            \* a lost counter starts again at 0: no floor from Redis's clock (lib/fence.lua)
+            "no_fence_floor"}
 
 (* Options a cfg turns on by overriding the definition ("ShortTTL = 2" under    *)
 (* CONSTANTS); the defaults leave them off, so a cfg that does not name them    *)
@@ -131,7 +134,8 @@ VARIABLES
     drift,            \* clock lag accumulated by the client during this section
     key_holder,       \* token in the lock key, or NoToken
     key_ttl,          \* remaining TTL of the key (real time)
-    fence_ctr,        \* the per-key fence counter (INCR)
+    fence_ctr,        \* the fence counter as a grant sees it: the next fence is
+                      \* fence_ctr + 1 (max(INCR, the clock's floor): lib/fence.lua)
     released,         \* tokens whose release deleted the key (the release records, kept
                       \* longer than any resend takes: their expiry is not modelled)
     faults,           \* faults injected so far (outside the Timely world)
@@ -872,13 +876,25 @@ SharedIncr ==
 
 (* Redis loses the key without expiry: eviction of the volatile lock key  *)
 (* (the counter survives) or a restart without persistence / a failover   *)
-(* to a lagging replica (the counter is reset too, unless CounterSurvives). *)
+(* to a lagging replica (the counter is lost or stale too, unless         *)
+(* CounterSurvives).  A grant's fence is at least the floor of Redis's    *)
+(* clock then (lib/fence.lua: INCR, raised to the floor), so fence_ctr     *)
+(* stands for max(counter, floor - 1).  The clock assumption: Redis's     *)
+(* clock after the loss reads a later ms than every fence before it stands *)
+(* for, so its floor is above them all: fence_ctr after the loss is at    *)
+(* least the highest fence issued (fence_ctr: it never drops between      *)
+(* losses).  The model takes that least value, the worst case for the     *)
+(* order: a floor further on only leaves a gap, as another key of the     *)
+(* slot does (SharedIncr).  no_fence_floor: a lost counter starts again   *)
+(* at 0, as it did before the floor.                                      *)
+LostCounter == IF Mutant = "no_fence_floor" THEN 0 ELSE fence_ctr
+
 KeyLost ==
     /\ ~Timely /\ faults < MaxFaults /\ "key_lost" \in FaultKinds
     /\ key_holder # NoToken \/ (~CounterSurvives /\ fence_ctr > 0)
     /\ key_holder' = NoToken
     /\ key_ttl' = 0
-    /\ fence_ctr' = IF CounterSurvives THEN fence_ctr ELSE 0
+    /\ fence_ctr' = IF CounterSurvives THEN fence_ctr ELSE LostCounter
     \* release records are keys too: a restart loses them, an eviction may
     /\ released' \in {released, {}}
     /\ faults' = faults + 1
@@ -1041,8 +1057,9 @@ FenceIssued ==
             /\ grants[i].tok = token[c] /\ grants[i].fence = fence[c]
             /\ \A j \in (i + 1)..Len(grants) : grants[j].tok # token[c]
 
-(* Each new owner gets a strictly larger fence (while Redis keeps the     *)
-(* counter), and the fence each client holds is the one Redis issued it.  *)
+(* Each new owner gets a strictly larger fence (also across a loss of the *)
+(* counter, under KeyLost's clock assumption), and the fence each client  *)
+(* holds is the one Redis issued it.                                      *)
 FencesIncrease ==
     /\ \A i \in 1..(Len(grants) - 1) : grants[i].fence < grants[i + 1].fence
     /\ FenceIssued

@@ -54,7 +54,7 @@ CONSTANTS
     Margin,     \* subtracted from every deadline
     MaxFaults,  \* faults (drop, hang, resend, key loss, starvation) in one behaviour
     CounterSurvives, \* TRUE: a key loss keeps the fence counter (eviction, failover with the
-                \* counter replicated); FALSE: it may reset it too (restart without persistence)
+                \* counter replicated); FALSE: it may lose it too (restart without persistence)
     Mutant      \* "none" or the name of a broken variant
 
 Mutants == {"none",
@@ -68,7 +68,9 @@ Mutants == {"none",
             \* records that match any token or keep only the last releaser's
             "renew_without_token_check", "reenter_without_token_check",
             "leave_reject_ignored", "reenter_reject_ignored",
-            "release_record_any_token", "release_record_last_token"}
+            "release_record_any_token", "release_record_last_token",
+            \* a lost counter starts again at 0: no floor from Redis's clock (lib/fence.lua)
+            "no_fence_floor"}
 
 (* A cfg may narrow the faults by overriding this definition. *)
 FaultKinds == {"drop", "hang", "resend", "key_lost", "starve"}
@@ -122,7 +124,7 @@ VARIABLES
     key_holder,       \* the token in the lock hash, or NoToken
     key_depth,        \* the depth the hash holds for it (0 when no key)
     key_ttl,          \* remaining TTL of the key (real time)
-    fence_ctr,        \* the fence counter (INCR)
+    fence_ctr,        \* the fence counter as a grant sees it: max(INCR, the clock's floor)
     released,         \* tokens whose release deleted the key (the release records)
     faults,           \* faults injected so far
     net,              \* requests and replies in flight
@@ -692,14 +694,20 @@ Resend(m) ==
 
 (* Redis loses the key without expiry: eviction or a failover (the        *)
 (* counter survives), or, unless CounterSurvives, a restart without        *)
-(* persistence, which may also reset the fence counter (held key or not).  *)
+(* persistence, which may also lose the fence counter (held key or not).   *)
+(* Grants then count on from the floor of Redis's clock (lib/fence.lua),   *)
+(* above every fence before under the clock assumption (DistLock.tla's     *)
+(* KeyLost): fence_ctr, the counter as a grant sees it, stays (the least   *)
+(* value the assumption allows); no_fence_floor: it may drop to 0, the     *)
+(* counter starting again.                                                 *)
 KeyLost ==
     /\ faults < MaxFaults /\ "key_lost" \in FaultKinds
     /\ key_holder # NoToken \/ (~CounterSurvives /\ fence_ctr > 0)
     /\ key_holder' = NoToken
     /\ key_depth' = 0
     /\ key_ttl' = 0
-    /\ fence_ctr' \in IF CounterSurvives THEN {fence_ctr} ELSE {fence_ctr, 0}
+    /\ fence_ctr' \in IF CounterSurvives \/ Mutant # "no_fence_floor" THEN {fence_ctr}
+                      ELSE {fence_ctr, 0}
     \* the release records may be lost with it (a failover to a replica that had
     \* none of them): forgotten, a resend of a release is answered 0
     /\ \E forget \in BOOLEAN :
@@ -832,9 +840,8 @@ NoReentryAfterLoss ==
 (* The Lock's properties that apply. *)
 NoForeignWrite == ~foreign
 
-(* The fence each holder holds is the one Redis last issued its token:     *)
-(* this holds when a restart resets the counter too (CounterSurvives       *)
-(* FALSE), where FencesIncrease does not.                                  *)
+(* The fence each holder holds is the one Redis last issued its token     *)
+(* (checked as part of FencesIncrease).                                    *)
 FenceIssued ==
     \A h \in Holders : fence[h] > 0 =>
         \E i \in 1..Len(grants) :

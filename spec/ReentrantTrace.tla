@@ -34,7 +34,7 @@
 (* place first in line (BehindAbandoned).                                  *)
 (*                                                                         *)
 (* A declared data loss (Redis restarted empty) is not an event: it is one *)
-(* fault more (MaxFaults), a KeyLost that may reset the fence counter      *)
+(* fault more (MaxFaults), a KeyLost that may lose the fence counter       *)
 (* (CounterSurvives FALSE), and the fence order is not compared.           *)
 (*                                                                         *)
 (* Invariant Unexplained is VIOLATED iff a behaviour explains the whole   *)
