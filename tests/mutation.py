@@ -330,8 +330,9 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     # -- the queue (shared by every waiting script and the releases) ------------------------
     Mutant(
         "Q1", "W_ACQUIRE", "a key handed to the first waiter leaves it in the queue",
-        "    element = '=' .. grant(head, ttl)\n    leave(queue, places, wake, head)\n",
-        "    element = '=' .. grant(head, ttl)\n",
+        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n"
+        "    leave(queue, places, wake, head)\n",
+        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n",
         (EDGES, *WAIT, WAIT_MODEL),
     ),
     Mutant(
@@ -339,6 +340,12 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "    if until_ms > now then return head, until_ms end",
         "    if true then return head, until_ms end",
         (EDGES, *WAIT, WAIT_MODEL),
+    ),
+    Mutant(
+        "Q3", "RELEASE", "a handed fence pushed as Lua's own number text (14 digits)",
+        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n",
+        "    element = '=' .. grant(head, ttl)\n",
+        ("tests/test_lua_scripts.py", *WAIT),
     ),
     # -- the operator's scripts -------------------------------------------------------------
     Mutant(

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from distlock import _lua
+from distlock._fence_floor import floor_at
 
 FILES = _lua.read_files()
 A, B = "a" * 32, "b" * 32
@@ -28,13 +29,20 @@ def probe(r: redis.Redis, body: str, keys: list[str], args: list[str | int]) -> 
     return r.eval(_lua.assemble("probe", {**FILES, "probe": body}), len(keys), *keys, *args)
 
 
+def redis_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 def test_acquire_then_release(r: redis.Redis) -> None:
     lock = ["lua:k", "lua:fence"]
-    assert run(r, "acquire", lock, [A, TTL]) == 1
+    before = redis_ms(r)
+    fence = run(r, "acquire", lock, [A, TTL])
+    assert floor_at(before) <= fence < floor_at(redis_ms(r) + 1), "the clock's floor"
     assert r.get("lua:k") == A.encode()
     assert 0 < r.pttl("lua:k") <= TTL
     assert run(r, "acquire", lock, [B, TTL]) == 0, "another token holds the key"
-    assert run(r, "acquire", lock, [A, TTL]) == 1, "a resend gets its own fence back"
+    assert run(r, "acquire", lock, [A, TTL]) == fence, "a resend gets its own fence back"
 
     release = ["lua:k", f"lua:released:{A}", "lua:q", "lua:p", "lua:fence"]
     other = ["lua:k", f"lua:released:{B}", "lua:q", "lua:p", "lua:fence"]
@@ -43,13 +51,26 @@ def test_acquire_then_release(r: redis.Redis) -> None:
     assert run(r, "release", release, [A, MEMORY, "lua:w:"]) == 1
     assert r.exists("lua:k") == 0
     assert run(r, "release", release, [A, MEMORY, "lua:w:"]) == 1, "a resend is remembered"
-    assert run(r, "acquire", lock, [B, TTL]) == 2, "the next owner's fence is larger"
+    assert run(r, "acquire", lock, [B, TTL]) > fence, "the next owner's fence is larger"
+
+
+def test_a_fence_is_the_counter_raised_to_the_clocks_floor(r: redis.Redis) -> None:
+    body = "-- include: fence\nreturn next_fence(KEYS[1])\n"
+    before = redis_ms(r)
+    fence = probe(r, body, ["lua:fence"], [])
+    assert floor_at(before) <= fence < floor_at(redis_ms(r) + 1), "no counter: the floor"
+    assert r.get("lua:fence") == str(fence).encode(), "the counter set to it"
+    ahead = fence + 10**9
+    r.set("lua:fence", ahead)
+    assert probe(r, body, ["lua:fence"], []) == ahead + 1, "a counter ahead counts on"
+    assert r.get("lua:fence") == str(ahead + 1).encode()
 
 
 def test_release_hands_the_key_to_a_waiter_that_asked(r: redis.Redis) -> None:
     lock = ["lua:k", "lua:fence"]
     queue = ["lua:k", "lua:fence", "lua:q", "lua:p"]
-    assert run(r, "acquire", lock, [A, TTL]) == 1
+    first = run(r, "acquire", lock, [A, TTL])
+    assert first > 0
     refused = run(r, "w_acquire", queue, [B, TTL, 5_000, 2_000, "lua:w:", 3_000])
     assert refused[0] == 0 and refused[1] > 0
     assert r.lrange("lua:q", 0, -1) == [B.encode()]
@@ -57,7 +78,10 @@ def test_release_hands_the_key_to_a_waiter_that_asked(r: redis.Redis) -> None:
     assert run(r, "release", release, [A, MEMORY, "lua:w:"]) == 1
     assert r.get("lua:k") == B.encode()
     assert 0 < r.pttl("lua:k") <= 3_000, "handed with the TTL B's place kept"
-    assert r.lrange(f"lua:w:{B}", 0, -1) == [b"=2"], "B's wake list carries its fence"
+    wake = r.lrange(f"lua:w:{B}", 0, -1)
+    fence = r.get("lua:fence")
+    assert isinstance(fence, bytes) and int(fence) > first
+    assert wake == [b"=" + fence], "B's wake list carries its fence, in full digits"
     assert r.exists("lua:q") == 0
 
 

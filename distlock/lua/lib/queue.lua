@@ -13,7 +13,8 @@
 --   live_head(queue, places, wake, now) -> the first waiter whose place is live and the
 --   end of its place (nil, 0 if none); expired places before it are dropped.
 --   hand_head(queue, places, wake, grant): the first live waiter gets K (grant(head, ttl)
---   makes it the holder and gives its fence: pushed as '=fence', and the waiter leaves
+--   makes it the holder and gives its fence: pushed as '=fence', in full digits (Lua's
+--   own number-to-text gives 14 significant digits, and fences have 15), and the waiter leaves
 --   the queue) if its place keeps a TTL to be handed K with and grant is not nil, else
 --   a wake-up ('1', unless one is already waiting in its list).
 --   wake_head(queue, places, wake): hand_head without a grant.
@@ -42,7 +43,7 @@ local function hand_head(queue, places, wake, grant)
   local ttl = grant and redis.call('HGET', places, '>' .. head)
   local element = '1'
   if ttl then
-    element = '=' .. grant(head, ttl)
+    element = '=' .. string.format('%.0f', grant(head, ttl))
     leave(queue, places, wake, head)
   elseif redis.call('LLEN', wake .. head) > 0 then
     return
