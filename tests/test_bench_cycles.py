@@ -36,6 +36,15 @@ def _calls(client: redis.Redis) -> dict[str, int]:
     }
 
 
+def _same_work(*works: dict[str, int]) -> None:
+    """The same commands, as many times, but for the SETs that move a fence counter up to
+    the floor of Redis's clock (lib/fence.lua): at most one a grant, as timing has it."""
+    sets = [work.get("set", 0) for work in works]
+    assert max(sets) - min(sets) <= CYCLES, sets
+    rest = [{k: v for k, v in work.items() if k != "set"} for work in works]
+    assert all(other == rest[0] for other in rest), works
+
+
 def test_the_sync_rows_ask_redis_for_what_they_say(
     bench: ModuleType, fresh_redis: RedisServer
 ) -> None:
@@ -57,7 +66,7 @@ def test_the_sync_rows_ask_redis_for_what_they_say(
     assert work["floor"] == {"set": CYCLES, "evalsha": CYCLES, "get": CYCLES, "del": CYCLES}
     assert work["by hand"]["evalsha"] == 2 * CYCLES
     assert work["by hand"]["incr"] == CYCLES  # one fence a cycle
-    assert work["by hand"] == work["distlock"] == work["distlock armed"]
+    _same_work(work["by hand"], work["distlock"], work["distlock armed"])
     assert client.exists("bench:by-hand", "bench:cycle", "bench:armed") == 0
     client.close()
 
@@ -86,4 +95,4 @@ def test_the_asyncio_rows_ask_redis_for_what_they_say(
     work = asyncio.run(main())
     assert work[bench.FLOOR] == {"set": CYCLES, "evalsha": CYCLES, "get": CYCLES, "del": CYCLES}
     assert work[bench.SCRIPTS_BY_HAND]["incr"] == CYCLES
-    assert work[bench.SCRIPTS_BY_HAND] == work["distlock"]
+    _same_work(work[bench.SCRIPTS_BY_HAND], work["distlock"])
