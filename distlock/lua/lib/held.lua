@@ -5,7 +5,8 @@
 --   the counter may have moved on since, other keys of the slot share it, and its value
 --   is still above every earlier owner's fence and below every later owner's, which is
 --   all a fence promises; a counter lost while the key was kept, an allkeys-* eviction,
---   gives a new fence: lib/fence.lua); else 0.
+--   gives a new fence, larger once Redis's clock has left the ms of the last one:
+--   lib/fence.lua); else 0.
 -- include: read fence
 local function held_as(token, ttl)
   if read('GET', KEYS[1]) == token then
