@@ -14,7 +14,9 @@ Checked after every step: the key, the queue and every wake list are what the mo
 and a grant in a wake list belongs to a waiter out of the queue (``NoStaleGrant``: one
 read after the waiter queued again would start a body on a key that is not its own).
 When a waiter reads a grant, the key holds its token, or held it until its lease ran out
-(``HeldInBody``); the key goes to waiters in the order they queued.
+(``HeldInBody``); the key goes to waiters in the order they queued.  A new fence is the
+counter's next value or the floor of Redis's clock when the script ran, whichever is larger
+(``lib/fence.lua``): the model knows the counter and the clock before and after each script.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from hypothesis.stateful import (
 )
 
 from distlock._core.commands import Command, Op
+from distlock._fence_floor import floor_at
 from distlock._protocol import encode, fence_key, queue_keys, released_key
 from tests.properties import profiles
 from tests.redis_server import RedisServer
@@ -59,7 +62,9 @@ class WaitProtocol(RuleBasedStateMachine):
         records = (released_key(KEY, t) for t in (*WAITERS, "f"))
         self.r.delete(KEY, queue, places, *records, *(wake + t for t in WAITERS))
         # The fence counter serves every key of the slot: fences count from where it is.
-        self.base = int(self.r.get(fence_key(KEY)) or 0)
+        self.last = int(self.r.get(fence_key(KEY)) or 0)
+        #: Redis's clock (ms) just before the last script ran.
+        self.sent_ms = 0
         self.holder: str | None = None
         #: The holder knows it holds the key (granted, or it read the grant): it would
         #: never withdraw.
@@ -67,7 +72,6 @@ class WaitProtocol(RuleBasedStateMachine):
         self.queue: list[str] = []
         #: What each waiter's wake list holds: "=fence" (handed the key) or "1" (woken).
         self.wake: dict[str, str] = {}
-        self.fence = 0
         #: Tokens whose key's lease ran out while they held it.
         self.lapsed: set[str] = set()
         #: Tokens whose release deleted the key: each is remembered (its own record).
@@ -76,9 +80,22 @@ class WaitProtocol(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.r.close()
 
+    def _ms(self) -> int:
+        seconds, micros = self.r.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     def _run(self, command: Command) -> Any:
         script, keys, args = encode(command)
+        self.sent_ms = self._ms()
         return self.r.eval(script.source, len(keys), *keys, *args)
+
+    def _new_fence(self, fence: int) -> None:
+        """The last script issued ``fence``: the counter's next value, or the floor of
+        Redis's clock at the script's instant (between the clock read before it and now)."""
+        low = max(self.last + 1, floor_at(self.sent_ms))
+        high = max(self.last + 1, floor_at(self._ms()))
+        assert low <= fence <= high, "a new fence: the next one, or the clock's floor"
+        self.last = fence
 
     def _hand_on(self) -> None:
         """The key was let go: to the first waiter, handed or woken."""
@@ -86,11 +103,11 @@ class WaitProtocol(RuleBasedStateMachine):
             return
         head = self.queue[0]
         if head in HANDED:
-            self.fence += 1
+            self._new_fence(int(self.r.get(fence_key(KEY)) or 0))
             self.holder = head
             self.knows = False
             self.queue.pop(0)
-            self.wake[head] = f"={self.base + self.fence}"
+            self.wake[head] = f"={self.last}"
             _count("handed")
         else:
             self.wake.setdefault(head, "1")
@@ -107,10 +124,10 @@ class WaitProtocol(RuleBasedStateMachine):
         free_for_us = self.holder is None and (not self.queue or self.queue[0] == token)
         if self.holder == token or free_for_us:
             if self.holder != token:
-                self.fence += 1
+                self._new_fence(fence)
                 self.holder = token
             self.knows = True
-            assert fence == self.base + self.fence, "granted with the key's latest fence"
+            assert fence == self.last, "granted with the key's latest fence"
             self.lapsed.discard(token)
             if token in self.queue:
                 self.queue.remove(token)
@@ -134,13 +151,12 @@ class WaitProtocol(RuleBasedStateMachine):
     def fail_fast(self) -> None:
         fence = int(self._run(Command(Op.ACQUIRE, KEY, "f", LONG)))
         if self.holder is None:
-            self.fence += 1
+            self._new_fence(fence)
             self.holder = "f"
             self.knows = True
-            assert fence == self.base + self.fence
             _count("fail-fast granted")
         elif self.holder == "f":
-            assert fence == self.base + self.fence
+            assert fence == self.last
         else:
             assert fence == 0
 
@@ -207,7 +223,7 @@ class WaitProtocol(RuleBasedStateMachine):
         if element is not None and element.startswith(b"="):
             # HeldInBody: the body this grant starts runs on the waiter's own key.
             assert self.holder == token or token in self.lapsed
-            assert int(element[1:]) == self.base + self.fence or token in self.lapsed
+            assert int(element[1:]) == self.last or token in self.lapsed
             if self.holder == token:
                 self.knows = True
             _count("read a grant")
@@ -234,7 +250,7 @@ class WaitProtocol(RuleBasedStateMachine):
                 [self.wake[token]] if token in self.wake else []
             )
         counter = self.r.get(fence_key(KEY))
-        assert int(counter or 0) == self.base + self.fence
+        assert int(counter or 0) == self.last
         for token in (*WAITERS, "f"):
             assert self.r.get(released_key(KEY, token)) == (
                 token.encode() if token in self.released_by else None
