@@ -27,9 +27,10 @@ holder's committed increment.  With the guard, the resumed holder's admission ho
 fence row's lock, so the newer holder waits for its commit and reads after it; a holder
 paused before its admission (fault 2) is refused as stale.
 
-Fences start again when Redis restarts empty (see :mod:`distlock.fencing`): the guard then
-refuses every new holder until the counter passes what it recorded; the row reports the
-largest fence before the restart and the first granted after it.
+Fences keep increasing when Redis restarts empty (each is at least a floor on Redis's
+clock: see the README's fencing tokens), so the guard admits the first holder after the
+restart; the row reports the largest fence before the restart and the first granted after
+it, and how many stale fences were refused after the restart.
 """
 
 from __future__ import annotations
