@@ -823,6 +823,19 @@ def lower_bound(gap_ms: float, ttl_ms: float, ticks: int = TTL_TICKS) -> int:
     return max(0, math.floor(LOWER_RATE * gap_ms / unit) - LOWER_SLACK_TICKS)
 
 
+def _fence_ranks(events: Sequence[dict[str, Any]]) -> dict[int, int]:
+    """Each fence recorded in ``events``, by its rank among them (1 for the smallest).
+    TLC's integers stop at 2**31 - 1 and a fence is a floor on Redis's clock (about 2**48
+    now); the trace model reads a recorded fence only to order it against another, which
+    the ranks keep."""
+    recorded = {
+        fence
+        for e in events
+        if isinstance(fence := e.get("fence"), int) and not isinstance(fence, bool) and fence > 0
+    }
+    return {fence: rank for rank, fence in enumerate(sorted(recorded), 1)}
+
+
 def _handed_fence(e: dict[str, Any]) -> int | None:
     """The fence of a Wake event whose block ended with the key handed over (None: not
     such an event)."""
@@ -1228,6 +1241,7 @@ def build_model(
         [e for _, e in logged], client_of, round_of if limit is None else None
     )
     fences = dict.fromkeys(index, 0)
+    ranks = _fence_ranks([e for _, e in logged])
     t0 = _time(logged[0][1])
     k = 0
     rows: list[str] = []
@@ -1244,7 +1258,7 @@ def build_model(
         if _handed_fence(e) is not None:
             # a Wake with the fence of a key handed over: a grant
             kind, value, fence = "hand", True, e.get("fence")
-        fence = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
+        fence = ranks.get(fence, 0) if isinstance(fence, int) and not isinstance(fence, bool) else 0
         if fence:
             fences[client] = fence
         # the core's "waiting" is the spec's "backoff" (see WaitDenied)
@@ -1707,6 +1721,7 @@ def build_reentrant_model(
     deep: set[int] = set()
     max_depth = 1
     fences = dict.fromkeys(index, 0)
+    ranks = _fence_ranks(events)
     t0 = _time(events[0])
     k = 0
     rows: list[str] = []
@@ -1722,7 +1737,7 @@ def build_reentrant_model(
         if _handed_fence(e) is not None:
             # a Wake with the fence of a key handed over: a grant
             kind, value, fence = "hand", True, e.get("fence")
-        fence = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
+        fence = ranks.get(fence, 0) if isinstance(fence, int) and not isinstance(fence, bool) else 0
         if fence:
             fences[client] = fence
         depth = e.get("depth", -1)
