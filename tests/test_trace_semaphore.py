@@ -276,20 +276,14 @@ def test_corrupted_permit_traces_are_rejected(redis_server: RedisServer, tmp_pat
     assert "REJECTED" in proc.stdout and "AcquireReply" in proc.stdout
 
 
-def _semaphore() -> Any:
-    """``distlock.Semaphore``; skips the test until it is part of the checkout."""
-    semaphore = getattr(distlock, "Semaphore", None)
-    if semaphore is None:
-        pytest.skip("distlock.Semaphore is not in this checkout yet")
-    return semaphore
-
-
 def _two_renewed_and_one_refused(server: RedisServer, path: Path) -> list[Event]:
     """Two permits of limit 2 held at once through renewals of both, and a third section
     refused meanwhile."""
     with NdjsonRecorder(path, append=False) as rec:
         watch = Watch(rec)
-        with _semaphore()(server.url, prefix="st-s", limit=2, ttl_ms=2000, trace=watch) as sem:
+        with distlock.Semaphore(
+            server.url, prefix="st-s", limit=2, ttl_ms=2000, trace=watch
+        ) as sem:
             both_in, checked = threading.Barrier(3, timeout=30), threading.Event()
 
             def section() -> None:
@@ -320,7 +314,7 @@ def _lost_permit(server: RedisServer, path: Path) -> list[Event]:
     finds it gone, the signal fires and the section ends lost."""
     with (  # noqa: PT012
         NdjsonRecorder(path, append=False) as rec,
-        _semaphore()(server.url, prefix="st-l", limit=2, ttl_ms=2000, trace=rec) as sem,
+        distlock.Semaphore(server.url, prefix="st-l", limit=2, ttl_ms=2000, trace=rec) as sem,
         pytest.raises(distlock.LockLeaseLostError),
         sem.hold("x") as permit,
     ):
@@ -359,7 +353,7 @@ def _waiting_permits(server: RedisServer, path: Path) -> list[Event]:
     (limit 1, sync driver, threads)."""
     with NdjsonRecorder(path, append=False) as rec:
         watch = Watch(rec)
-        sem_cls = _semaphore()
+        sem_cls = distlock.Semaphore
         with sem_cls(server.url, prefix="st-w", limit=1, ttl_ms=2000, trace=watch) as sem:
             held, timed_out = threading.Event(), threading.Event()
 
@@ -608,7 +602,7 @@ def _restarted_empty(server: RedisServer, path: Path) -> list[Event]:
     )
     with NdjsonRecorder(path, append=False) as rec:
         watch = Watch(rec)
-        sem = _semaphore()(client, prefix="st-r", limit=1, ttl_ms=1000, trace=watch)
+        sem = distlock.Semaphore(client, prefix="st-r", limit=1, ttl_ms=1000, trace=watch)
         holding, restarted = threading.Event(), threading.Event()
         lost: list[BaseException] = []
 
