@@ -211,7 +211,8 @@ class RenewErrorObserver:
 
 
 class HandleBase:
-    """What a sync and an asyncio handle have in common: the section and its group."""
+    """What a sync and an asyncio handle of any primitive have in common: the section and
+    its group.  No fence: a lock's handle adds it (a semaphore's permit has none)."""
 
     __slots__ = ("_armed_at", "_machine", "_section")
 
@@ -237,18 +238,6 @@ class HandleBase:
         return self._section.token
 
     @property
-    def fence(self) -> int:
-        """The fencing token: strictly larger for each new owner while Redis keeps its data.
-
-        Pass it to the resource you protect and have the resource reject writes carrying a
-        smaller fence than one it has already seen.
-        """
-        fence = self._section.fence
-        if fence is None:
-            raise AttributeError("this handle was never granted the lock, so it has no fence")
-        return fence
-
-    @property
     def held(self) -> bool:
         """Acquired, not yet released, and not known lost (as far as this client knows)."""
         return self._section.holding
@@ -256,8 +245,8 @@ class HandleBase:
     def __repr__(self) -> str:
         section = self._section
         return (
-            f"<{type(self).__name__} {section.key!r} fence={section.fence} "
-            f"phase={section.phase.value} lost={section.lost is not None}>"
+            f"<{type(self).__name__} {section.key!r} phase={section.phase.value} "
+            f"lost={section.lost is not None}>"
         )
 
 
@@ -457,7 +446,7 @@ class LockBase:
 
 class SemaphoreBase(LockBase):
     """What a sync and an asyncio ``Semaphore`` add to a lock namespace: the limit, given
-    to every permit's section (the driver's own ``Lock`` does the rest)."""
+    to every permit's section (the driver's ``Primitive`` does the rest)."""
 
     _section_type = SemaphoreSection
     #: How many permits of one id this semaphore's acquires allow to be live at once.
@@ -473,26 +462,6 @@ def semaphore_options(limit: object, options: Mapping[str, Any]) -> tuple[int, d
     """A semaphore's limit, validated before anything else happens, and its constructor
     options with the semaphore's own default prefix."""
     return check_limit(limit), {"prefix": SEMAPHORE_PREFIX, **options}
-
-
-class PermitMixin(HandleBase):
-    """A permit handle has no fence: a permit is one of ``limit``, so there is no order of
-    holders for a resource to check."""
-
-    __slots__ = ()
-
-    @property
-    def fence(self) -> int:
-        raise AttributeError(
-            "a semaphore permit has no fence: several holders share the id at once"
-        )
-
-    def __repr__(self) -> str:
-        section = self._section
-        return (
-            f"<{type(self).__name__} {section.key!r} phase={section.phase.value} "
-            f"lost={section.lost is not None}>"
-        )
 
 
 class Holders(Generic[HandleT]):
@@ -612,11 +581,6 @@ class GroupBase(Generic[HandleT]):
     @property
     def keys(self) -> list[str]:
         return [h.key for h in self.handles]
-
-    @property
-    def fences(self) -> dict[str, int]:
-        """Each key's fencing token."""
-        return {h.key: h.fence for h in self.handles}
 
     @property
     def held(self) -> bool:

@@ -190,7 +190,7 @@ def test_a_handle_is_taken_for_its_fence(
         permit = permits.acquire("order:1")
         assert permit is not None
         with pytest.raises(ValidationError, match="semaphore permit has no fence"):
-            guard.admit(conn, "order:1", permit)
+            guard.admit(conn, "order:1", permit)  # type: ignore[arg-type]  # as mypy says
         permit.release()
     client.close()
 

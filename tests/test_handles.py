@@ -214,3 +214,25 @@ def _types_accept_cluster_clients(
 ) -> tuple[distlock.Lock, distlock.asyncio.Lock]:
     # Never called: mypy --strict checks that both drivers take RedisCluster clients.
     return distlock.Lock(sync), distlock.asyncio.Lock(asyn)
+
+
+def _types_tell_the_primitives_apart(
+    sem: distlock.Semaphore,
+    rlocks: distlock.ReentrantLock,
+    asem: distlock.asyncio.Semaphore,
+    permit: distlock.PermitHandle,
+) -> None:
+    # Never called: mypy --strict (whose unused-ignore warning fails the run) checks that
+    # each line is an error, so a Semaphore or ReentrantLock is no Lock to a type checker,
+    # and what they do not offer is absent.
+    def wants_lock(locks: distlock.Lock) -> None: ...
+
+    def wants_async_lock(locks: distlock.asyncio.Lock) -> None: ...
+
+    wants_lock(sem)  # type: ignore[arg-type]
+    wants_lock(rlocks)  # type: ignore[arg-type]
+    wants_async_lock(asem)  # type: ignore[arg-type]
+    sem.hold_many(["a", "b"])  # type: ignore[attr-defined]
+    rlocks.run_many(["a", "b"], lambda g: None)  # type: ignore[attr-defined]
+    sem.owner("k")  # type: ignore[attr-defined]
+    _ = permit.fence  # type: ignore[attr-defined]

@@ -140,14 +140,14 @@ def test_a_finished_hold_leaves_no_reference_cycle(redis_server: RedisServer) ->
     async def body(h: object) -> None:
         return None
 
-    async def cycles(locks: Lock) -> None:
+    async def cycles(locks: Lock | ReentrantLock | Semaphore) -> None:
         await locks.run("k", body)
         async with locks.hold("k") as h:
             assert h.key == f"{locks.prefix}:k"
             if isinstance(locks, ReentrantLock):
                 async with locks.hold("k") as inner:
                     assert inner.depth == 2
-        if type(locks) is Lock:
+        if isinstance(locks, Lock):
             await locks.run_many(["a", "b"], lambda g: asyncio.sleep(0))
         if not isinstance(locks, Semaphore):
             with pytest.raises(LockNotAcquiredError):  # an enter that fails

@@ -211,6 +211,27 @@ def test_manual_handles_and_rejections(redis_server: RedisServer, r: redis.Redis
     arun(main)
 
 
+def test_a_reentrant_lock_is_no_lock_with_groups(redis_server: RedisServer) -> None:
+    """As the sync one: no ``hold_many``/``run_many`` attributes, so no ``Lock``; its
+    handles are lock handles, fence and all."""
+
+    async def main() -> None:
+        async with ReentrantLock(client_for(redis_server), prefix="rg", ttl_ms=TTL) as locks:
+            assert not isinstance(locks, Lock)
+            for name in ("hold_many", "run_many"):
+                assert not hasattr(ReentrantLock, name) and not hasattr(locks, name)
+                with pytest.raises(AttributeError):
+                    getattr(locks, name)
+            async with locks.hold("a") as handle:
+                assert isinstance(handle, LockHandle) and handle.fence > 0
+                seen = await locks.owner("a")
+                assert seen is not None and seen.fence == handle.fence
+                assert await locks.locked("a") is True
+            assert await locks.force_unlock("a") is False
+
+    arun(main)
+
+
 def test_cross_kind_refusal_and_fences(redis_server: RedisServer, r: redis.Redis) -> None:
     async def main() -> None:
         client = client_for(redis_server)

@@ -18,6 +18,7 @@ import redis
 from distlock import (
     Lock,
     LockClosedError,
+    LockHandle,
     LockLeaseLostError,
     LockNotAcquiredError,
     LossReason,
@@ -315,8 +316,17 @@ def test_dead_threads_are_not_kept(locks: ReentrantLock, r: redis.Redis) -> None
     assert handles[0].release() is True
 
 
-def test_hold_many_is_refused(locks: ReentrantLock) -> None:
-    with pytest.raises(UsageError):
-        locks.hold_many(["a", "b"])
-    with pytest.raises(UsageError):
-        locks.run_many(["a", "b"], lambda g: None)
+def test_a_reentrant_lock_is_no_lock_with_groups(locks: ReentrantLock) -> None:
+    """One key at a time: no ``hold_many``/``run_many`` attributes (not ones that raise),
+    and so no ``Lock``; its handles are lock handles, fence and all."""
+    assert not isinstance(locks, Lock)
+    for name in ("hold_many", "run_many"):
+        assert not hasattr(ReentrantLock, name) and not hasattr(locks, name)
+        with pytest.raises(AttributeError):
+            getattr(locks, name)
+    with locks.hold("a") as handle:
+        assert isinstance(handle, LockHandle) and handle.fence > 0
+        seen = locks.owner("a")
+        assert seen is not None and seen.fence == handle.fence
+        assert locks.locked("a") is True
+    assert locks.force_unlock("a") is False

@@ -18,7 +18,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
-from distlock.asyncio import Lock, PermitHandle, ReentrantLock, Semaphore
+from distlock.asyncio import Lock, LockHandle, PermitHandle, ReentrantLock, Semaphore
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
@@ -275,5 +275,36 @@ def test_bad_options_are_rejected_before_any_command() -> None:
                 sem.hold("k", heartbeat_ms=-1)
             with pytest.raises(ValidationError):
                 await sem.run("", _noop)
+
+    arun(main)
+
+
+def test_a_semaphore_offers_only_what_it_supports(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """As the sync one: no Lock, no ``hold_many``/``run_many`` nor ``owner``, and permits
+    with no fence: the attributes are absent, not ones that raise."""
+
+    async def fenced(permit: PermitHandle) -> bool:
+        return hasattr(permit, "fence")
+
+    async def main() -> None:
+        async with Semaphore(client_for(redis_server), limit=2, ttl_ms=TTL) as sem:
+            assert not isinstance(sem, Lock | ReentrantLock)
+            for name in ("hold_many", "run_many", "owner"):
+                assert not hasattr(Semaphore, name) and not hasattr(sem, name)
+                with pytest.raises(AttributeError):
+                    getattr(sem, name)
+            permit = await sem.acquire("k")
+            assert permit is not None and not isinstance(permit, LockHandle)
+            assert not hasattr(PermitHandle, "fence") and not hasattr(permit, "fence")
+            with pytest.raises(AttributeError):
+                _ = permit.fence  # type: ignore[attr-defined]
+            async with sem.hold("k") as held:
+                assert not hasattr(held, "fence") and held.held
+            assert await sem.run("k", fenced) is False
+            assert await permit.release() is True
+            assert await sem.locked("k") is False and await sem.force_unlock("k") is False
+            assert r.exists("sem:k") == 0
 
     arun(main)

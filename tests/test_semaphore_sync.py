@@ -19,13 +19,13 @@ from redis.retry import Retry
 
 from distlock import (
     Lock,
+    LockHandle,
     LockLeaseLostError,
     LockNotAcquiredError,
     LossReason,
     PermitHandle,
     ReentrantLock,
     Semaphore,
-    UsageError,
     ValidationError,
 )
 from distlock._protocol import (
@@ -235,8 +235,6 @@ def test_a_manual_extend_of_a_removed_permit_is_false_and_fires_the_signal(
     assert permit.extend() is False
     assert permit.signal.aborted
     assert permit.release() is False
-    with pytest.raises(AttributeError, match="no fence"):
-        _ = permit.fence
 
 
 def test_an_expired_permit_is_never_renewed_back(r: redis.Redis) -> None:
@@ -368,9 +366,31 @@ def test_the_constructor_takes_a_lock_s_forms_and_a_required_limit(r: redis.Redi
         assert permit.release() is True
     with pytest.raises(TypeError):
         Semaphore(r)  # type: ignore[call-arg]
-    with Semaphore(r, limit=1) as default, pytest.raises(UsageError):
-        default.hold_many(["a", "b"])
-    assert default.prefix == "sem"
+    with Semaphore(r, limit=1) as default:
+        assert default.prefix == "sem"
+
+
+def test_a_semaphore_offers_only_what_it_supports(r: redis.Redis) -> None:
+    """A Semaphore is no Lock: one permit at a time (no ``hold_many``/``run_many``), no
+    one owner, and a permit has no fence: the attributes are absent, not ones that raise."""
+    with Semaphore(r, limit=2, ttl_ms=TTL) as sem:
+        assert not isinstance(sem, Lock | ReentrantLock)
+        for name in ("hold_many", "run_many", "owner"):
+            assert not hasattr(Semaphore, name) and not hasattr(sem, name)
+            with pytest.raises(AttributeError):
+                getattr(sem, name)
+        permit = sem.acquire("k")
+        assert permit is not None and not isinstance(permit, LockHandle)
+        assert not hasattr(PermitHandle, "fence") and not hasattr(permit, "fence")
+        with pytest.raises(AttributeError):
+            _ = permit.fence  # type: ignore[attr-defined]
+        assert "fence" not in repr(permit)
+        with sem.hold("k") as held:
+            assert not hasattr(held, "fence") and held.held
+        assert sem.run("k", lambda p: hasattr(p, "fence")) is False
+        assert permit.release() is True
+        # What it does offer, as a Lock does.
+        assert sem.locked("k") is False and sem.force_unlock("k") is False
 
 
 #: The README's ACL for semaphores under the prefix "workers": the scripts' commands only.

@@ -10,7 +10,7 @@ import functools
 import inspect
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import pytest
 import redis
@@ -34,7 +34,14 @@ def arun(fn: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-def _sync_primitive(kind: str, client: Any, **options: Any) -> distlock.Lock:
+#: Any primitive of each driver: a Semaphore or a ReentrantLock is no Lock.
+SyncPrimitive: TypeAlias = distlock.Lock | distlock.ReentrantLock | distlock.Semaphore
+AsyncPrimitive: TypeAlias = (
+    distlock.asyncio.Lock | distlock.asyncio.ReentrantLock | distlock.asyncio.Semaphore
+)
+
+
+def _sync_primitive(kind: str, client: Any, **options: Any) -> SyncPrimitive:
     if kind == "semaphore":
         return distlock.Semaphore(client, limit=1, **options)
     if kind == "reentrant":
@@ -42,7 +49,7 @@ def _sync_primitive(kind: str, client: Any, **options: Any) -> distlock.Lock:
     return distlock.Lock(client, **options)
 
 
-def _async_primitive(kind: str, client: Any, **options: Any) -> distlock.asyncio.Lock:
+def _async_primitive(kind: str, client: Any, **options: Any) -> AsyncPrimitive:
     if kind == "semaphore":
         return distlock.asyncio.Semaphore(client, limit=1, **options)
     if kind == "reentrant":
@@ -61,26 +68,28 @@ CALLS = [(kind, how) for kind in KINDS for how in ("acquire", "hold", "run")] + 
 BODY_KINDS = [*KINDS, "many"]
 
 
-def _enter(locks: distlock.Lock, id: str) -> None:
+def _enter(locks: SyncPrimitive, id: str) -> None:
     """Enter and leave ``locks.hold(id)``."""
     with locks.hold(id):
         pass
 
 
-async def _aenter(locks: distlock.asyncio.Lock, id: str) -> None:
+async def _aenter(locks: AsyncPrimitive, id: str) -> None:
     async with locks.hold(id):
         pass
 
 
-def _run_body(locks: distlock.Lock, kind: str, fn: Any) -> Any:
+def _run_body(locks: SyncPrimitive, kind: str, fn: Any) -> Any:
     """``fn`` run under ``locks`` by ``run``, or by ``run_many`` for the kind "many"."""
     if kind == "many":
+        assert isinstance(locks, distlock.Lock)
         return locks.run_many(["a", "b"], fn)
     return locks.run("k", fn)
 
 
-async def _arun_body(locks: distlock.asyncio.Lock, kind: str, fn: Any) -> Any:
+async def _arun_body(locks: AsyncPrimitive, kind: str, fn: Any) -> Any:
     if kind == "many":
+        assert isinstance(locks, distlock.asyncio.Lock)
         return await locks.run_many(["a", "b"], fn)
     return await locks.run("k", fn)
 
@@ -115,7 +124,7 @@ FAIL_FAST_CALLS = [
 ]
 
 
-def _sync_try(locks: distlock.Lock, how: str, call: dict[str, Any]) -> bool:
+def _sync_try(locks: SyncPrimitive, how: str, call: dict[str, Any]) -> bool:
     """Whether the call got the lock, taken by ``how``."""
     if how == "acquire":
         handle = locks.acquire("k", **call)
@@ -130,6 +139,7 @@ def _sync_try(locks: distlock.Lock, how: str, call: dict[str, Any]) -> bool:
         elif how == "run":
             locks.run("k", lambda h: None, **call)
         else:
+            assert isinstance(locks, distlock.Lock)
             locks.run_many(["k", "other"], lambda g: None, **call)
     except LockNotAcquiredError:
         return False
@@ -158,7 +168,7 @@ def test_sync_call_waiting_options_replace_the_constructors(
     client.close()
 
 
-async def _async_try(locks: distlock.asyncio.Lock, how: str, call: dict[str, Any]) -> bool:
+async def _async_try(locks: AsyncPrimitive, how: str, call: dict[str, Any]) -> bool:
     async def body(_: object) -> None:
         return None
 
@@ -175,6 +185,7 @@ async def _async_try(locks: distlock.asyncio.Lock, how: str, call: dict[str, Any
         elif how == "run":
             await locks.run("k", body, **call)
         else:
+            assert isinstance(locks, distlock.asyncio.Lock)
             await locks.run_many(["k", "other"], body, **call)
     except LockNotAcquiredError:
         return False
@@ -603,7 +614,7 @@ def test_sync_unencodable_id_is_a_validation_error_before_any_command(
             locks.run(bad, lambda h: None)
         with pytest.raises(ValidationError, match="UTF-8"):
             locks.key(bad)
-        if kind == "lock":
+        if isinstance(locks, distlock.Lock):
             with pytest.raises(ValidationError, match="UTF-8"):
                 locks.run_many(["ok", bad], lambda g: None)
         # A non-ASCII id that is valid text is a key as any other.
@@ -633,7 +644,7 @@ def test_async_unencodable_id_is_a_validation_error_before_any_command(
                     await _aenter(locks, bad)
                 with pytest.raises(ValidationError, match="UTF-8"):
                     await locks.run(bad, body)
-                if kind == "lock":
+                if isinstance(locks, distlock.asyncio.Lock):
                     with pytest.raises(ValidationError, match="UTF-8"):
                         await locks.run_many(["ok", bad], body)
         finally:

@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from types import CoroutineType, TracebackType
-from typing import Self, TypeVar, Unpack, cast
+from typing import TypeVar, Unpack
 
-from distlock import _flows as flows
 from distlock._core.group import Group
-from distlock._core.section import Phase
-from distlock._operator import LockOwner, force_unlock_call, owner_call, read_owner
-from distlock.errors import LockClosedError
+from distlock._operator import LockOwner
 from distlock.options import (
-    ACQUIRE_KEYS,
     ASYNC_HOLD_KEYS,
-    ASYNC_LOCK_KEYS,
     AcquireOptions,
     AsyncHoldOptions,
-    AsyncLockOptions,
 )
 
-from . import backend, cancellation, wire
+from . import backend, cancellation
 from .handles import LockGroup, LockHandle, _Hold, _HoldMany
-from .runner import Runner
+from .primitive import Primitive
 
 T = TypeVar("T")
 
 
-class Lock(Runner):
+class Lock(Primitive[LockHandle]):
     """A Redis lock namespace: keys are ``<prefix>:<id>``.
 
     ``client`` is a Redis client of this driver (``redis.Redis`` for :class:`distlock.Lock`,
@@ -44,76 +37,7 @@ class Lock(Runner):
     >>> locks = Lock("redis://127.0.0.1:6379/0", prefix="order", ttl_ms=10_000)  # doctest: +SKIP
     """
 
-    #: The handle each acquisition gets.
-    _handle_type: type[LockHandle] = LockHandle
-
-    def __init__(
-        self,
-        client: backend.Client | str | backend.ClientFactory,
-        **options: Unpack[AsyncLockOptions],
-    ) -> None:
-        super().__init__(client, ASYNC_LOCK_KEYS, options)
-
-    # unasync: begin async only
-    @property
-    def cancel_on_loss(self) -> bool:
-        return self.defaults.cancel_on_loss
-
-    # unasync: end
-    # -- lifecycle -------------------------------------------------------------------------
-
-    async def aclose(self) -> None:
-        """Close the Lock: every call after it raises :class:`~distlock.LockClosedError`.
-
-        A section open now (``hold``/``run``) loses its lease as on any loss: its signal
-        fires, its body is cancelled under asyncio (unless ``cancel_on_loss=False``), its
-        key is released (one attempt), and its exit raises
-        :class:`~distlock.LockLeaseLostError` (:attr:`~distlock.errors.LossReason.LOCK_CLOSED`).
-        A caller waiting for a key raises ``LockClosedError`` at once, having withdrawn its
-        place, and is never handed a key.  Then interrupted releases are let finish,
-        renewals stopped (a renewal in flight is let finish: once this returns, the Lock
-        sends nothing more through the client), and a client the Lock made is closed.
-        """
-        with self._mutex:  # no transition of this Lock arms a timer after this
-            self._closed = True
-            open_sections = backend.close_timers(self)
-        self._blocked.interrupt()
-        # Closed from inside a body: the loss cancels that body, which is this task.  The
-        # cancellation is kept until the Lock is closed, then raised (the body ends on it).
-        cancelled: BaseException | None = None
-        for handle in open_sections:
-            try:
-                await self._close_section(cast(LockHandle, handle))
-            except cancellation.Cancelled as exc:
-                cancelled = exc
-        try:
-            await self._close_background()
-        except cancellation.Cancelled as exc:
-            cancelled = exc
-        if cancelled is not None:
-            raise cancelled
-
-    async def _close_background(self) -> None:
-        await self._background.drain(self)
-        for conn in self._waiter_conns.close():
-            await conn.disconnect()
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-
-    async def _refuse_granted(self, handles: Sequence[LockHandle]) -> None:
-        """Keys granted to a caller of a Lock closed meanwhile go back: a closed Lock
-        hands nobody a key (its sections would run unrenewed)."""
-        for handle in handles:
-            await self._close_section(handle)
-        raise LockClosedError(handles[0].key if len(handles) == 1 else None)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+    _handle_type = LockHandle
 
     # -- public API ------------------------------------------------------------------------
 
@@ -129,13 +53,9 @@ class Lock(Runner):
         :meth:`LockHandle.extend` if the work can outlive the TTL, and
         :meth:`LockHandle.release` when done.
         """
-        handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
-        await self._run(flows.acquire(self, handle))
-        if self._closed:
-            await self._refuse_granted((handle,))
-        return handle if handle._section.phase is Phase.HELD else None
+        return await self._acquire(id, options)
 
-    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _Hold:
+    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _Hold[LockHandle]:
         """Hold the lock for an ``async with`` block, renewed while the block runs.
 
         Raises :class:`LockNotAcquiredError` if the lock is held elsewhere (and, with
@@ -157,23 +77,7 @@ class Lock(Runner):
 
         Returns what ``fn`` returned only if the lock was held for the whole call.
         """
-        # What ``async with self.hold(...)`` does, without the protocol's calls (this is
-        # the cycle a renewed lock pays on every use).
-        backend.check_body(fn)
-        hold = _Hold(self, id, options)
-        handle = hold._handle
-        handles = (handle,)
-        await hold._enter(self, handles)
-        try:
-            body = fn(handle)
-            if body.__class__ is not CoroutineType:  # unasync: async only
-                body = backend.awaitable(fn, body)  # unasync: async only
-            result = await body
-        except BaseException as exc:
-            await hold._exit(self, handles, handle._machine, exc)
-            raise
-        await hold._exit(self, handles, handle._machine, None)
-        return backend.returned(fn, result)
+        return await self._run_held(id, fn, options)
 
     def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
         """Hold several locks for an ``async with`` block, as :meth:`hold` holds one.
@@ -217,32 +121,7 @@ class Lock(Runner):
         handles = tuple([make(self, s, machine) for s in sections])
         return machine, LockGroup(self.prefix, handles)
 
-    def _new_handle(
-        self,
-        id: str,
-        options: AcquireOptions | AsyncHoldOptions,
-        *,
-        watch: bool,
-        keys: frozenset[str] = ASYNC_HOLD_KEYS,
-    ) -> LockHandle:
-        """One lock's handle, with no driver group around it (``acquire`` and ``hold``)."""
-        opts = self._options(keys, options)
-        machine, sections = self._sections_for(
-            [id], opts, watch=watch, cancel_on_loss=watch and cancellation.cancels_body(opts)
-        )
-        return self._handle_type(self, sections[0], machine)
-
-    # -- reads and an operator's tool, outside any lock cycle ----------------------------------
-
-    async def locked(self, id: str) -> bool:
-        """Whether anyone holds ``id`` now (one ``EXISTS``).
-
-        A snapshot: the answer may be stale by the time it is returned, so never decide to
-        take the lock on it; :meth:`acquire` decides and takes in one step.
-        """
-        key = self.key(id)
-        client = self._client if self._client is not None else await self.client()
-        return bool(await client.exists(key))
+    # -- a read, outside any lock cycle --------------------------------------------------------
 
     async def owner(self, id: str) -> LockOwner | None:
         """Who holds ``id`` now, or None if nobody does: a read-only snapshot (one script
@@ -250,18 +129,4 @@ class Lock(Runner):
         by another primitive is reported, never a ``WRONGTYPE`` error).  See
         :class:`~distlock.LockOwner` for what it holds, and ``handle.held`` for what a
         holder itself knows."""
-        key = self.key(id)
-        return read_owner(key, await wire.eval_script(await self.client(), *owner_call(key)))
-
-    async def force_unlock(self, id: str) -> bool:
-        """For operators: delete ``id``'s key whoever holds it, and bump its slot's fence
-        counter in the same step, so every later owner's fence is larger than the evicted
-        holder's; the first waiter, if any, is woken.  Returns whether a key was deleted.
-
-        Not a way to release: the evicted holder is not told now.  It learns at its next
-        renewal (its lease is lost: its ``signal`` fires and ``run``/``hold`` raise
-        :class:`~distlock.LockLeaseLostError`); a manual handle, at its next ``extend`` or
-        ``release``.  Until then it may still act: fences are what stops its writes.
-        """
-        key = self.key(id)
-        return bool(await wire.eval_script(await self.client(), *force_unlock_call(key)))
+        return await self._owner(id)

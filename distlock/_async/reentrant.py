@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TypeVar, Unpack, cast
+from typing import Any, TypeVar, Unpack, cast
 
 from distlock import _flows as flows
 from distlock._base import Holders, inner_verdict
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Section
+from distlock._operator import LockOwner
 from distlock.errors import UsageError
 from distlock.options import ACQUIRE_KEYS, AcquireOptions, AsyncHoldOptions, AsyncLockOptions
 
 from . import backend, cancellation
-from .handles import LockGroup, LockHandle, _Hold, _HoldMany, _let_go
-from .lock import Lock
+from .handles import LockHandle, _Hold, _let_go
+from .primitive import Primitive
 
 T = TypeVar("T")
 
@@ -35,7 +36,7 @@ class ReentrantHandle(LockHandle):
 
     def __init__(
         self,
-        lock: Lock,
+        lock: Primitive[Any],
         section: Section,
         machine: Group,
     ) -> None:
@@ -88,7 +89,7 @@ class ReentrantHandle(LockHandle):
         return f"{super().__repr__()[:-1]} depth={self._depth}>"
 
 
-class _OuterHold(_Hold):
+class _OuterHold(_Hold[ReentrantHandle]):
     """The outermost level's ``hold()``: a lock's, except that under asyncio the cancel a
     loss sent to the body is taken back by whichever level's exit sees it first (the
     innermost open one), so that every level surfaces :class:`LockLeaseLostError`, never
@@ -96,7 +97,7 @@ class _OuterHold(_Hold):
 
     __slots__ = ("_consumed",)
 
-    def __init__(self, lock: Lock, id: str, options: AsyncHoldOptions) -> None:
+    def __init__(self, lock: ReentrantLock, id: str, options: AsyncHoldOptions) -> None:
         super().__init__(lock, id, options)
         self._consumed = False
 
@@ -144,7 +145,7 @@ class _ReentrantHold:
         if outer is not None:
             self._inner = await lock._reenter(outer)
             return self._inner
-        handle = cast(ReentrantHandle, await self._hold.__aenter__())
+        handle = await self._hold.__aenter__()
         lock._register(holder, handle)
         return handle
 
@@ -153,7 +154,7 @@ class _ReentrantHold:
     ) -> None:
         inner = self._inner
         if inner is None:
-            handle = cast(ReentrantHandle, self._hold._handle)
+            handle = self._hold._handle
             try:
                 # As a manual release of the outermost level: refused while an inner level
                 # is open, the key still held and renewed (the core's rule, for both
@@ -188,11 +189,13 @@ class _ReentrantHold:
         inner_verdict(inner._section, ev)
 
 
-class ReentrantLock(Lock):
+class ReentrantLock(Primitive[ReentrantHandle]):
     """A reentrant Redis lock namespace: the holder of ``id`` may take it again.
 
     Everything a :class:`Lock` takes (client forms, options, errors, signal, renewal,
-    cancellation) applies.  The holder is the current thread (sync), or the current task
+    cancellation) applies, and it offers a ``Lock``'s calls but the groups: one key at a
+    time, so no ``hold_many``/``run_many`` (nest ``hold`` calls, or use ``Lock`` for
+    several keys at once).  The holder is the current thread (sync), or the current task
     (asyncio: ``asyncio.current_task()``, never a context variable: a child task the
     holder creates is another holder and is refused, as it would deadlock on a key its
     parent holds only if it waited).  Re-entry is recognised per ``ReentrantLock`` object,
@@ -232,12 +235,12 @@ class ReentrantLock(Lock):
         if outer is not None:
             self._options(ACQUIRE_KEYS, options)  # validated all the same
             return await self._reenter(outer)
-        handle = cast("ReentrantHandle | None", await super().acquire(id, **options))
+        handle = await self._acquire(id, options)
         if handle is not None:
             self._register(holder, handle)
         return handle
 
-    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _ReentrantHold:  # type: ignore[override]
+    def hold(self, id: str, **options: Unpack[AsyncHoldOptions]) -> _ReentrantHold:
         """Hold the lock for an ``async with`` block, as :meth:`Lock.hold`; inside a block
         of the same holder on the same ``id``, a re-entry (the outer level's renewal
         covers it)."""
@@ -256,23 +259,10 @@ class ReentrantLock(Lock):
             result = await backend.awaitable(fn, fn(handle))
         return backend.returned(fn, result)
 
-    def hold_many(self, ids: Sequence[str], **options: Unpack[AsyncHoldOptions]) -> _HoldMany:
-        """Not offered: a reentrant lock is taken one key at a time (use :class:`Lock`'s
-        ``hold_many`` for several keys at once)."""
-        raise UsageError(
-            "ReentrantLock takes one key at a time: nest hold() calls, or use Lock.hold_many"
-        )
-
-    async def run_many(
-        self,
-        ids: Sequence[str],
-        fn: Callable[[LockGroup], Awaitable[T]],
-        **options: Unpack[AsyncHoldOptions],
-    ) -> T:
-        """Not offered: see :meth:`hold_many`."""
-        raise UsageError(
-            "ReentrantLock takes one key at a time: nest run() calls, or use Lock.run_many"
-        )
+    async def owner(self, id: str) -> LockOwner | None:
+        """Who holds ``id`` now, as :meth:`Lock.owner`, with the ``fence`` Redis keeps in
+        the key."""
+        return await self._owner(id)
 
     # -- levels ------------------------------------------------------------------------------
 

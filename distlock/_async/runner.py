@@ -1,7 +1,8 @@
 """What every Lock of the driver runs on: its client, the flows of :mod:`distlock._flows`
 run against Redis (commands, backoffs, a waiter's block), the effects the flows ask for
 (signals, cancels, renewals), and the renewals due together sent in one pipeline per
-connection.  :class:`distlock._async.lock.Lock` adds the public API on top."""
+connection.  :class:`distlock._async.primitive.Primitive` adds the lifecycle and the rest
+the primitives share, and each primitive its own public calls."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from distlock.signal import AsyncLeaseSignal
 from . import backend, cancellation, wire
 
 if TYPE_CHECKING:
-    from .handles import LockHandle
+    from .handles import Handle
 
 T = TypeVar("T")
 
@@ -106,7 +107,7 @@ class Runner(LockBase):
                     signal._fire(machine.first_loss)
         return cast(AsyncLeaseSignal, signal)
 
-    async def _close_section(self, handle: LockHandle) -> None:
+    async def _close_section(self, handle: Handle) -> None:
         with contextlib.suppress(Exception):
             await self._run(flows.close(self, handle))
 
@@ -285,7 +286,7 @@ class Runner(LockBase):
 
     # -- effects, for the flows --------------------------------------------------------------
 
-    def _apply(self, handle: LockHandle, step: Step) -> None:
+    def _apply(self, handle: Handle, step: Step) -> None:
         if step.loss is not None:
             machine = handle._machine
             with self._mutex:  # see _signal_of
@@ -299,7 +300,7 @@ class Runner(LockBase):
         if command is not None and command.op is Op.RENEW:
             self._renew(handle, command)
 
-    def _tick(self, handle: LockHandle) -> None:
+    def _tick(self, handle: Handle) -> None:
         flows.tick(self, handle)
         if self._closed:
             # Came up as close ran: close did not find it armed, so it is closed here
@@ -316,7 +317,7 @@ class Runner(LockBase):
 
     # -- renewals: those due in one tick go out in one pipeline per connection ---------------
 
-    def _renew(self, handle: LockHandle, command: Command) -> None:
+    def _renew(self, handle: Handle, command: Command) -> None:
         renewal = renewals.begin(self, handle, command)
         if renewals.alone(self._client, command) or not self._background.batching():
             self._background.spawn(

@@ -30,6 +30,12 @@ def check_fence(fence: object) -> int:
         try:
             value = fence.fence  # type: ignore[attr-defined]
         except AttributeError as exc:
+            if _is_permit(fence):
+                raise ValidationError(
+                    "a semaphore permit has no fence (several holders share the id at once, "
+                    "so there is no order among them to check): pass the handle (or "
+                    "handle.fence) of the Lock that protects this resource"
+                ) from exc
             raise ValidationError(
                 f"fence must be an int or a lock handle with a fence, not "
                 f"{type(fence).__name__} ({exc}); pass the handle (or handle.fence) of the "
@@ -54,6 +60,15 @@ def check_fence(fence: object) -> int:
             "and what the guards' 64-bit column holds); pass handle.fence unchanged"
         )
     return fence
+
+
+def _is_permit(handle: object) -> bool:
+    """Whether ``handle`` is a semaphore's permit, of either driver (whose modules are
+    imported only once a guard is refusing something that has no fence)."""
+    from distlock._async.semaphore import PermitHandle as AsyncPermitHandle
+    from distlock._sync.semaphore import PermitHandle
+
+    return isinstance(handle, PermitHandle | AsyncPermitHandle)
 
 
 def check_resource(resource: object) -> str:

@@ -1,12 +1,13 @@
 # Generated from distlock/_async/handles.py by tools/unasync.py: do not edit.
-"""A held lock's handle, a group of them, and the ``hold()`` objects that take and give
-back a section for a ``with`` block."""
+"""The handles of the primitives (what every one has, and a lock's, with its fence), a
+group of lock handles, and the ``hold()`` objects that take and give back a section for an
+``with`` block."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from distlock import _flows as flows
 from distlock._base import GroupBase, HandleBase, HoldingBase, conclude
@@ -19,12 +20,13 @@ from . import cancellation
 
 if TYPE_CHECKING:
     from .lock import Lock
+    from .primitive import Primitive
 
 
-class LockHandle(HandleBase):
-    """An acquired lock: ``key``, ``token`` (the value stored under the key), ``fence``,
-    and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
-    """
+class Handle(HandleBase):
+    """What the handle of every primitive has: ``key``, ``token`` (the value stored under
+    the key), ``held``, ``signal``, ``extend``, ``release`` and ``with``.  Not
+    public: :class:`LockHandle` adds the fence, a semaphore's ``PermitHandle`` has none."""
 
     # No timer of its own: the Lock's timers keep the handle in the bucket of the instant
     # ``_armed_at`` names, and that slot alone tells a live entry from a stale one.
@@ -32,7 +34,7 @@ class LockHandle(HandleBase):
 
     def __init__(
         self,
-        lock: Lock,
+        lock: Primitive[Any],
         section: Section,
         machine: Group,
     ) -> None:
@@ -67,7 +69,7 @@ class LockHandle(HandleBase):
         """
         return self._lock._run(flows.release(self._lock, self))
 
-    def __enter__(self) -> LockHandle:
+    def __enter__(self) -> Self:
         """``with handle:`` releases on exit, and raises :class:`LockLeaseLostError`
         if the key was no longer ours by then (the handle is not renewed: see ``hold``)."""
         return self
@@ -77,6 +79,37 @@ class LockHandle(HandleBase):
     ) -> None:
         self.release()
         conclude(self._machine, ev)
+
+
+class LockHandle(Handle):
+    """An acquired lock: ``key``, ``token`` (the value stored under the key), ``fence``,
+    and ``signal``, which aborts with the :class:`LockLeaseLostError` once the loss is known.
+    """
+
+    __slots__ = ()
+
+    @property
+    def fence(self) -> int:
+        """The fencing token: strictly larger for each new owner while Redis keeps its data.
+
+        Pass it to the resource you protect and have the resource reject writes carrying a
+        smaller fence than one it has already seen.
+        """
+        fence = self._section.fence
+        if fence is None:
+            raise AttributeError("this handle was never granted the lock, so it has no fence")
+        return fence
+
+    def __repr__(self) -> str:
+        section = self._section
+        return (
+            f"<{type(self).__name__} {section.key!r} fence={section.fence} "
+            f"phase={section.phase.value} lost={section.lost is not None}>"
+        )
+
+
+#: The handle a hold() gives.
+H = TypeVar("H", bound=Handle)
 
 
 class LockGroup(GroupBase[LockHandle]):
@@ -89,6 +122,11 @@ class LockGroup(GroupBase[LockHandle]):
     def signal(self) -> LeaseSignal:
         """The one signal its handles share."""
         return self.handles[0].signal
+
+    @property
+    def fences(self) -> dict[str, int]:
+        """Each key's fencing token."""
+        return {h.key: h.fence for h in self.handles}
 
 
 class _Holding(HoldingBase):
@@ -104,7 +142,7 @@ class _Holding(HoldingBase):
         #: The task running the body: what a loss cancels (None in the sync driver).
         self.task: cancellation.Task | None = None
 
-    def _enter(self, lock: Lock, handles: Sequence[LockHandle]) -> None:
+    def _enter(self, lock: Primitive[Any], handles: Sequence[Handle]) -> None:
         self._start(lock, handles)
         task = cancellation.current_task()
         try:
@@ -116,7 +154,11 @@ class _Holding(HoldingBase):
             raise
 
     def _exit(
-        self, lock: Lock, handles: Sequence[LockHandle], machine: Group, ev: BaseException | None
+        self,
+        lock: Primitive[Any],
+        handles: Sequence[Handle],
+        machine: Group,
+        ev: BaseException | None,
     ) -> None:
         task = self.task
         try:
@@ -126,7 +168,7 @@ class _Holding(HoldingBase):
         self._conclude(machine, ev)
 
 
-def _let_go(handles: Sequence[LockHandle]) -> None:
+def _let_go(handles: Sequence[Handle]) -> None:
     """The handles forget their hold once it is over: there is no body left for a loss to
     cancel, and a handle and its hold that refer to each other would be freed only by the
     cycle collector."""
@@ -134,8 +176,9 @@ def _let_go(handles: Sequence[LockHandle]) -> None:
         handle._holding = None
 
 
-class _Hold(_Holding):
-    """Holds one lock for a ``with`` block (:meth:`Lock.hold`), and gives its handle.
+class _Hold(_Holding, Generic[H]):
+    """Holds one key of a primitive for a ``with`` block (:meth:`Lock.hold`), and
+    gives its handle.
 
     Only the handle is kept: the Lock and the core's group are the handle's, and the
     one-element sequence the flows take is made when they run, so a held lock carries no
@@ -143,14 +186,14 @@ class _Hold(_Holding):
 
     __slots__ = ("_handle",)
 
-    def __init__(self, lock: Lock, id: str, options: HoldOptions) -> None:
+    def __init__(self, lock: Primitive[H], id: str, options: HoldOptions) -> None:
         # _Holding's fields, set here: this is the hold every run() makes.
         self._entered = False
         self._cancelling = 0
         self.task = None
-        self._handle = lock._new_handle(id, options, watch=True)
+        self._handle: H = lock._new_handle(id, options, watch=True)
 
-    def __enter__(self) -> LockHandle:
+    def __enter__(self) -> H:
         handle = self._handle
         self._enter(handle._lock, (handle,))
         return handle

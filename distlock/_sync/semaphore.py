@@ -3,25 +3,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TypeVar, Unpack, cast
+from collections.abc import Callable
+from typing import TypeVar, Unpack
 
-from distlock._base import PermitMixin, SemaphoreBase, semaphore_options
-from distlock._operator import LockOwner, owner_call, permits_full
-from distlock.errors import UsageError
+from distlock._base import SemaphoreBase, semaphore_options
+from distlock._operator import owner_call, permits_full
 from distlock.options import AcquireOptions, HoldOptions, LockOptions
 
 from . import backend, wire
-from .handles import LockGroup, LockHandle, _Hold, _HoldMany
-from .lock import Lock
+from .handles import Handle, _Hold
+from .primitive import Primitive
 
 T = TypeVar("T")
 
 
-class PermitHandle(PermitMixin, LockHandle):
+class PermitHandle(Handle):
     """A permit of a :class:`Semaphore`: ``key`` (``<prefix>:<id>``, the sorted set holding
     the id's permits), ``token`` (our member of it), ``signal``, ``held``, ``extend`` and
-    ``release`` as a lock handle's, and no fence."""
+    ``release`` as a lock handle's, and no ``fence``: a permit is one of ``limit``, so
+    there is no order of holders for a resource to check."""
 
     __slots__ = ()
 
@@ -43,14 +43,7 @@ class PermitHandle(PermitMixin, LockHandle):
         return self
 
 
-class _PermitHold(_Hold):
-    __slots__ = ()
-
-    def __enter__(self) -> PermitHandle:
-        return cast(PermitHandle, super().__enter__())
-
-
-class Semaphore(SemaphoreBase, Lock):
+class Semaphore(SemaphoreBase, Primitive[PermitHandle]):
     """A counting semaphore: at most ``limit`` permits of each id are held at once.
 
     Each permit is owned (a random token), renewed while ``run``/``hold`` runs, and expires
@@ -58,7 +51,10 @@ class Semaphore(SemaphoreBase, Lock):
     surfaced as a lock's is (the signal, and :class:`LockLeaseLostError` from ``run`` and
     ``hold``; under asyncio the body is cancelled, unless ``cancel_on_loss=False``).
     ``client`` and the options are a :class:`Lock`'s (the prefix defaults to ``"sem"``);
-    ``limit`` is a positive int, checked before anything is sent.  Each acquire compares
+    ``limit`` is a positive int, checked before anything is sent.  It is no ``Lock``:
+    ``acquire``, ``hold`` and ``run`` take one permit at a time (no ``hold_many`` nor
+    ``run_many``), and there is no ``owner`` (the permits have several holders; ``python
+    -m distlock inspect`` lists them).  Each acquire compares
     the number of live permits with its caller's own ``limit``, so callers of one id should
     agree on it.  A ``Lock`` or ``ReentrantLock`` on a semaphore's key, and a semaphore on a
     lock's, is refused, never an error.
@@ -84,16 +80,16 @@ class Semaphore(SemaphoreBase, Lock):
         The permit is not renewed in the background: call :meth:`PermitHandle.extend` if
         the work can outlive the TTL, and :meth:`PermitHandle.release` when done.
         """
-        return cast("PermitHandle | None", super().acquire(id, **options))
+        return self._acquire(id, options)
 
-    def hold(self, id: str, **options: Unpack[HoldOptions]) -> _PermitHold:
+    def hold(self, id: str, **options: Unpack[HoldOptions]) -> _Hold[PermitHandle]:
         """Hold a permit of ``id`` for a ``with`` block, renewed every heartbeat.
 
         Raises :class:`LockNotAcquiredError` if ``limit`` permits are held (after any
         retries), and :class:`LockLeaseLostError` on exit if the permit was not ours for the
         whole block, even when the block itself succeeded.
         """
-        return _PermitHold(self, id, options)
+        return _Hold(self, id, options)
 
     def run(
         self,
@@ -102,23 +98,7 @@ class Semaphore(SemaphoreBase, Lock):
         **options: Unpack[HoldOptions],
     ) -> T:
         """Run ``fn(permit)`` holding a permit of ``id``; see :meth:`hold`."""
-        backend.check_body(fn)
-        with self.hold(id, **options) as permit:
-            result = backend.awaitable(fn, fn(permit))
-        return backend.returned(fn, result)
-
-    def hold_many(self, ids: Sequence[str], **options: Unpack[HoldOptions]) -> _HoldMany:
-        """Not offered: a semaphore gives one permit of one id at a time."""
-        raise UsageError("Semaphore takes one permit at a time: nest hold() calls")
-
-    def run_many(
-        self,
-        ids: Sequence[str],
-        fn: Callable[[LockGroup], T],
-        **options: Unpack[HoldOptions],
-    ) -> T:
-        """Not offered: see :meth:`hold_many`."""
-        raise UsageError("Semaphore takes one permit at a time: nest run() calls")
+        return self._run_held(id, fn, options)
 
     def locked(self, id: str) -> bool:
         """Whether no permit of ``id`` could be taken now by this semaphore: ``limit``
@@ -127,8 +107,3 @@ class Semaphore(SemaphoreBase, Lock):
         key = self.key(id)
         reply = wire.eval_script(self.client, *owner_call(key))
         return permits_full(reply, self.limit)
-
-    def owner(self, id: str) -> LockOwner | None:
-        """Not offered: a semaphore's permits have several holders at once (``python -m
-        distlock inspect`` lists them)."""
-        raise UsageError("a Semaphore has no one owner: its permits have several holders")

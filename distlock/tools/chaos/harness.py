@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import redis
 import redis.asyncio
@@ -70,6 +70,13 @@ from distlock.tools.chaos.report import ChaosReport, Row
 from distlock.tools.chaos.targets import LocalTarget, RedisTarget, Settings
 from distlock.tools.chaos.toxiproxy import Proxy
 from distlock.trace import NdjsonRecorder, iter_events, read_events, write_events
+
+#: A scenario's primitive (a lock, a reentrant lock or a semaphore of ``limit`` permits),
+#: and the handle its ``run`` gives (a reentrant level's is a ``LockHandle``).
+AnyLock: TypeAlias = Lock | ReentrantLock | Semaphore
+AnyAsyncLock: TypeAlias = AsyncLock | AsyncReentrantLock | AsyncSemaphore
+AnyHandle: TypeAlias = LockHandle | PermitHandle
+AnyAsyncHandle: TypeAlias = AsyncLockHandle | AsyncPermitHandle
 
 #: Socket timeouts on every client: long against the TTLs used here (a hang is a hang for
 #: the lease), short enough that a stuck call ends within the scenario.
@@ -240,7 +247,7 @@ class Scenario:
     _trace_parts: int = 0
     _trace_problems: list[str] = field(default_factory=list)
     _sync_clients: list[redis.Redis] = field(default_factory=list)
-    _locks: list[Lock] = field(default_factory=list)
+    _locks: list[AnyLock] = field(default_factory=list)
     _finished: bool = False
 
     def __post_init__(self) -> None:
@@ -329,11 +336,11 @@ class Scenario:
             retry=AsyncRetry(ExponentialBackoff(cap=0.02, base=0.005), 1),
         )
 
-    def sync_lock(self, client: redis.Redis, **options: Any) -> Lock:
+    def sync_lock(self, client: redis.Redis, **options: Any) -> AnyLock:
         """The scenario's kind of lock (a Semaphore of ``limit`` permits, when it has one)
         on ``client``; ``options`` override the scenario's (``ttl_ms`` among them)."""
         options = {"prefix": self.prefix, "ttl_ms": self.ttl_ms, **options}
-        lock: Lock
+        lock: AnyLock
         if self.limit is not None:
             lock = Semaphore(client, limit=self.limit, trace=self._trace, **options)
         else:
@@ -342,7 +349,7 @@ class Scenario:
         self._locks.append(lock)
         return lock
 
-    def async_lock(self, client: redis.asyncio.Redis) -> AsyncLock:
+    def async_lock(self, client: redis.asyncio.Redis) -> AnyAsyncLock:
         if self.limit is not None:
             return AsyncSemaphore(
                 client, prefix=self.prefix, limit=self.limit, ttl_ms=self.ttl_ms, trace=self._trace
@@ -544,7 +551,7 @@ class Scenario:
 
     def run_sync_section(
         self,
-        lock: Lock,
+        lock: AnyLock,
         role: str,
         body: Body,
         *,
@@ -558,7 +565,10 @@ class Scenario:
         its work at depth 2; with ``wait_ms``, it waits for the key that long.  ``ttl_ms``:
         the lock's, when not the scenario's."""
         section = self._section(role, wait_ms, ttl_ms)
-        reenter = lock if nest else None
+        reenter = None
+        if nest:
+            assert isinstance(lock, ReentrantLock), "only a ReentrantLock is re-entered"
+            reenter = lock
         options: HoldOptions = {
             "retries": retries,
             "retry_delay_ms": retry_delay_ms,
@@ -583,7 +593,11 @@ class Scenario:
         return section
 
     def _sync_body(
-        self, section: Section, body: Body, handle: LockHandle, reenter: Lock | None = None
+        self,
+        section: Section,
+        body: Body,
+        handle: AnyHandle,
+        reenter: ReentrantLock | None = None,
     ) -> None:
         rec = self.recorder
         rec.enter(section, handle.token, _fence(handle), handle.signal.aborted)
@@ -607,18 +621,24 @@ class Scenario:
     def _check_level(
         self,
         level: Level,
-        outer: LockHandle | AsyncLockHandle,
-        inner: LockHandle | AsyncLockHandle,
+        outer: AnyHandle | AnyAsyncHandle,
+        inner: AnyHandle | AnyAsyncHandle,
     ) -> None:
         """The inner handle is the next level of the outer one, sharing what it must."""
         depth = getattr(inner, "depth", None)
         if depth != level.depth:
             level.problems.append(f"re-entry opened depth {depth}, want {level.depth}")
-        if (inner.token, inner.fence, inner.signal) != (outer.token, outer.fence, outer.signal):
+        theirs = (inner.token, _fence(inner), inner.signal)
+        if theirs != (outer.token, _fence(outer), outer.signal):
             level.problems.append("the inner level's token, fence or signal is not the outer's")
 
     def _sync_nested(
-        self, section: Section, body: Body, handle: LockHandle, started: float, lock: Lock
+        self,
+        section: Section,
+        body: Body,
+        handle: AnyHandle,
+        started: float,
+        lock: ReentrantLock,
     ) -> None:
         """``with lock.hold(key)`` inside the body: a re-entry, where the work is done."""
         rec = self.recorder
@@ -640,7 +660,7 @@ class Scenario:
         rec.level_settled(level, "ok")
 
     def _sync_work(
-        self, section: Section, body: Body, handle: LockHandle, started: float
+        self, section: Section, body: Body, handle: AnyHandle, started: float
     ) -> None:
         """The body's work (``started``: when the outermost body began)."""
         if body.at_start is not None:
@@ -659,7 +679,7 @@ class Scenario:
         if body.at_end is not None:
             body.at_end(section)
 
-    def _watch_sync(self, section: Section, handle: LockHandle) -> None:
+    def _watch_sync(self, section: Section, handle: AnyHandle) -> None:
         # Bounded: a body lasts at most TRIAL_TIMEOUT.
         give_up = now() + TRIAL_TIMEOUT
         while section.end is None and now() < give_up:
@@ -669,7 +689,7 @@ class Scenario:
 
     async def run_async_section(
         self,
-        lock: AsyncLock,
+        lock: AnyAsyncLock,
         role: str,
         body: Body,
         *,
@@ -682,7 +702,10 @@ class Scenario:
         """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
         its work at depth 2; with ``wait_ms``, it waits for the key that long."""
         section = self._section(role, wait_ms)
-        reenter = lock if nest else None
+        reenter = None
+        if nest:
+            assert isinstance(lock, AsyncReentrantLock), "only a ReentrantLock is re-entered"
+            reenter = lock
         options: AsyncHoldOptions = {
             "retries": retries,
             "retry_delay_ms": retry_delay_ms,
@@ -711,8 +734,8 @@ class Scenario:
         self,
         section: Section,
         body: Body,
-        handle: AsyncLockHandle,
-        reenter: AsyncLock | None = None,
+        handle: AnyAsyncHandle,
+        reenter: AsyncReentrantLock | None = None,
     ) -> None:
         rec = self.recorder
         rec.enter(section, handle.token, _fence(handle), handle.signal.aborted)
@@ -736,9 +759,9 @@ class Scenario:
         self,
         section: Section,
         body: Body,
-        handle: AsyncLockHandle,
+        handle: AnyAsyncHandle,
         started: float,
-        lock: AsyncLock,
+        lock: AsyncReentrantLock,
     ) -> None:
         """``async with lock.hold(key)`` inside the body: a re-entry, where the work is done.
         A loss cancels the body at this level; each level's exit must turn that into
@@ -765,7 +788,7 @@ class Scenario:
         rec.level_settled(level, "ok")
 
     async def _async_work(
-        self, section: Section, body: Body, handle: AsyncLockHandle, started: float
+        self, section: Section, body: Body, handle: AnyAsyncHandle, started: float
     ) -> None:
         """The body's work (``started``: when the outermost body began)."""
         if body.at_start is not None:
@@ -790,7 +813,7 @@ class Scenario:
         if body.at_end is not None:
             body.at_end(section)
 
-    async def _watch_async(self, section: Section, handle: AsyncLockHandle) -> None:
+    async def _watch_async(self, section: Section, handle: AnyAsyncHandle) -> None:
         await handle.signal.wait()
         self.recorder.signal_fired(section)
 
@@ -914,7 +937,7 @@ class Scenario:
         options = victim_client or {}
         # Two victims share a Lock (and its client) unless each needs its own connection.
         share = not options.get("single_connection_client")
-        shared: tuple[Lock, redis.Redis] | None = None
+        shared: tuple[AnyLock, redis.Redis] | None = None
         threads: list[threading.Thread] = []
         for i in range(victims):
             role = f"victim{i}"
@@ -985,7 +1008,7 @@ class Scenario:
         if injector is not None and injector.errors:
             raise injector.errors[0]
 
-    def _sync_victim(self, lock: Lock, role: str, plan: list[Body]) -> None:
+    def _sync_victim(self, lock: AnyLock, role: str, plan: list[Body]) -> None:
         for body in plan:
             # A fault can fail the acquire itself (a connection error, never contention):
             # try again so that every planned body runs.
@@ -997,7 +1020,7 @@ class Scenario:
                     break
                 time.sleep(0.01)
 
-    def _sync_intruder(self, lock: Lock, stop: threading.Event) -> None:
+    def _sync_intruder(self, lock: AnyLock, stop: threading.Event) -> None:
         for _ in range(200):
             section = self._intrude_once(lock, stop)
             if section is None:
@@ -1008,7 +1031,7 @@ class Scenario:
 
     def _intrude_once(
         self,
-        lock: Lock,
+        lock: AnyLock,
         stop: threading.Event,
         role: str = "intruder",
         body: Body | None = None,
@@ -1102,9 +1125,9 @@ class Scenario:
         via_proxy: bool,
     ) -> None:
         clients: list[redis.asyncio.Redis] = []
-        locks: list[AsyncLock] = []
+        locks: list[AnyAsyncLock] = []
 
-        def new_lock(role: str) -> AsyncLock:
+        def new_lock(role: str) -> AnyAsyncLock:
             client = self.async_client(role, via_proxy=via_proxy)
             clients.append(client)
             lock = self.async_lock(client)
@@ -1113,7 +1136,7 @@ class Scenario:
 
         shared = new_lock(f"victim-shared-t{trial}")
 
-        async def victim(lock: AsyncLock, role: str, plan: list[Body]) -> None:
+        async def victim(lock: AnyAsyncLock, role: str, plan: list[Body]) -> None:
             for body in plan:
                 for _ in range(VICTIM_ATTEMPTS):
                     section = await self.run_async_section(
@@ -1296,6 +1319,6 @@ class Scenario:
         return verdict
 
 
-def _fence(handle: LockHandle | AsyncLockHandle) -> int | None:
+def _fence(handle: AnyHandle | AnyAsyncHandle) -> int | None:
     """The handle's fence: a semaphore's permits have none."""
     return None if isinstance(handle, PermitHandle | AsyncPermitHandle) else handle.fence

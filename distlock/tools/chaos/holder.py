@@ -87,7 +87,7 @@ def hold(
     # the pollers beside it have none).
     options: dict[str, Any] = {"retries": 0} if trace else {}
 
-    def body(handle: LockHandle) -> None:
+    def body(handle: LockHandle | PermitHandle) -> None:
         start = time.monotonic()
         fence = None if isinstance(handle, PermitHandle) else handle.fence
         _emit("ACQUIRED", token=handle.token, fence=fence, at=start)
@@ -136,7 +136,7 @@ def intrude(
     while not stop.is_set() and time.monotonic() < give_up:
         section = recorder.new_section("intruder-process", f"{prefix}:{id}", ttl_ms)
 
-        def body(handle: LockHandle, section: Section = section) -> None:
+        def body(handle: LockHandle | PermitHandle, section: Section = section) -> None:
             fence = None if isinstance(handle, PermitHandle) else handle.fence
             recorder.enter(section, handle.token, fence)
             try:
@@ -177,7 +177,7 @@ def _primitive(
     reentrant: bool = False,
     limit: int | None = None,
     trace: NdjsonRecorder | None = None,
-) -> Lock:
+) -> Lock | ReentrantLock | Semaphore:
     if limit is not None:
         return Semaphore(client, prefix=prefix, limit=limit, ttl_ms=ttl_ms, trace=trace)
     kind = ReentrantLock if reentrant else Lock

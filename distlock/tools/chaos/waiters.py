@@ -26,9 +26,7 @@ from typing import TYPE_CHECKING
 from distlock.tools.chaos.harness import SOCKET_TIMEOUT, Body
 
 if TYPE_CHECKING:
-    from distlock import Lock
-    from distlock.asyncio import Lock as AsyncLock
-    from distlock.tools.chaos.harness import Scenario
+    from distlock.tools.chaos.harness import AnyAsyncLock, AnyLock, Scenario
     from distlock.tools.chaos.recorder import Section
 
 #: Waiters per trial: one on the faulted path, one direct.
@@ -86,7 +84,7 @@ def sync_threads(
     return threads
 
 
-def _sync_waiter(sc: Scenario, lock: Lock, role: str, stop: threading.Event) -> None:
+def _sync_waiter(sc: Scenario, lock: AnyLock, role: str, stop: threading.Event) -> None:
     for _ in range(MAX_WAITS):
         if stop.is_set():
             return
@@ -114,7 +112,7 @@ async def async_waiters(
 ) -> None:
     """The waiters as tasks of the victims' event loop, until ``victims_done`` is set."""
     clients = []
-    locks: list[AsyncLock] = []
+    locks: list[AnyAsyncLock] = []
     for i, proxied in enumerate(paths(via_proxy, sc.traced(trial))):
         client = sc.async_client(f"waiter{i}-t{trial}", via_proxy=proxied)
         clients.append(client)
@@ -131,7 +129,7 @@ async def async_waiters(
 
 
 async def _async_waiter(
-    sc: Scenario, lock: AsyncLock, role: str, victims_done: asyncio.Event
+    sc: Scenario, lock: AnyAsyncLock, role: str, victims_done: asyncio.Event
 ) -> None:
     for _ in range(MAX_WAITS):
         if victims_done.is_set():
@@ -158,7 +156,7 @@ async def _async_waiter(
 
 
 def until_granted(
-    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
+    sc: Scenario, lock: AnyLock, role: str, done: threading.Event, attempts: list[Section]
 ) -> None:
     """Wait (``wait_ms``, twice the TTL) until someone got the key and let it go; for the
     scenarios whose holder dies, so nobody wakes the waiter: it must find the key freed
@@ -184,7 +182,7 @@ def until_granted(
 
 
 def poll_until_granted(
-    sc: Scenario, lock: Lock, role: str, done: threading.Event, attempts: list[Section]
+    sc: Scenario, lock: AnyLock, role: str, done: threading.Event, attempts: list[Section]
 ) -> None:
     """Try (fail fast) every 5 ms until someone got the key and let it go."""
     from distlock.tools.chaos.recorder import now

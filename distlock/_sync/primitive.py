@@ -1,0 +1,180 @@
+# Generated from distlock/_async/primitive.py by tools/unasync.py: do not edit.
+"""What the three primitives (``Lock``, ``ReentrantLock``, ``Semaphore``) share: a client
+and its options, the lifecycle (``close``, ``with``), the machinery every
+``acquire``/``hold``/``run`` goes through, and the reads and operator's tool that apply to
+any key.  Each primitive composes its public API from these and offers only what it
+supports: a ``Lock`` alone takes several keys at once, a ``Semaphore`` has no owner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Generic, Self, TypeVar, Unpack, cast
+
+from distlock import _flows as flows
+from distlock._core.section import Phase
+from distlock._operator import LockOwner, force_unlock_call, owner_call, read_owner
+from distlock.errors import LockClosedError
+from distlock.options import (
+    ACQUIRE_KEYS,
+    HOLD_KEYS,
+    LOCK_KEYS,
+    AcquireOptions,
+    HoldOptions,
+    LockOptions,
+)
+
+from . import backend, cancellation, wire
+from .handles import Handle, _Hold
+from .runner import Runner
+
+T = TypeVar("T")
+#: The handle each acquisition of a primitive gets.
+H = TypeVar("H", bound=Handle)
+
+
+class Primitive(Runner, Generic[H]):
+    """A namespace of keys ``<prefix>:<id>`` on one client: what every primitive is.
+
+    Not public: ``Lock``, ``ReentrantLock`` and ``Semaphore`` each say what they offer.
+    """
+
+    #: The handle each acquisition gets.
+    _handle_type: type[H]
+
+    def __init__(
+        self,
+        client: backend.Client | str | backend.ClientFactory,
+        **options: Unpack[LockOptions],
+    ) -> None:
+        super().__init__(client, LOCK_KEYS, options)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the Lock: every call after it raises :class:`~distlock.LockClosedError`.
+
+        A section open now (``hold``/``run``) loses its lease as on any loss: its signal
+        fires, its body is cancelled under asyncio (unless ``cancel_on_loss=False``), its
+        key is released (one attempt), and its exit raises
+        :class:`~distlock.LockLeaseLostError` (:attr:`~distlock.errors.LossReason.LOCK_CLOSED`).
+        A caller waiting for a key raises ``LockClosedError`` at once, having withdrawn its
+        place, and is never handed a key.  Then interrupted releases are let finish,
+        renewals stopped (a renewal in flight is let finish: once this returns, the Lock
+        sends nothing more through the client), and a client the Lock made is closed.
+        """
+        with self._mutex:  # no transition of this Lock arms a timer after this
+            self._closed = True
+            open_sections = backend.close_timers(self)
+        self._blocked.interrupt()
+        # Closed from inside a body: the loss cancels that body, which is this task.  The
+        # cancellation is kept until the Lock is closed, then raised (the body ends on it).
+        cancelled: BaseException | None = None
+        for handle in open_sections:
+            try:
+                self._close_section(cast(Handle, handle))
+            except cancellation.Cancelled as exc:
+                cancelled = exc
+        try:
+            self._close_background()
+        except cancellation.Cancelled as exc:
+            cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+
+    def _close_background(self) -> None:
+        self._background.drain(self)
+        for conn in self._waiter_conns.close():
+            conn.disconnect()
+        if self._owns_client and self._client is not None:
+            self._client.close()
+
+    def _refuse_granted(self, handles: Sequence[Handle]) -> None:
+        """Keys granted to a caller of a Lock closed meanwhile go back: a closed Lock
+        hands nobody a key (its sections would run unrenewed)."""
+        for handle in handles:
+            self._close_section(handle)
+        raise LockClosedError(handles[0].key if len(handles) == 1 else None)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- what acquire, hold and run do -------------------------------------------------------
+
+    def _acquire(self, id: str, options: AcquireOptions) -> H | None:
+        """One section taken for a manual handle, or None (see ``Lock.acquire``)."""
+        handle = self._new_handle(id, options, watch=False, keys=ACQUIRE_KEYS)
+        self._run(flows.acquire(self, handle))
+        if self._closed:
+            self._refuse_granted((handle,))
+        return handle if handle._section.phase is Phase.HELD else None
+
+    def _run_held(
+        self, id: str, fn: Callable[[H], T], options: HoldOptions
+    ) -> T:
+        """``fn(handle)`` run inside a :class:`_Hold` of ``id`` (see ``Lock.run``)."""
+        # What ``with self.hold(...)`` does, without the protocol's calls (this is
+        # the cycle a renewed lock pays on every use).
+        backend.check_body(fn)
+        hold: _Hold[H] = _Hold(self, id, options)
+        handle = hold._handle
+        handles = (handle,)
+        hold._enter(self, handles)
+        try:
+            body = fn(handle)
+            result = body
+        except BaseException as exc:
+            hold._exit(self, handles, handle._machine, exc)
+            raise
+        hold._exit(self, handles, handle._machine, None)
+        return backend.returned(fn, result)
+
+    def _new_handle(
+        self,
+        id: str,
+        options: AcquireOptions | HoldOptions,
+        *,
+        watch: bool,
+        keys: frozenset[str] = HOLD_KEYS,
+    ) -> H:
+        """One section's handle, with no driver group around it (``acquire`` and ``hold``)."""
+        opts = self._options(keys, options)
+        machine, sections = self._sections_for(
+            [id], opts, watch=watch, cancel_on_loss=watch and cancellation.cancels_body(opts)
+        )
+        return self._handle_type(self, sections[0], machine)
+
+    # -- reads and an operator's tool, outside any lock cycle ----------------------------------
+
+    def locked(self, id: str) -> bool:
+        """Whether anyone holds ``id`` now (one ``EXISTS``).
+
+        A snapshot: the answer may be stale by the time it is returned, so never decide to
+        take the lock on it; :meth:`acquire` decides and takes in one step.
+        """
+        key = self.key(id)
+        client = self._client if self._client is not None else self.client
+        return bool(client.exists(key))
+
+    def _owner(self, id: str) -> LockOwner | None:
+        """``owner``, for the primitives whose key has one holder."""
+        key = self.key(id)
+        return read_owner(key, wire.eval_script(self.client, *owner_call(key)))
+
+    def force_unlock(self, id: str) -> bool:
+        """For operators: delete ``id``'s key whoever holds it, and bump its slot's fence
+        counter in the same step, so every later owner's fence is larger than the evicted
+        holder's; the first waiter, if any, is woken.  Returns whether a key was deleted.
+
+        Not a way to release: the evicted holder is not told now.  It learns at its next
+        renewal (its lease is lost: its ``signal`` fires and ``run``/``hold`` raise
+        :class:`~distlock.LockLeaseLostError`); a manual handle, at its next ``extend`` or
+        ``release``.  Until then it may still act: fences are what stops its writes.
+        """
+        key = self.key(id)
+        return bool(wire.eval_script(self.client, *force_unlock_call(key)))
