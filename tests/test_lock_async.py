@@ -16,6 +16,7 @@ from redis.backoff import NoBackoff
 
 import distlock
 from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
+from distlock._protocol import fence_key
 from distlock.asyncio import Lock, LockHandle, ReentrantLock, Semaphore
 from tests.garbage import collector_saves_all
 from tests.redis_server import RedisServer, free_port
@@ -48,7 +49,9 @@ def test_run_acquire_and_release(redis_server: RedisServer, r: redis.Redis) -> N
                 assert r.get("order:42") == h.token.encode()
                 return h.key, h.fence
 
-            assert await locks.run("42", body) == ("order:42", 1)
+            key, fence = await locks.run("42", body)
+            # the fence the slot's counter kept (at least the floor on Redis's clock)
+            assert key == "order:42" and r.get(fence_key("order:42")) == str(fence).encode()
             assert r.get("order:42") is None
             h = await locks.acquire("42")
             assert h is not None
