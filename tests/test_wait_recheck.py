@@ -12,10 +12,21 @@ import redis
 
 from distlock._core.commands import Command, Op
 from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS, QUEUE_GRACE_MS
-from distlock._protocol import encode, queue_keys
+from distlock._protocol import encode, fence_key, queue_keys
 
 KEY = "rc:k"
 LONG_MS = 60_000
+
+
+def handed_fence(r: redis.Redis, token: str) -> int:
+    """The fence a release handed ``token`` (the one element of its wake list, ``=fence``):
+    a new one, which the key's fence counter kept."""
+    [element] = r.lrange(queue_keys(KEY)[2] + token, 0, -1)
+    text = element.decode() if isinstance(element, bytes) else str(element)
+    assert text.startswith("=")
+    fence = int(text[1:])
+    assert r.get(fence_key(KEY)) == str(fence).encode()
+    return fence
 
 
 def attempt(
@@ -72,18 +83,20 @@ def test_a_place_never_ends_earlier_than_it_was_promised(r: redis.Redis) -> None
 def test_a_key_handed_over_takes_the_short_ttl_and_the_next_blocks_by_it(
     r: redis.Redis,
 ) -> None:
-    assert attempt(r, "holder", 0)[0] > 0
+    held = attempt(r, "holder", 0)[0]
+    assert held > 0
     assert attempt(r, "first", LONG_MS, ttl_ms=5_000)[0] == 0
     assert release(r, "holder") == 1  # handed to "first", with the short TTL it offered
     assert r.get(KEY) == b"first" and HANDED_TTL_MS - 1_000 < r.pttl(KEY) <= HANDED_TTL_MS
-    assert r.lrange(queue_keys(KEY)[2] + "first", 0, -1) == [b"=2"]  # its new fence
+    handed = handed_fence(r, "first")  # its new fence
+    assert handed > held
     assert r.hkeys(queue_keys(KEY)[1]) == []  # "first" is out of the queue
     fence, recheck = attempt(r, "second", LONG_MS)
     assert fence == 0 and recheck <= HANDED_TTL_MS
     # "first" never read the element (its block ended): its next attempt finds the key
     # its own, keeps the fence it was handed, and sets the TTL it asks for (a re-grant
     # that left the handed TTL would give it less than its clock counts).
-    assert attempt(r, "first", LONG_MS, ttl_ms=5_000) == [2, 0]
+    assert attempt(r, "first", LONG_MS, ttl_ms=5_000) == [handed, 0]
     assert r.pttl(KEY) > HANDED_TTL_MS
 
 
@@ -121,11 +134,12 @@ def test_a_waiter_that_stops_waiting_hands_a_key_handed_to_it_on(r: redis.Redis)
     assert attempt(r, "second", LONG_MS, ttl_ms=7_000)[0] == 0
     assert release(r, "holder") == 1
     assert r.get(KEY) == b"first"
+    first = handed_fence(r, "first")
     # "first" is cancelled before it reads the element: it holds nothing, so the key it
     # was handed goes on to "second", and nothing of "first" is left.
     assert withdraw(r, "first") == 1
     assert r.get(KEY) == b"second" and r.pttl(KEY) <= HANDED_TTL_MS
-    assert r.lrange(queue_keys(KEY)[2] + "second", 0, -1) == [b"=3"]
+    assert handed_fence(r, "second") > first
     assert not r.exists(queue_keys(KEY)[2] + "first")
     assert r.llen(queue_keys(KEY)[0]) == 0
 
