@@ -198,12 +198,19 @@ class RedisFence(_Guard):
         keys: list[str] = []
         for key in self.client.scan_iter(match=_glob(self.prefix) + "*", count=1000):
             keys.append(key.decode() if isinstance(key, bytes) else str(key))
-        found: list[tuple[str, int]] = []
-        for key in sorted(keys)[:limit]:
-            value = self.client.get(key)
-            if value is not None:  # admitted records have no TTL; a deleted one is gone
-                found.append((key[len(self.prefix):], int(value)))
-        return found
+        chosen = sorted(keys)[:limit]
+        # one round trip for all the values, not one per record (a Cluster's pipeline
+        # splits it by node)
+        pipe = self.client.pipeline(transaction=False)
+        for key in chosen:
+            pipe.get(key)
+        values = pipe.execute()
+        # admitted records have no TTL: a None is one deleted since the scan
+        return [
+            (key[len(self.prefix):], int(value))
+            for key, value in zip(chosen, values, strict=True)
+            if value is not None
+        ]
 
 
 class AsyncRedisFence(_Guard):
