@@ -398,3 +398,19 @@ def test_a_killed_primary_never_yields_two_successful_sections(
     for id in contender_got:
         assert outcomes[id] == "lost"  # the contender held it inside the section
     assert set(outcomes) == set(ids)
+
+
+# -- the topology's own promise: healthy means every node names the same primaries ----------
+
+
+def test_after_a_failover_every_node_names_the_new_primary(
+    redis_cluster: Cluster, prefix: str
+) -> None:
+    # A trial picks its victim from one node's slot map: a node still naming the demoted
+    # primary would aim the trial at a replica.  failover() returns only once none does.
+    slot = key_slot(f"{prefix}:x")
+    old = redis_cluster.primary_of_slot(slot)
+    new = redis_cluster.failover(old)
+    for node in redis_cluster.running:
+        assert redis_cluster._owner_seen_by(node, slot) == new.port
+    assert redis_cluster.replica_of(new) is old

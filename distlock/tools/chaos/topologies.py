@@ -223,6 +223,15 @@ class Cluster:
         primaries = self.primaries()
         if len(primaries) != self.primaries_wanted:
             return False
+        # Gossip reaches nodes at different times: right after a failover one node may
+        # still map a slot to the demoted primary, and a trial that asked it would aim at
+        # a replica.  Healthy means every node names the same primaries, each one a master.
+        maps = {self._slot_map(node) for node in self.nodes}
+        if len(maps) != 1:
+            return False
+        owners = {port for _, _, port in next(iter(maps))}
+        if owners != {node.port for node in primaries}:
+            return False
         for node in self.nodes:
             if node in primaries:
                 continue
@@ -309,6 +318,15 @@ class Cluster:
             lambda: all(
                 self._owner_seen_by(node, slot) == target.port for node in self.running
             ),
+        )
+
+    def _slot_map(self, node: RedisServer) -> tuple[tuple[int, int, int], ...]:
+        """``node``'s view of which primary serves which slots, sorted."""
+        return tuple(
+            sorted(
+                (int(start), int(end), int(primary[1]))
+                for start, end, primary, *_ in _ask(node, "CLUSTER", "SLOTS")
+            )
         )
 
     def _owner_seen_by(self, node: RedisServer, slot: int) -> int | None:
