@@ -90,6 +90,7 @@ bench:
 	$(PY) benchmarks/cycles.py --json $(BENCH_DIR)/cycles.json $(BENCH_ARGS)
 	$(PY) benchmarks/roundtrips.py --json $(BENCH_DIR)/roundtrips.json $(BENCH_ARGS)
 	$(PY) benchmarks/held.py --json $(BENCH_DIR)/held.json $(BENCH_ARGS)
+	$(PY) benchmarks/scale.py --cluster --json $(BENCH_DIR)/scale.json $(BENCH_ARGS)
 
 # Instructions and first-level cache misses per cycle under valgrind (apt-get install
 # valgrind): the same figures on a loaded machine as on a quiet one, against connections
