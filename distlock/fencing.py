@@ -9,10 +9,12 @@ another then gets :class:`~distlock.errors.StaleFenceError` instead of overwriti
 newer holder's work.  Re-admitting the same fence (several writes in one section) is
 allowed.  Guards store nothing but the largest fence per resource.
 
-This holds while fences increase, which is while the lock's fence counter survives: a
-Redis restarted without persistence starts the counter again, and the guards then refuse
-every new holder until the counter passes what they recorded, and admit a new holder whose
-fence equals an old holder's.
+This holds while fences increase: while the lock's fence counter survives, and when Redis
+loses it (a restart without persistence, a failover to a replica that missed the last
+grants) as long as Redis's clock then reads a later millisecond than the last fence stands
+for, since every fence is at least a floor on Redis's clock.  A clock set back further
+makes the guards refuse new holders until it catches up, and admit one whose fence equals
+an old holder's (see "Fencing" in the documentation).
 
 Every guard implements :class:`FenceGuard` (or :class:`AsyncFenceGuard`): ``admit(within,
 resource, fence)``, where ``within`` is what the admission is atomic with (a connection

@@ -14,8 +14,8 @@ events are a behaviour of ``spec/DistLock.tla`` (see :mod:`distlock.tools.tracec
 
 Redis losing its data (a restart without persistence, a failover to a replica that had
 not caught up) loses the fence counter; fences keep increasing then only under a clock
-assumption (each fence is at least a floor on Redis's clock: see the README's fencing
-tokens), which a trace cannot show.  Only whoever
+assumption (each fence is at least a floor on Redis's clock: see "Fencing tokens" in the
+documentation), which a trace cannot show.  Only whoever
 caused or saw it knows it happened: :meth:`NdjsonRecorder.declare_data_loss` writes a
 :data:`DATA_LOSS` event saying so, and the checker compares fences within each stretch
 between such events only.

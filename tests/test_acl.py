@@ -1,4 +1,4 @@
-"""The least a restricted Redis user needs: the ACL the README documents, on a real server."""
+"""The least a restricted Redis user needs: the ACL docs/acl.md documents, on a real server."""
 
 from __future__ import annotations
 
@@ -13,16 +13,11 @@ import redis.asyncio as aredis
 import distlock
 import distlock.asyncio
 from distlock._protocol import queue_keys
+from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer
 
-#: The README's ACL, for locks under the prefix "orders".
-ACL = [
-    "on", ">s3cret", "resetkeys", "~orders:*", "~distlock:fence:*",
-    "~distlock:released:*", "~distlock:queue:*", "~distlock:queued:*", "~distlock:wake:*",
-    "-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "+incr", "+exists",
-    "+time", "+pttl", "+lindex", "+llen", "+lpop", "+rpush", "+lrem", "+hget", "+hset", "+hdel",
-    "+blpop",
-]
+#: The documented ACL (docs/acl.md), for locks under the prefix "orders".
+ACL = documented_acl("locker")
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import threading
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,8 @@ from distlock.events import Renewed
 from tests import test_wait_async as wait_async
 from tests import test_wait_sync as wait_sync
 from tests.client_matrix import BY_NAME, CONFIGS, ClientConfig
+from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer
-from tests.test_semaphore_sync import SEMAPHORE_ACL
 
 
 def queues(key: str) -> list[str]:
@@ -46,7 +45,7 @@ def queue_and_places(key: str) -> list[str]:
 
 
 KINDS = ("lock", "reentrant", "semaphore")
-#: The prefixes the README's restricted users are given rights on; ids are unique per case.
+#: The prefixes the documented restricted users are given rights on; ids are unique per case.
 PREFIX = {"lock": "orders", "reentrant": "orders", "semaphore": "workers"}
 USER = {"lock": "locker", "reentrant": "locker", "semaphore": "worker"}
 #: A short lease, so that a renewal (every ttl/4) comes within a case, with room for a
@@ -56,31 +55,24 @@ SHORT_TTL_MS = 600
 LONG_MS = 30_000
 
 
-def readme_lock_acl() -> list[str]:
-    """The rules of the README's ``ACL SETUSER locker ...`` line, exactly as documented."""
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    [line] = [
-        line for line in readme.read_text().splitlines() if line.startswith("ACL SETUSER locker ")
-    ]
-    return line.split()[3:]
+def documented_lock_acl() -> list[str]:
+    """The rules of docs/acl.md's ``ACL SETUSER locker ...`` line, exactly as documented."""
+    return documented_acl("locker")
 
 
-#: The semaphore's documented rights, and what waiting adds to them (the README's
-#: semaphore section): the wake lists, the queue's commands and BLPOP.
-SEMAPHORE_WAIT_ACL = [
-    *SEMAPHORE_ACL, "~distlock:wake:*", "+del", "+pexpire", "+pttl", "+lindex", "+llen",
-    "+lpop", "+rpush", "+lrem", "+hget", "+hset", "+hdel", "+blpop",
-]
+#: The semaphore's documented rights, and what waiting adds to them (the semaphore's
+#: guide): the wake lists, the queue's commands and BLPOP.
+SEMAPHORE_WAIT_ACL = documented_acl("worker-waits")
 
 
 class Endpoint:
-    """The session's redis-server, with the README's restricted users set up on it."""
+    """The session's redis-server, with the documented restricted users set up on it."""
 
     def __init__(self, server: RedisServer) -> None:
         self.server = server
         admin = redis.Redis(host=server.host, port=server.port)
         admin.acl_setuser("locker", reset=True)
-        admin.execute_command("ACL", "SETUSER", "locker", *readme_lock_acl())  # type: ignore[no-untyped-call]
+        admin.execute_command("ACL", "SETUSER", "locker", *documented_lock_acl())  # type: ignore[no-untyped-call]
         admin.acl_setuser("worker", reset=True)
         admin.execute_command("ACL", "SETUSER", "worker", *SEMAPHORE_WAIT_ACL)  # type: ignore[no-untyped-call]
         admin.close()

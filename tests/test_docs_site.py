@@ -50,11 +50,12 @@ def public_names(module: str) -> list[str]:
     return [name for name in names if not isinstance(getattr(mod, name), ModuleType)]
 
 
+#: Not --quiet: it hides the warnings from the count that --strict fails on.
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )

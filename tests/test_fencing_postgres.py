@@ -319,9 +319,9 @@ def test_in_repeatable_read_the_second_first_insert_must_retry(
     assert guard.newest(observer, "new") == 4
 
 
-def test_the_readme_prints_the_ddl_the_guard_runs() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert f"```sql\n{PostgresFence().ddl}\n```" in readme
+def test_the_docs_print_the_ddl_the_guard_runs() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "fencing.md").read_text()
+    assert f"```sql\n{PostgresFence().ddl}\n```" in page
 
 
 def test_without_psycopg_only_the_postgres_guards_say_what_to_install(

@@ -2,7 +2,7 @@
 validator and doc.  These tests fail when a place that consumes an option disagrees with
 that declaration on its name, its type or its default: the typed dicts callers see, the
 validated ``Options`` a Lock keeps, the core's ``SectionConfig`` and the driver code that
-fills it, and the README's table of options."""
+fills it, and the table of options in the documentation (docs/options.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from distlock.options import (
 from tests.redis_server import RedisServer
 
 TYPED_DICTS = (AcquireOptions, HoldOptions, AsyncHoldOptions, LockOptions, AsyncLockOptions)
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPTIONS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 
 #: Non-default values for every option the core's config takes.  ``wait_ms`` and
 #: ``retries`` may not both be non-zero on one Lock, so each goes to a Lock of its own.
@@ -156,10 +156,10 @@ def test_cancel_on_loss_reaches_the_core_as_each_driver_can_honour_it(
     assert asyncio.run(scenario()) == [True, False, False, False]
 
 
-def readme_table() -> dict[str, str]:
-    """The README's table of options: name -> its Default cell."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Options\n", 1)[1].strip().split("\n\n", 1)[0]
+def docs_table() -> dict[str, str]:
+    """The table of options in the documentation (docs/options.md): name -> its Default cell."""
+    text = OPTIONS_PAGE.read_text(encoding="utf-8")
+    section = ("| Option |" + text.split("\n| Option |", 1)[1]).split("\n\n", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -169,13 +169,13 @@ def readme_table() -> dict[str, str]:
     return rows
 
 
-#: How the README writes a default of None, where it is not "none".
-README_NONE: dict[str, str] = {"heartbeat_ms": "ttl_ms // 4"}
+#: How the documentation writes a default of None, where it is not "none".
+DOCS_NONE: dict[str, str] = {"heartbeat_ms": "ttl_ms // 4"}
 
 
 def shown(name: str, value: object) -> str:
     if value is None or value == ():
-        return README_NONE.get(name, "none")
+        return DOCS_NONE.get(name, "none")
     if isinstance(value, bool | int | str):
         return f'"{value}"' if isinstance(value, str) else str(value)
     assert isinstance(value, float)
@@ -188,8 +188,8 @@ def first_code(cell: str) -> str:
     return cell if m is None else m.group(1)
 
 
-def test_the_readme_table_lists_each_option_with_its_declared_default() -> None:
-    table = readme_table()
+def test_the_docs_table_lists_each_option_with_its_declared_default() -> None:
+    table = docs_table()
     assert set(table) - {"limit"} == set(OPTIONS)  # limit: a Semaphore's, required
     for name, option in OPTIONS.items():
         assert first_code(table[name]) == shown(name, option.default), name

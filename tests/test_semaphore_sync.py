@@ -45,6 +45,7 @@ from distlock._protocol import (
     released_key,
 )
 from distlock.tools.inspect import format_table, inspect, read_only_acl
+from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer, free_port
 
 WAIT = 10.0
@@ -393,13 +394,9 @@ def test_a_semaphore_offers_only_what_it_supports(r: redis.Redis) -> None:
         assert sem.locked("k") is False and sem.force_unlock("k") is False
 
 
-#: The README's ACL for semaphores under the prefix "workers": the scripts' commands only.
-SEMAPHORE_ACL = [
-    "on", ">s3cret", "resetkeys", "~workers:*", "~distlock:sem-released:*",
-    "~distlock:queue:*", "~distlock:queued:*", "-@all",
-    "+evalsha", "+eval", "+time", "+zscore", "+zadd", "+zrem", "+zcard", "+zrange",
-    "+zremrangebyscore", "+pexpireat", "+exists",
-]
+#: The documented ACL (docs/acl.md) for semaphores under the prefix "workers": the scripts'
+#: commands only.
+SEMAPHORE_ACL = documented_acl("worker")
 
 
 def test_the_documented_acl_is_enough(fresh_redis: RedisServer) -> None:
