@@ -1,4 +1,4 @@
-# The two commands in the README do all set-up themselves (.ci/setup is idempotent).
+# The two commands at the top of the README do all set-up themselves (.ci/setup is idempotent).
 PY ?= python3
 export PYTHONDONTWRITEBYTECODE = 1
 
@@ -99,6 +99,6 @@ bench:
 bench-instructions:
 	$(PY) benchmarks/instructions.py --redis --cache --json $(BENCH_DIR)/instructions.json
 
-# The README's chart, from the last `make bench`.
+# The chart of the documentation's Performance page, from the last `make bench`.
 bench-plot:
 	$(PY) benchmarks/plot.py --results $(BENCH_DIR) --out docs/benchmarks.png

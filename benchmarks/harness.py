@@ -228,7 +228,7 @@ def summarize(
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A Markdown table, as the README shows it."""
+    """A Markdown table, as the documentation shows it."""
     cells = [[str(c) for c in headers], *[[_cell(c) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"

@@ -1,5 +1,5 @@
-"""The README's chart: each contender's ratio to the hand-written floor, from the JSON that
-``make bench`` wrote (matplotlib, installed with the ``bench`` extra).
+"""The chart of docs/performance.md: each contender's ratio to the hand-written floor, from
+the JSON that ``make bench`` wrote (matplotlib, installed with the ``bench`` extra).
 
     python benchmarks/plot.py [--results DIR] [--out docs/benchmarks.png]
 """

@@ -34,7 +34,7 @@ class ClientConfig:
     name: str
     sync: Callable[[str], SyncMade]
     asyncio: Callable[[str], AsyncMade]
-    #: Connect as the restricted user the README documents (the URL carries its name).
+    #: Connect as the restricted user docs/acl.md documents (the URL carries its name).
     restricted: bool = False
 
 
@@ -104,7 +104,7 @@ def _async_pool(blocking: bool) -> Callable[[str], AsyncMade]:
 assert HIREDIS_AVAILABLE, "hiredis is a test dependency: the hiredis cell would be the default"
 
 CONFIGS: tuple[ClientConfig, ...] = (
-    # redis-py's defaults, as the README's examples build them: a hidden 5 s socket timeout.
+    # redis-py's defaults, as the documentation's examples build them: a hidden 5 s socket timeout.
     ClientConfig("from_url", _sync_client(), _async_client()),
     # The Lock makes (and owns) the client from the URL.
     ClientConfig("url", _sync_url, _async_url),
@@ -128,7 +128,7 @@ CONFIGS: tuple[ClientConfig, ...] = (
     ),
     ClientConfig("bounded_pool", _sync_pool(blocking=False), _async_pool(blocking=False)),
     ClientConfig("blocking_pool", _sync_pool(blocking=True), _async_pool(blocking=True)),
-    # The README's restricted user, connecting the way the README's examples connect.
+    # The documented restricted user, connecting the way the documentation's examples connect.
     ClientConfig("acl", _sync_client(), _async_client(), restricted=True),
 )
 

@@ -24,6 +24,7 @@ from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
 from distlock.errors import LossReason
 from distlock.tools.inspect import inspect, read_only_acl
+from distlock.tools.verify import RUNS
 from tests.docs_acl import documented_acls
 from tests.redis_server import RedisServer
 
@@ -90,6 +91,35 @@ def test_the_errors_page_names_every_error_and_every_loss_reason() -> None:
     ]
     assert [name for name in errors if f"`{name}`" not in page] == []
     assert [r.name for r in LossReason if f"| `{r.name}` |" not in page] == []
+
+
+# The guarantees page: each claim's property, and the broken variants that refute it.
+
+
+def test_every_claim_names_runs_that_refute_its_property() -> None:
+    runs = {run.name: run for run in RUNS}
+    page = (DOCS / "guarantees.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "`" in line]
+    assert len(rows) >= 15
+    for row in rows:
+        _, prop, variants, reproduce = (c.strip() for c in row.strip("|").split("|"))
+        [prop_name] = re.findall(r"`(\w+)`", prop)
+        for variant in re.findall(r"`([\w-]+)`", variants):
+            assert variant in runs, variant
+            assert runs[variant].expected == "violates" and runs[variant].refutes == prop_name, row
+        for only in re.findall(r"--only ([\w-]+)", reproduce):
+            assert any(name.startswith(only) for name in runs), only
+
+
+def test_the_readme_claims_name_runs_that_refute_their_property() -> None:
+    runs = {run.name: run for run in RUNS}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    pairs = re.findall(r"^\|.*?\| (`\w+`(?:, `\w+`)*) \(([^)]*)\) \|$", readme, flags=re.M)
+    assert len(pairs) >= 8
+    for props, variants in pairs:
+        named = re.findall(r"`(\w+)`", props)
+        for variant in re.findall(r"`([\w-]+)`", variants):
+            assert runs[variant].expected == "violates" and runs[variant].refutes in named, variant
 
 
 # The restricted users of docs/acl.md, each run in its mode.

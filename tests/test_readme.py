@@ -1,34 +1,25 @@
-"""Every Python example in the README runs, against a real redis-server (and a real
-PostgreSQL server for the examples that connect to one)."""
+"""Every Python example in the README runs, against a real redis-server, and prints what its
+comments say it prints (the documentation's own examples: tests/test_docs.py)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.redis_server import RedisServer
-
-if TYPE_CHECKING:
-    from tests.postgres_server import PostgresServer
+from tests.test_docs import python_blocks, run_example
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-POSTGRES_DSN = "postgresql://postgres@localhost:5432/postgres"
-EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+EXAMPLES = python_blocks(README)
 
 
 def test_the_readme_has_examples() -> None:
-    assert len(EXAMPLES) >= 5
+    assert len(EXAMPLES) >= 2  # the quickstart, sync and asyncio
 
 
 @pytest.mark.parametrize("source", EXAMPLES, ids=[f"example{i}" for i in range(len(EXAMPLES))])
 def test_readme_example_runs(
     source: str, redis_server: RedisServer, request: pytest.FixtureRequest
 ) -> None:
-    code = source.replace("redis://localhost:6379/0", redis_server.url)
-    if POSTGRES_DSN in code:  # the PostgreSQL server starts only for the examples that use it
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        code = code.replace(POSTGRES_DSN, server.dsn)
-    exec(compile(code, str(README), "exec"), {"__name__": "readme"})
+    run_example(source, README, redis_server, request)
