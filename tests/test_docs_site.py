@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,13 @@ def test_the_reference_documents_every_public_name(site: Path, module: str) -> N
     names = public_names(module)
     missing = [name for name in names if f'id="{module}.{name}"' not in page]
     assert not missing, f"{module}: not in the API reference: {missing}"
+
+
+def test_no_docstring_role_is_rendered_as_text(site: Path) -> None:
+    # The docstrings' ``:class:`X``` cross-references read as code, not as reST markup.
+    leftover = sorted(
+        str(page.relative_to(site))
+        for page in site.rglob("*.html")
+        if re.search(r":(?:py:)?[a-z]+:<code>", page.read_text(encoding="utf-8"))
+    )
+    assert not leftover, f"reST roles shown as text in: {leftover}"
