@@ -28,7 +28,8 @@ COMPILED_TESTS ?= \
 	tests/test_core.py tests/test_reentrant_core.py tests/test_semaphore_core.py \
 	tests/test_wait_core.py tests/test_flows.py \
 	tests/test_parity.py tests/test_parity_semaphore.py tests/test_parity_wait.py \
-	tests/test_lock_sync.py tests/test_lock_async.py tests/test_call_options.py \
+	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
+	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
 	tests/test_reentrant_sync.py tests/test_reentrant_async.py \
 	tests/test_semaphore_sync.py tests/test_semaphore_async.py tests/test_semaphore_wait.py \
 	tests/test_wait_sync.py tests/test_wait_async.py tests/test_wait_handoff.py \
@@ -45,7 +46,8 @@ test-compiled: setup
 # the suite runs on the newest): redis-py before 5.3 wants a command name to hand out a
 # pooled connection, which a waiter's BLPOP takes.  About a minute.
 OLDEST_REDIS_TESTS ?= \
-	tests/test_lock_sync.py tests/test_lock_async.py tests/test_call_options.py \
+	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
+	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
 	tests/test_wait_sync.py tests/test_wait_async.py tests/test_pool_waiters.py \
 	tests/test_close_midsection.py
 test-oldest-redis: setup

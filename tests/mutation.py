@@ -54,7 +54,7 @@ IGNORED: Final = shutil.ignore_patterns(
 TIMEOUT_S: Final = 600
 
 # The test files that exercise each family of scripts, and the focused ones.
-LOCK: Final = "tests/test_lock_sync.py"
+LOCK: Final = "tests/drivers/_sync/test_lock.py"
 RESEND: Final = ("tests/test_release_resend.py", "tests/test_release_memory.py")
 REFRESH: Final = "tests/test_resend_refresh.py"
 WAIT: Final = ("tests/test_wait_handoff.py", "tests/test_wait_sync.py")

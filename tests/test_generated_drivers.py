@@ -1,4 +1,5 @@
-"""The sync driver is generated from the asyncio one (``tools/unasync.py``): the checked-in
+"""The sync driver is generated from the asyncio one (``tools/unasync.py``), and so are the
+sync driver tests (``tests/drivers/_sync`` from ``tests/drivers/_async``): the checked-in
 modules must be exactly what the transform writes, and the public modules must show only
 their public names."""
 
@@ -23,7 +24,7 @@ PUBLIC_ASYNCIO = {
 }
 
 
-def test_the_sync_driver_is_what_the_transform_writes() -> None:
+def test_the_sync_driver_and_its_tests_are_what_the_transform_writes() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "unasync.py"), "--check"],
         capture_output=True,
@@ -46,6 +47,24 @@ def test_each_generated_module_names_its_source() -> None:
             f"# Generated from distlock/_async/{path.name} by tools/unasync.py: do not edit."
         ), path
         assert (ROOT / "distlock" / "_async" / path.name).exists()
+
+
+def test_each_generated_driver_test_names_its_source() -> None:
+    """Every driver test is written once, in ``tests/drivers/_async``: each sync module but
+    the hand-written ``concurrency.py`` is generated, and each asyncio test module has its
+    sync twin (so both drivers run the same tests)."""
+    sources = ROOT / "tests" / "drivers" / "_async"
+    targets = ROOT / "tests" / "drivers" / "_sync"
+    tests = sorted(path.name for path in sources.glob("test_*.py"))
+    assert tests and tests == sorted(path.name for path in targets.glob("test_*.py"))
+    for name in tests:
+        first = (targets / name).read_text().splitlines()[0]
+        assert first == (
+            f"# Generated from tests/drivers/_async/{name} by tools/unasync.py: do not edit."
+        ), name
+    for package in (sources, targets):
+        first = (package / "concurrency.py").read_text().splitlines()[0]
+        assert not first.startswith("# Generated"), package
 
 
 def test_the_asyncio_module_shows_its_public_names_only() -> None:

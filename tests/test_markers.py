@@ -25,7 +25,7 @@ def test_the_quick_selection_keeps_the_pure_tests_and_drops_the_rest() -> None:
     files = _collected(
         "tests/test_core.py",
         "tests/test_flows.py",
-        "tests/test_lock_sync.py",  # the `r` and `redis_server` fixtures
+        "tests/drivers/_sync/test_lock.py",  # the `r` and `redis_server` fixtures
         "tests/test_memory_budget.py",  # starts a RedisServer of its own
         "tests/test_guards.py",  # TLC's state graphs
         "tests/properties/test_core_stateful.py",  # a long Hypothesis machine

@@ -34,9 +34,9 @@ from distlock import (
 from distlock._clock import now_ms
 from distlock.events import Acquired, Event, Lost, Released, Renewed
 from distlock.otel import SPAN_NAME, OpenTelemetryObserver
+from tests.drivers._sync.test_lock import LateGrant
 from tests.failing_clients import AsyncFailsOneRenewal, FailsOneRenewal
 from tests.redis_server import RedisServer
-from tests.test_lock_sync import LateGrant
 
 WAIT = 10.0  # generous bound on event waits; never a timing assertion
 QUICK_HEARTBEAT_MS = 100

@@ -1,8 +1,10 @@
-"""Write the sync driver (``distlock/_sync/``) from the asyncio one (``distlock/_async/``).
+"""Write the sync driver (``distlock/_sync/``) from the asyncio one (``distlock/_async/``),
+and the sync driver tests (``tests/drivers/_sync/``) from the asyncio ones
+(``tests/drivers/_async/``).
 
 The asyncio driver is the one hand-written driver source.  Each of its modules but the
-hand-written ones (:data:`HAND_WRITTEN`: the backend and the cancellation accounting,
-which each package has its own of) is rewritten by a table of token replacements
+hand-written ones (the backend and the cancellation accounting, which each package has its
+own of: :data:`PAIRS`) is rewritten by a table of token replacements
 (``async def`` to ``def``, ``await`` dropped, ``__aenter__`` to ``__enter__``, the asyncio
 names of options and signals to the sync ones, ...) into the module of the same name in
 ``distlock/_sync/``, under a first line saying where it came from.  Lines between
@@ -10,7 +12,7 @@ names of options and signals to the sync ones, ...) into the module of the same 
 ``# unasync: async only``, are left out of the sync module (asyncio's bookkeeping, which
 would be calls of no-ops in the sync driver's hot path).
 
-    python tools/unasync.py           # write distlock/_sync/*.py
+    python tools/unasync.py           # write distlock/_sync/*.py, tests/drivers/_sync/test_*.py
     python tools/unasync.py --check   # exit 1 if any of them differs from what it would write
 
 A development tool: not shipped in the package.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +31,25 @@ SOURCE = ROOT / "distlock" / "_async"
 TARGET = ROOT / "distlock" / "_sync"
 #: Written by hand in both packages: everything asyncio and threads truly do differently.
 HAND_WRITTEN = frozenset({"backend.py", "cancellation.py"})
+TESTS_SOURCE = ROOT / "tests" / "drivers" / "_async"
+TESTS_TARGET = ROOT / "tests" / "drivers" / "_sync"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A hand-written asyncio package and the sync one written from it: the modules named
+    by ``pattern`` but the ``hand_written`` ones (which each package has its own of)."""
+
+    source: Path
+    target: Path
+    pattern: str
+    hand_written: frozenset[str]
+
+
+PAIRS = (
+    Pair(SOURCE, TARGET, "*.py", HAND_WRITTEN),
+    Pair(TESTS_SOURCE, TESTS_TARGET, "test_*.py", frozenset({"concurrency.py"})),
+)
 
 #: (pattern, replacement), applied in order to every line.
 RULES: list[tuple[re.Pattern[str], str]] = [
@@ -35,7 +57,7 @@ RULES: list[tuple[re.Pattern[str], str]] = [
     for pattern, replacement in [
         # The client is a property of a sync Lock, an awaited method of an asyncio one.
         (r"^(\s*)async def client\(self\)", r"\1@property\n\1def client(self)"),
-        (r"await self\.client\(\)", "self.client"),
+        (r"await (\w+)\.client\(\)", r"\1.client"),
         (r"\ban ``async with``", "a ``with``"),
         (r"\basync def\b", "def"),
         (r"\basync with\b", "with"),
@@ -51,7 +73,8 @@ RULES: list[tuple[re.Pattern[str], str]] = [
         (r"\bASYNC_LOCK_KEYS\b", "LOCK_KEYS"),
         (r"\bcall_async\b", "call_sync"),
         (r"\bdistlock\._async\b", "distlock._sync"),
-        (r"\bAwaitable\[T\]", "T"),
+        (r"^from distlock\.asyncio import\b", "from distlock import"),
+        (r"\bAwaitable\[(\w+)\]", r"\1"),
     ]
 ]
 
@@ -62,8 +85,9 @@ _ONLY = "# unasync: async only"
 _TYPING_IMPORT = re.compile(r"^from (collections\.abc|types|typing) import (.+)$")
 
 
-def header(name: str) -> str:
-    return f"# Generated from distlock/_async/{name} by tools/unasync.py: do not edit.\n"
+def header(source: Path) -> str:
+    name = source.relative_to(ROOT).as_posix()
+    return f"# Generated from {name} by tools/unasync.py: do not edit.\n"
 
 
 def unasync(text: str) -> str:
@@ -104,9 +128,10 @@ def _prune_typing_imports(text: str) -> str:
 def expected() -> dict[Path, str]:
     """Every generated module's path and text."""
     return {
-        TARGET / source.name: header(source.name) + unasync(source.read_text())
-        for source in sorted(SOURCE.glob("*.py"))
-        if source.name not in HAND_WRITTEN
+        pair.target / source.name: header(source) + unasync(source.read_text())
+        for pair in PAIRS
+        for source in sorted(pair.source.glob(pair.pattern))
+        if source.name not in pair.hand_written
     }
 
 
@@ -114,7 +139,8 @@ def stale(wanted: dict[Path, str]) -> list[Path]:
     """Generated modules whose source is gone."""
     return [
         path
-        for path in sorted(TARGET.glob("*.py"))
+        for pair in PAIRS
+        for path in sorted(pair.target.glob("*.py"))
         if path not in wanted and path.read_text().startswith("# Generated from ")
     ]
 
@@ -126,7 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     wanted = expected()
-    missing = [TARGET / name for name in sorted(HAND_WRITTEN) if not (TARGET / name).exists()]
+    missing = [
+        pair.target / name
+        for pair in PAIRS
+        for name in sorted(pair.hand_written)
+        if not (pair.target / name).exists()
+    ]
     if missing:
         for path in missing:
             print(f"{path.relative_to(ROOT)}: the hand-written sync module is missing")

@@ -1,0 +1,150 @@
+"""What the driver tests do differently on asyncio and on threads (hand-written in both
+``tests/drivers/_async`` and ``tests/drivers/_sync``, under the same names, as the drivers'
+own ``backend.py``): clients, events, concurrent callers, polling, and the few facts about
+background work that only a runtime can tell."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+import distlock
+from distlock.signal import AsyncLeaseSignal
+from tests.redis_server import RedisServer, free_port
+
+T = TypeVar("T")
+#: A generous bound on every wait for an event; never a timing assertion.
+WAIT = 10.0
+#: The options that let a body run on after its loss is known: asyncio cancels it by
+#: default, a thread is never interrupted.
+UNCANCELLED: dict[str, Any] = {"cancel_on_loss": False}
+
+
+def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:
+    return aredis.Redis(port=server.port, **kwargs)
+
+
+def no_retry() -> Retry:
+    """A client's retry policy that sends each command once."""
+    return Retry(NoBackoff(), 0)
+
+
+def closed_port_client() -> aredis.Redis:
+    """A client of a port nobody listens on: any command sent is a ConnectionError."""
+    return aredis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=no_retry())
+
+
+def disconnected(client: Any) -> bool:
+    """Whether every connection in ``client``'s pool is closed."""
+    connections = client.connection_pool._available_connections
+    return bool(connections) and not any(c.is_connected for c in connections)
+
+
+def timers_stopped(locks: Any) -> bool:
+    """Whether a closed primitive's timers can fire no more."""
+    return locks._timers._handle is None
+
+
+class Event:
+    """An event one caller sets and another waits for (within :data:`WAIT`)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        try:
+            await asyncio.wait_for(self._event.wait(), WAIT)
+        except TimeoutError:
+            raise AssertionError("the event was never set") from None
+
+
+async def signalled(signal: AsyncLeaseSignal) -> None:
+    """Until a handle's signal fires (within :data:`WAIT`)."""
+    try:
+        await asyncio.wait_for(signal.wait(), WAIT)
+    except TimeoutError:
+        raise AssertionError("the signal never fired") from None
+
+
+class Task(Generic[T]):
+    """A call running concurrently with the test: an asyncio task."""
+
+    def __init__(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> None:
+        self.task = asyncio.get_running_loop().create_task(fn(*args))
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    async def result(self) -> T:
+        """What the call returned; what it raised is raised here."""
+        return await asyncio.wait_for(self.task, 60)
+
+
+def spawn(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> Task[T]:
+    """Start ``fn(*args)`` concurrently with the caller (another task)."""
+    return Task(fn, *args)
+
+
+async def gather(*calls: Callable[[], Awaitable[T]]) -> list[T | BaseException]:
+    """Run the calls concurrently; each one's result, or what it raised."""
+
+    async def call(fn: Callable[[], Awaitable[T]]) -> T:
+        return await fn()
+
+    return await asyncio.gather(*(call(fn) for fn in calls), return_exceptions=True)
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def until(condition: Callable[[], object], what: str, limit_s: float = 30.0) -> None:
+    """Until ``condition()`` holds: a condition on Redis's state or the clock, which cannot
+    call us back, so it is polled (letting the other tasks run meanwhile)."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.005)
+
+
+def running() -> set[object]:
+    """The tasks now on the loop."""
+    return set(asyncio.all_tasks())
+
+
+@contextmanager
+def background_work() -> Iterator[list[str]]:
+    """The tasks the package starts meanwhile (redis-py may start its own), listed on exit."""
+    package = str(Path(distlock.__file__).resolve().parent)
+    loop = asyncio.get_running_loop()
+    started: list[str] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        code = getattr(coro, "cr_code", None)
+        if code is not None and code.co_filename.startswith(package):
+            started.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    loop.set_task_factory(counting)
+    try:
+        yield started
+    finally:
+        loop.set_task_factory(None)

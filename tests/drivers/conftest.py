@@ -1,0 +1,25 @@
+"""An ``async def`` test here runs on an event loop of its own (``asyncio.run``), bounded
+by a minute: the asyncio driver tests are coroutines, their sync twins plain functions."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    kwargs: dict[str, Any] = {name: pyfuncitem.funcargs[name] for name in names}
+
+    async def main() -> None:
+        async with asyncio.timeout(60):
+            await pyfuncitem.obj(**kwargs)
+
+    asyncio.run(main())
+    return True
