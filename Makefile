@@ -30,7 +30,8 @@ COMPILED_TESTS ?= \
 	tests/test_parity.py tests/test_parity_semaphore.py tests/test_parity_wait.py \
 	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
 	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
-	tests/test_reentrant_sync.py tests/test_reentrant_async.py \
+	tests/drivers/_async/test_reentrant.py tests/drivers/_sync/test_reentrant.py \
+	tests/drivers/test_reentrant_asyncio.py tests/drivers/test_reentrant_threads.py \
 	tests/test_semaphore_sync.py tests/test_semaphore_async.py tests/test_semaphore_wait.py \
 	tests/test_wait_sync.py tests/test_wait_async.py tests/test_wait_handoff.py \
 	tests/test_wait_recheck.py \

@@ -208,6 +208,6 @@ def test_nested_holders_mirror_the_model(
     print(f"reentrant stateful: {dict(sorted(SEEN.items()))}")
     # What each run meets varies (Hypothesis leaves rules out of some examples, and a run
     # of a dozen examples met no key loss): a re-entry after a loss is told for certain by
-    # test_reentrant_sync.test_reenter_rejected_is_the_loss and
-    # test_reentrant_async.test_reentry_after_known_loss_raises_at_once.
+    # tests/drivers/_async/test_reentrant.py (test_reenter_rejected_is_the_loss and
+    # test_loss_at_depth_two_surfaces_at_every_level), on both drivers.
     assert SEEN.get("refused")

@@ -86,8 +86,10 @@ async def signalled(signal: AsyncLeaseSignal) -> None:
 class Task(Generic[T]):
     """A call running concurrently with the test: an asyncio task."""
 
-    def __init__(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> None:
-        self.task = asyncio.get_running_loop().create_task(fn(*args))
+    def __init__(
+        self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any
+    ) -> None:
+        self.task = asyncio.get_running_loop().create_task(fn(*args, **kwargs))
 
     def done(self) -> bool:
         return self.task.done()
@@ -97,9 +99,9 @@ class Task(Generic[T]):
         return await asyncio.wait_for(self.task, 60)
 
 
-def spawn(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> Task[T]:
-    """Start ``fn(*args)`` concurrently with the caller (another task)."""
-    return Task(fn, *args)
+def spawn(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> Task[T]:
+    """Start ``fn(*args, **kwargs)`` concurrently with the caller (another task)."""
+    return Task(fn, *args, **kwargs)
 
 
 async def gather(*calls: Callable[[], Awaitable[T]]) -> list[T | BaseException]:

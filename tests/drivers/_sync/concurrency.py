@@ -78,16 +78,16 @@ def signalled(signal: LeaseSignal) -> None:
 class Task(threading.Thread, Generic[T]):
     """A call running concurrently with the test: a thread of its own."""
 
-    def __init__(self, fn: Callable[..., T], *args: Any) -> None:
+    def __init__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> None:
         super().__init__(daemon=True)
-        self._fn, self._args = fn, args
+        self._fn, self._args, self._kwargs = fn, args, kwargs
         self._result: T | None = None
         self._error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
         try:
-            self._result = self._fn(*self._args)
+            self._result = self._fn(*self._args, **self._kwargs)
         except BaseException as exc:
             self._error = exc
 
@@ -103,9 +103,9 @@ class Task(threading.Thread, Generic[T]):
         return self._result  # type: ignore[return-value]
 
 
-def spawn(fn: Callable[..., T], *args: Any) -> Task[T]:
-    """Start ``fn(*args)`` concurrently with the caller (another thread)."""
-    return Task(fn, *args)
+def spawn(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Task[T]:
+    """Start ``fn(*args, **kwargs)`` concurrently with the caller (another thread)."""
+    return Task(fn, *args, **kwargs)
 
 
 def gather(*calls: Callable[[], T]) -> list[T | BaseException]:
