@@ -32,7 +32,8 @@ COMPILED_TESTS ?= \
 	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
 	tests/drivers/_async/test_reentrant.py tests/drivers/_sync/test_reentrant.py \
 	tests/drivers/test_reentrant_asyncio.py tests/drivers/test_reentrant_threads.py \
-	tests/test_semaphore_sync.py tests/test_semaphore_async.py tests/test_semaphore_wait.py \
+	tests/drivers/_async/test_semaphore.py tests/drivers/_sync/test_semaphore.py \
+	tests/drivers/test_semaphore_asyncio.py tests/test_semaphore_wait.py \
 	tests/test_wait_sync.py tests/test_wait_async.py tests/test_wait_handoff.py \
 	tests/test_wait_recheck.py \
 	tests/properties/test_core_stateful.py tests/properties/test_twins.py \
