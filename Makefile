@@ -34,7 +34,8 @@ COMPILED_TESTS ?= \
 	tests/drivers/test_reentrant_asyncio.py tests/drivers/test_reentrant_threads.py \
 	tests/drivers/_async/test_semaphore.py tests/drivers/_sync/test_semaphore.py \
 	tests/drivers/test_semaphore_asyncio.py tests/test_semaphore_wait.py \
-	tests/test_wait_sync.py tests/test_wait_async.py tests/test_wait_handoff.py \
+	tests/drivers/_async/test_wait.py tests/drivers/_sync/test_wait.py \
+	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py tests/test_wait_handoff.py \
 	tests/test_wait_recheck.py \
 	tests/properties/test_core_stateful.py tests/properties/test_twins.py \
 	tests/properties/test_redis_stateful.py tests/properties/test_reentrant_stateful.py \
@@ -50,7 +51,8 @@ test-compiled: setup
 OLDEST_REDIS_TESTS ?= \
 	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
 	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
-	tests/test_wait_sync.py tests/test_wait_async.py tests/test_pool_waiters.py \
+	tests/drivers/_async/test_wait.py tests/drivers/_sync/test_wait.py \
+	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py tests/test_pool_waiters.py \
 	tests/test_close_midsection.py
 test-oldest-redis: setup
 	PYTHON=$(PY) bash .ci/test-oldest-redis $(OLDEST_REDIS_TESTS)

@@ -21,7 +21,7 @@ import redis.asyncio as aredis
 from distlock._protocol import W_ACQUIRE
 from distlock.asyncio import Lock, Semaphore
 from tests.redis_server import RedisServer
-from tests.test_wait_async import arun, waiting_keys
+from tests.waiting import arun, waiting_keys
 
 HOLD_MS = 60_000
 #: Long enough that a waiter that missed its cancellation is still waiting when it is

@@ -28,8 +28,7 @@ from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
 from distlock.errors import LossReason
 from distlock.events import Renewed
-from tests import test_wait_async as wait_async
-from tests import test_wait_sync as wait_sync
+from tests import waiting
 from tests.client_matrix import BY_NAME, CONFIGS, ClientConfig
 from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer
@@ -129,12 +128,12 @@ def async_primitive(kind: str, client: Any, **options: Any) -> Any:
     return cls(client, prefix=PREFIX[kind], **options)
 
 
-def start_waiting(admin: redis.Redis, key: str, call: Callable[[], object]) -> wait_sync.Waiter:
+def start_waiting(admin: redis.Redis, key: str, call: Callable[[], object]) -> waiting.Waiter:
     """Start ``call`` on a thread and return once its place is in ``key``'s queue; a call
     that ends first (an error, a grant) is reported at once, not after a time-out."""
-    waiter = wait_sync.Waiter(call)
+    waiter = waiting.Waiter(call)
     waiter.start()
-    wait_sync.until(
+    waiting.until(
         lambda: admin.exists(*queues(key)) or not waiter.is_alive(),
         f"a waiter queued on {key}",
     )
@@ -156,7 +155,7 @@ async def start_waiting_task(
     async def queued() -> bool:
         return task.done() or bool(await admin.exists(*queues(key)))
 
-    await wait_async.until(queued, f"a waiter queued on {key}")
+    await waiting.until_async(queued, f"a waiter queued on {key}")
     if task.done():
         pytest.fail(f"the waiter returned without waiting: {task.result()!r}")
     return task

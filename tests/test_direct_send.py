@@ -28,7 +28,7 @@ from distlock import Lock
 from distlock._direct import plain_client
 from distlock.asyncio import Lock as AsyncLock
 from tests.redis_server import RedisServer
-from tests.test_wait_async import arun
+from tests.waiting import arun
 
 TTL_MS = 30_000
 

@@ -23,7 +23,7 @@ from distlock.tools.inspect import (
     read_only_acl,
 )
 from tests.redis_server import RedisServer
-from tests.test_wait_sync import queue, start_waiting
+from tests.waiting import queue, start_waiting
 
 TOKEN_A = "a" * 32
 TOKEN_B = "b" * 32

@@ -28,7 +28,7 @@ from distlock import (
 )
 from distlock._protocol import fence_key, queue_keys
 from tests.redis_server import RedisServer
-from tests.test_wait_sync import Waiter, until
+from tests.waiting import Waiter, until
 
 FOREVER_MS = 60_000
 

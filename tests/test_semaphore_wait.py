@@ -20,9 +20,9 @@ from distlock import LockNotAcquiredError, PermitHandle, Semaphore
 from distlock._core.commands import Command, Kind, Op
 from distlock._protocol import encode
 from tests.redis_server import RedisServer
-from tests.test_wait_async import until
-from tests.test_wait_sync import FOREVER_MS, queue, start_waiting, waiting_keys
-from tests.test_wait_sync import until as until_sync
+from tests.waiting import FOREVER_MS, queue, start_waiting, waiting_keys
+from tests.waiting import until as until_sync
+from tests.waiting import until_async as until
 
 
 @pytest.fixture

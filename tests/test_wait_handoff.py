@@ -1,10 +1,10 @@
 """The woken waiter's attempt goes out on the connection it blocked on, against a real
 redis-server, sync and asyncio.
 
-A lock's release hands its key straight to the first waiter (``test_wait_sync``), but a
-semaphore's release only wakes it: between that release and the woken waiter's attempt the
-permit sits idle, so that attempt leaves the moment ``BLPOP`` answers, on the same
-connection, with no pool round trip.  What must
+A lock's release hands its key straight to the first waiter
+(``tests/drivers/_async/test_wait.py``), but a semaphore's release only wakes it: between
+that release and the woken waiter's attempt the permit sits idle, so that attempt leaves
+the moment ``BLPOP`` answers, on the same connection, with no pool round trip.  What must
 not change: an error or a cancellation there is thrown into the flow at the attempt, which
 cleans up as for any attempt whose reply never came (no place left in the queue, no key
 left held), and the connection goes back to the pool, disconnected if it failed.
@@ -27,8 +27,8 @@ from distlock import Semaphore
 from distlock._protocol import SW_ACQUIRE
 from distlock.asyncio import Semaphore as AsyncSemaphore
 from tests.redis_server import RedisServer
-from tests.test_wait_async import arun, start_waiting
-from tests.test_wait_sync import blocked_clients, until, waiting_keys
+from tests.waiting import arun, blocked_clients, until, waiting_keys
+from tests.waiting import start_waiting_async as start_waiting
 
 HOLD_MS = 60_000
 WAIT_MS = 30_000
