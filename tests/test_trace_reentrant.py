@@ -819,7 +819,8 @@ def test_renewals_failing_until_late_in_the_lease_are_behaviours_of_the_spec() -
     """Checked as a chaos trial is (4 ticks per TTL, the socket timeout), the trace above
     is accepted: the model's lease holds the three renewals the core sends after its last
     confirmed one, so the trace model's margin must not cut a whole tick from it."""
-    from distlock.tools.chaos.harness import SOCKET_TIMEOUT, TRACE_TICKS
+    from distlock.tools.chaos.params import SOCKET_TIMEOUT
+    from distlock.tools.chaos.tracing import TRACE_TICKS
 
     events = list(iter_events(RESTART_UNDER_RENEWALS.splitlines()))
     assert _count(events, "RenewFail") == 2 and _count(events, DATA_LOSS) == 1
@@ -880,7 +881,8 @@ def test_attempts_refused_while_redis_is_down_end_their_sections() -> None:
     intruder's failed attempts reuse two holders beside the victim's, and the trace (a
     prefix: the trial went on) is accepted.  Failures that may have timed out (no socket
     timeout known) may still run, and keep their holder: four sections at once."""
-    from distlock.tools.chaos.harness import SOCKET_TIMEOUT, TRACE_TICKS
+    from distlock.tools.chaos.params import SOCKET_TIMEOUT
+    from distlock.tools.chaos.tracing import TRACE_TICKS
 
     hang_after_ms = SOCKET_TIMEOUT * 1000.0
     events = list(iter_events(RESTART_REFUSING_ATTEMPTS.splitlines()))

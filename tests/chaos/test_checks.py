@@ -21,13 +21,15 @@ from redis.retry import Retry
 from distlock import Lock
 from distlock._protocol import R_ENTER, R_LEAVE
 from distlock.tools import tracecheck
-from distlock.tools.chaos.harness import NO_TLC, TRACED_TRIAL, Scenario
+from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.invariants import check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
+from distlock.tools.chaos.params import TRACED_TRIAL
 from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.targets import RedisTarget, Settings, is_own_key
 from distlock.tools.chaos.toxiproxy import Proxy
+from distlock.tools.chaos.tracing import NO_TLC
 from distlock.trace import read_events
 
 pytestmark = pytest.mark.chaos
@@ -518,33 +520,33 @@ def test_the_traced_trials_semaphores_and_reentrant_locks_record_into_its_trace(
         **kind,
     )
     try:
-        sc._start_trace(TRACED_TRIAL)
-        sync_lock = sc.sync_lock(sc.sync_client("sync", via_proxy=False))
-        sync_lock.run(sc.key_id, lambda handle: None)
+        sc.trace.start(TRACED_TRIAL)
+        sync_lock = sc.clients.sync_lock(sc.clients.sync_client("sync", via_proxy=False))
+        sync_lock.run(sc.params.key_id, lambda handle: None)
 
         async def in_asyncio() -> None:
-            client = sc.async_client("asyncio", via_proxy=False)
-            lock = sc.async_lock(client)
+            client = sc.clients.async_client("asyncio", via_proxy=False)
+            lock = sc.clients.async_lock(client)
             try:
-                await lock.run(sc.key_id, _nothing)
+                await lock.run(sc.params.key_id, _nothing)
             finally:
                 await lock.aclose()
                 await client.aclose()
 
         asyncio.run(in_asyncio())
-        sc.close_sync()
-        sc._stop_trace()
+        sc.clients.close_sync()
+        sc.trace.stop()
     finally:
-        sc.close_sync()
-        sc.target.cleanup(sc.prefix)
+        sc.clients.close_sync()
+        sc.target.cleanup(sc.params.prefix)
         admin.close()
     events = list(read_events(tmp_path / "traced.ndjson"))
     acquires = [e for e in events if e["action"] == "Acquire"]
     assert len({e["client"] for e in acquires}) == 2, events
-    assert {e["key"] for e in acquires} == {sc.key}
+    assert {e["key"] for e in acquires} == {sc.params.key}
     assert tracecheck.is_semaphore(events) == ("limit" in kind)
     assert [e["action"] for e in events].count("ReleaseReply") == 2, events
-    assert sc.trace_note == NO_TLC
+    assert sc.trace.note == NO_TLC
 
 
 async def _nothing(handle: object) -> None:

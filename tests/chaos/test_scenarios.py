@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from distlock.tools.chaos.registry import Entry, entries
+from distlock.tools.chaos.registration import Entry
+from distlock.tools.chaos.registry import entries
 from distlock.tools.chaos.runner import Runner
 
 pytestmark = pytest.mark.chaos

@@ -135,7 +135,7 @@ def run_cli(args: argparse.Namespace) -> int:
     import redis
 
     from distlock.tools.chaos import failover_rows, fence_experiment, registry
-    from distlock.tools.chaos.harness import NEEDS_OWN_REDIS
+    from distlock.tools.chaos.failures import NEEDS_OWN_REDIS
     from distlock.tools.chaos.report import ChaosReport
     from distlock.tools.chaos.runner import Runner, tlc_available
     from distlock.tools.chaos.servers import ServerNotFound, redis_server_binary

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import redis
 
 from distlock.tools import specfiles
-from distlock.tools.chaos.harness import NEEDS_OWN_REDIS, ScenarioFailed, ScenarioNotRun
-from distlock.tools.chaos.registry import Context, Entry
+from distlock.tools.chaos.failures import NEEDS_OWN_REDIS, ScenarioFailed, ScenarioNotRun
+from distlock.tools.chaos.registration import Context, Entry
 from distlock.tools.chaos.report import ChaosReport, Status
 from distlock.tools.chaos.servers import RedisServer, free_port
 from distlock.tools.chaos.targets import ExternalTarget, LocalTarget, RedisTarget, Settings

@@ -18,7 +18,7 @@ pytest wrappers read the same settings from the environment (:meth:`Settings.fro
                           for ``python -m distlock validate-trace``
 
 A Redis the tool did not start is never paused, killed or restarted: the scenarios that
-need that (:attr:`~distlock.tools.chaos.registry.Entry.needs_own_redis`) are reported as
+need that (:attr:`~distlock.tools.chaos.registration.Entry.needs_own_redis`) are reported as
 not run against it.  Against such a Redis the tool touches only keys under each
 scenario's own random prefix (``chaos-<hex>``), deleted after the scenario, and bumps the
 fence counters of their hash slots (``distlock:fence:*``, which only ever grow).

@@ -1,15 +1,12 @@
 """Waiters: clients that wait for the key with ``wait_ms`` while the faults happen.
 
-Every trial runs them beside its victims and intruder (but the one traced for TLC:
-``Scenario.waiters_in``): one on the trial's faulted path
-(through the proxy, or on the Redis that is paused or killed), one on a direct connection.
+Every trial runs them beside its victims and intruder (:mod:`~distlock.tools.chaos.trials`):
+one on the trial's faulted path (through the proxy, or on the Redis that is paused or
+killed), one on a direct connection (the traced trial: the first only).
 Each loops until the trial's victims are done: ``run`` with ``wait_ms`` (twice the TTL: a
 victim's long body outlasts it, so some waits run out and some end in a grant), a short
 cooperative body when granted, and a pause before the next wait so that the victims, who
 retry rather than wait, still get their turn (waiters are served first on a release).
-
-(The harness imports this module where it starts them, not at its top: this module is
-built on the harness.)
 
 Their sections are recorded like everyone's, so the checks every scenario ends with cover
 them: a waiter that held the key without the lock overlaps a successful section, or its
@@ -21,20 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING
 
-from distlock.tools.chaos.harness import SOCKET_TIMEOUT, Body
-
-if TYPE_CHECKING:
-    from distlock.tools.chaos.harness import AnyAsyncLock, AnyLock, Scenario
-    from distlock.tools.chaos.recorder import Section
+from distlock.tools.chaos.clients import AnyAsyncLock, AnyLock, Clients
+from distlock.tools.chaos.params import SOCKET_TIMEOUT
+from distlock.tools.chaos.recorder import Section, now
+from distlock.tools.chaos.sections import Body, Sections
 
 #: Waiters per trial: one on the faulted path, one direct.
 WAITERS = 2
 #: Waiters of the trial whose trace TLC checks: the one on the faulted path (direct when
 #: the trial has no proxy).  Each waiting section is one section more in TLC's model, and
 #: a semaphore's traced trial with both waiters costs TLC more than its CPU budget
-#: (``harness.TRACE_CPU_S``).
+#: (``tracing.TRACE_CPU_S``).
 TRACED_WAITERS = 1
 #: A waiter's ``wait_ms``, in TTLs.
 WAIT_TTLS = 2
@@ -56,8 +51,8 @@ ERROR_PAUSE_TTLS = 0.5
 MAX_WAITS = 200
 
 
-def wait_ms(sc: Scenario) -> int:
-    return WAIT_TTLS * sc.ttl_ms
+def wait_ms(sections: Sections) -> int:
+    return WAIT_TTLS * sections.params.ttl_ms
 
 
 def paths(via_proxy: bool, traced: bool = False) -> list[bool]:
@@ -67,16 +62,24 @@ def paths(via_proxy: bool, traced: bool = False) -> list[bool]:
 
 
 def sync_threads(
-    sc: Scenario, trial: int, stop: threading.Event, *, via_proxy: bool
+    clients: Clients,
+    sections: Sections,
+    trial: int,
+    stop: threading.Event,
+    *,
+    via_proxy: bool,
+    traced: bool,
 ) -> list[threading.Thread]:
+    """The waiters of ``trial`` as threads, until ``stop`` is set (``traced``: the trial
+    whose trace TLC checks)."""
     threads = []
-    for i, proxied in enumerate(paths(via_proxy, sc.traced(trial))):
+    for i, proxied in enumerate(paths(via_proxy, traced)):
         role = f"waiter{i}"
-        lock = sc.sync_lock(sc.sync_client(f"{role}-t{trial}", via_proxy=proxied))
+        lock = clients.sync_lock(clients.sync_client(f"{role}-t{trial}", via_proxy=proxied))
         threads.append(
             threading.Thread(
                 target=_sync_waiter,
-                args=(sc, lock, role, stop),
+                args=(sections, lock, role, stop),
                 name=f"chaos-{role}",
                 daemon=True,
             )
@@ -84,17 +87,19 @@ def sync_threads(
     return threads
 
 
-def _sync_waiter(sc: Scenario, lock: AnyLock, role: str, stop: threading.Event) -> None:
+def _sync_waiter(
+    sections: Sections, lock: AnyLock, role: str, stop: threading.Event
+) -> None:
     for _ in range(MAX_WAITS):
         if stop.is_set():
             return
-        section = sc.run_sync_section(
+        section = sections.run_sync(
             lock,
             role,
-            Body(sc.ttl_ms * BODY_TTLS, cooperative=True),
+            Body(sections.params.ttl_ms * BODY_TTLS, cooperative=True),
             retries=0,
             retry_delay_ms=0,
-            wait_ms=wait_ms(sc),
+            wait_ms=wait_ms(sections),
             nest=False,
         )
         if section.entered:
@@ -103,44 +108,53 @@ def _sync_waiter(sc: Scenario, lock: AnyLock, role: str, stop: threading.Event) 
             pause = ERROR_PAUSE_TTLS
         else:
             continue
-        if stop.wait(sc.ttl * pause):
+        if stop.wait(sections.params.ttl * pause):
             return
 
 
 async def async_waiters(
-    sc: Scenario, trial: int, victims_done: asyncio.Event, *, via_proxy: bool
+    clients: Clients,
+    sections: Sections,
+    trial: int,
+    victims_done: asyncio.Event,
+    *,
+    via_proxy: bool,
+    traced: bool,
 ) -> None:
     """The waiters as tasks of the victims' event loop, until ``victims_done`` is set."""
-    clients = []
+    made = []
     locks: list[AnyAsyncLock] = []
-    for i, proxied in enumerate(paths(via_proxy, sc.traced(trial))):
-        client = sc.async_client(f"waiter{i}-t{trial}", via_proxy=proxied)
-        clients.append(client)
-        locks.append(sc.async_lock(client))
+    for i, proxied in enumerate(paths(via_proxy, traced)):
+        client = clients.async_client(f"waiter{i}-t{trial}", via_proxy=proxied)
+        made.append(client)
+        locks.append(clients.async_lock(client))
     try:
         await asyncio.gather(
-            *(_async_waiter(sc, lock, f"waiter{i}", victims_done) for i, lock in enumerate(locks))
+            *(
+                _async_waiter(sections, lock, f"waiter{i}", victims_done)
+                for i, lock in enumerate(locks)
+            )
         )
     finally:
         for lock in locks:
             await lock.aclose()
-        for client in clients:
+        for client in made:
             await client.aclose()
 
 
 async def _async_waiter(
-    sc: Scenario, lock: AnyAsyncLock, role: str, victims_done: asyncio.Event
+    sections: Sections, lock: AnyAsyncLock, role: str, victims_done: asyncio.Event
 ) -> None:
     for _ in range(MAX_WAITS):
         if victims_done.is_set():
             return
-        section = await sc.run_async_section(
+        section = await sections.run_async(
             lock,
             role,
-            Body(sc.ttl_ms * BODY_TTLS, cooperative=True),
+            Body(sections.params.ttl_ms * BODY_TTLS, cooperative=True),
             retries=0,
             retry_delay_ms=0,
-            wait_ms=wait_ms(sc),
+            wait_ms=wait_ms(sections),
         )
         if section.entered:
             pause = PAUSE_TTLS
@@ -149,29 +163,28 @@ async def _async_waiter(
         else:
             continue
         try:
-            await asyncio.wait_for(victims_done.wait(), sc.ttl * pause)
+            await asyncio.wait_for(victims_done.wait(), sections.params.ttl * pause)
         except TimeoutError:
             continue
         return
 
 
 def until_granted(
-    sc: Scenario, lock: AnyLock, role: str, done: threading.Event, attempts: list[Section]
+    sections: Sections,
+    lock: AnyLock, role: str, done: threading.Event, attempts: list[Section]
 ) -> None:
     """Wait (``wait_ms``, twice the TTL) until someone got the key and let it go; for the
     scenarios whose holder dies, so nobody wakes the waiter: it must find the key freed
     at its re-check."""
-    from distlock.tools.chaos.recorder import now
-
-    give_up = now() + sc.ttl + 10
+    give_up = now() + sections.params.ttl + 10
     while not done.is_set() and now() < give_up:
-        section = sc.run_sync_section(
+        section = sections.run_sync(
             lock,
             role,
-            Body(sc.ttl_ms * 0.5, cooperative=True),
+            Body(sections.params.ttl_ms * 0.5, cooperative=True),
             retries=0,
             retry_delay_ms=0,
-            wait_ms=wait_ms(sc),
+            wait_ms=wait_ms(sections),
         )
         attempts.append(section)
         if section.entered:
@@ -182,16 +195,14 @@ def until_granted(
 
 
 def poll_until_granted(
-    sc: Scenario, lock: AnyLock, role: str, done: threading.Event, attempts: list[Section]
+    sections: Sections,
+    lock: AnyLock, role: str, done: threading.Event, attempts: list[Section]
 ) -> None:
     """Try (fail fast) every 5 ms until someone got the key and let it go."""
-    from distlock.tools.chaos.recorder import now
-
-    give_up = now() + sc.ttl + 10
+    give_up = now() + sections.params.ttl + 10
     while not done.is_set() and now() < give_up:
-        section = sc.run_sync_section(
-            lock, role, Body(sc.ttl_ms * 0.5, cooperative=True), retries=0, retry_delay_ms=5
-        )
+        body = Body(sections.params.ttl_ms * 0.5, cooperative=True)
+        section = sections.run_sync(lock, role, body, retries=0, retry_delay_ms=5)
         attempts.append(section)
         if section.entered:
             done.set()
@@ -200,7 +211,9 @@ def poll_until_granted(
 
 
 def beside_a_dead_holder(
-    sc: Scenario, trial: int, done: threading.Event, attempts: list[Section], pollers: int
+    clients: Clients,
+    sections: Sections,
+    trial: int, done: threading.Event, attempts: list[Section], pollers: int
 ) -> list[threading.Thread]:
     """The contenders of a scenario whose holder is killed: ``pollers`` fail-fast callers
     and :data:`WAITERS` waiters, each on a direct connection of its own, recording their
@@ -213,8 +226,8 @@ def beside_a_dead_holder(
         threading.Thread(
             target=target,
             args=(
-                sc,
-                sc.sync_lock(sc.sync_client(f"{role}-t{trial}", via_proxy=False)),
+                sections,
+                clients.sync_lock(clients.sync_client(f"{role}-t{trial}", via_proxy=False)),
                 role,
                 done,
                 attempts,

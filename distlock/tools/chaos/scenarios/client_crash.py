@@ -8,10 +8,10 @@ import threading
 import time
 
 from distlock.tools.chaos import waiters
-from distlock.tools.chaos.harness import require
+from distlock.tools.chaos.failures import require
 from distlock.tools.chaos.processes import Child
 from distlock.tools.chaos.recorder import Section, now
-from distlock.tools.chaos.registry import Context, scenario
+from distlock.tools.chaos.registration import Context, scenario
 
 TRIALS = 3
 POLLERS = 2
@@ -33,42 +33,45 @@ def holder_killed_mid_section(ctx: Context) -> None:
         # The first trial's trace has the holder's events too, up to the kill: to the
         # trace check the dead holder is a section that stops (a starved one, whose
         # timers never run again), the key it leaves behind lapsing after its TTL.
-        part = sc.trace_part(trial)
+        part = sc.trace.part(trial)
         extra = () if part is None else (part,)
-        child = Child("hold", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
-        sc.start_trace(trial)
+        params = sc.params
+        child = Child("hold", sc.target.url, params.prefix, params.key_id, params.ttl_ms, *extra)
+        sc.trace.start(trial)
         try:
             acquired = child.expect("ACQUIRED", 20)
             child.expect("RENEWED", 20)
             done = threading.Event()
             attempts: list[Section] = []
-            pollers = waiters.beside_a_dead_holder(sc, trial, done, attempts, POLLERS)
+            pollers = waiters.beside_a_dead_holder(
+                sc.clients, sc.sections, trial, done, attempts, POLLERS
+            )
             for t in pollers:
                 t.start()
             # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
-            time.sleep(rng.uniform(0, sc.ttl / 4))
+            time.sleep(rng.uniform(0, sc.params.ttl / 4))
             killed_at = child.kill()
             sc.recorder.fault("lock holder SIGKILLed")
             asked = now()
-            pttl = sc.admin.pttl(sc.key)
+            pttl = sc.admin.pttl(sc.params.key)
             answered = now()
-            owner = sc.admin.get(sc.key)
+            owner = sc.admin.get(sc.params.key)
             for t in pollers:
-                t.join(timeout=sc.ttl + 10)
+                t.join(timeout=sc.params.ttl + 10)
             require(not any(t.is_alive() for t in pollers), "pollers never finished")
         finally:
             child.close()
-        sc.close_sync()
-        sc.stop_trace()
+        sc.clients.close_sync()
+        sc.trace.stop()
         if part is not None:
-            sc.add_trace_part(part, "holder-process")
+            sc.trace.add_part(part, "holder-process")
 
         # Held by the dead process right after the kill, for at most one TTL more.
         require(
             isinstance(owner, bytes) and owner.decode() == acquired["token"],
             f"the key's owner right after the kill: {owner!r}, want {acquired}",
         )
-        require(0 < pttl <= sc.ttl_ms, f"PTTL right after the kill: {pttl} ms")
+        require(0 < pttl <= sc.params.ttl_ms, f"PTTL right after the kill: {pttl} ms")
         expires_lo = asked + pttl / 1000 - TOLERANCE
         expires_hi = answered + pttl / 1000 + TOLERANCE
         # In the order the key was granted: a waiter asks long before it is granted.
@@ -90,8 +93,8 @@ def holder_killed_mid_section(ctx: Context) -> None:
         )
         # And after: promptly, within the TTL of the kill (plus polling and slack).
         require(
-            first.start <= max(expires_hi, killed_at + sc.ttl) + sc.slack,
+            first.start <= max(expires_hi, killed_at + sc.params.ttl) + sc.params.slack,
             f"the key was freed {1000 * (first.start - killed_at):.0f} ms after the kill "
-            f"(TTL {sc.ttl_ms} ms, PTTL {pttl} ms)",
+            f"(TTL {sc.params.ttl_ms} ms, PTTL {pttl} ms)",
         )
     sc.finish(expect="none")

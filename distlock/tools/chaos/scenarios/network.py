@@ -15,9 +15,11 @@ from functools import partial
 
 import redis
 
-from distlock.tools.chaos.harness import Body, Scenario, require
+from distlock.tools.chaos.failures import require
+from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.recorder import Section
-from distlock.tools.chaos.registry import MODES, Context, scenario
+from distlock.tools.chaos.registration import MODES, Context, scenario
+from distlock.tools.chaos.sections import Body
 from distlock.tools.chaos.toxiproxy import Proxy, Stream
 
 TRIALS = 3
@@ -33,7 +35,7 @@ def _finished(section: Section) -> bool:
 
 
 def _trial(sc: Scenario, mode: str) -> Callable[..., None]:
-    return sc.sync_trial if mode == "sync" else sc.async_trial
+    return sc.trials.run_sync if mode == "sync" else sc.trials.run_async
 
 
 @scenario(
@@ -59,7 +61,7 @@ def mild_latency_and_jitter_is_ridden_out(ctx: Context, mode: str) -> None:
         proxy.remove_all_toxics()
 
     for trial in range(TRIALS):
-        _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=False))
+        _trial(sc, mode)(trial, lambda: sc.faults.inject(fault, expect_lapse=False))
     sc.finish(expect="none")
 
 
@@ -76,10 +78,10 @@ def latency_beyond_the_ttl_surfaces_the_loss(ctx: Context) -> None:
     def fault(victim: Section) -> None:
         with proxy.toxic("latency", stream="downstream", latency=400, jitter=100):
             sc.recorder.fault("latency 400+-100 ms on replies")
-            sc.wait_signal(victim)
+            sc.faults.wait_signal(victim)
 
     for trial in range(TRIALS):
-        sc.sync_trial(trial, lambda: sc.inject(fault, expect_lapse=True))
+        sc.trials.run_sync(trial, lambda: sc.faults.inject(fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)
 
 
@@ -113,14 +115,13 @@ def renewal_that_hangs_forever(
         def fault(victim: Section, stream: Stream = stream, trial: int = trial) -> None:
             with proxy.toxic("timeout", stream=stream, timeout=0):
                 sc.recorder.fault(f"timeout=0 on {stream}")
-                sc.wait_signal(victim)
-                crowded = (
-                    sc.crowd(victim) if limit is not None and not sc.cooperative(trial) else None
-                )
+                sc.faults.wait_signal(victim)
+                crowds = limit is not None and not sc.params.cooperative(trial)
+                crowded = sc.faults.crowd(victim) if crowds else None
             if crowded is not None:
                 crowded()
 
-        _trial(sc, mode)(trial, partial(sc.inject, fault, expect_lapse=True))
+        _trial(sc, mode)(trial, partial(sc.faults.inject, fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)
 
 
@@ -146,7 +147,7 @@ def connection_reset_mid_renewal_is_not_a_loss(ctx: Context) -> None:
                 sc.recorder.fault(f"reset_peer on {stream}")
                 sc.recorder.wait_until(lambda: victim.renew_errors > 0 or victim.end is not None, 5)
 
-        sc.sync_trial(trial, partial(sc.inject, fault, expect_lapse=False))
+        sc.trials.run_sync(trial, partial(sc.faults.inject, fault, expect_lapse=False))
     for victim in victims:
         require(
             victim.renew_errors > 0, f"the reset never failed a renewal: {victim.describe()}"
@@ -174,8 +175,8 @@ def connection_reset_mid_release(ctx: Context, mode: str) -> None:
         reset.append(section)
 
     def bodies(trial: int, index: int) -> list[Body]:
-        first = Body(sc.ttl_ms * 1.5, at_end=reset_before_release)
-        return [first, Body(sc.ttl_ms * 0.5)]
+        first = Body(sc.params.ttl_ms * 1.5, at_end=reset_before_release)
+        return [first, Body(sc.params.ttl_ms * 0.5)]
 
     def heal() -> None:
         # Each victim's first release meets the toxic; lift it once that section is over.
@@ -214,14 +215,14 @@ def proxy_down_past_the_ttl(ctx: Context, mode: str) -> None:
         proxy.disable()
         sc.recorder.fault("proxy disabled")
         try:
-            sc.wait_signal(victim)
+            sc.faults.wait_signal(victim)
             # Down past the TTL, whatever the victim saw: that is the fault.
-            time.sleep(2 * sc.ttl)
+            time.sleep(2 * sc.params.ttl)
         finally:
             proxy.enable()
 
     for trial in range(TRIALS):
-        _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=True))
+        _trial(sc, mode)(trial, lambda: sc.faults.inject(fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)
 
 
@@ -245,7 +246,7 @@ def replies_sliced_into_small_delayed_packets(ctx: Context) -> None:
         proxy.remove_all_toxics()
 
     for trial in range(TRIALS):
-        sc.sync_trial(trial, lambda: sc.inject(fault, expect_lapse=False))
+        sc.trials.run_sync(trial, lambda: sc.faults.inject(fault, expect_lapse=False))
     sc.finish(expect="none")
 
 
@@ -264,10 +265,10 @@ def replies_sliced_slower_than_the_ttl(ctx: Context) -> None:
             "slicer", stream="downstream", average_size=1, size_variation=0, delay=80_000
         ):
             sc.recorder.fault("slicer 1 byte, 80 ms apart")
-            sc.wait_signal(victim)
+            sc.faults.wait_signal(victim)
 
     for trial in range(TRIALS):
-        sc.async_trial(trial, lambda: sc.inject(fault, expect_lapse=True))
+        sc.trials.run_async(trial, lambda: sc.faults.inject(fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)
 
 
@@ -293,7 +294,7 @@ def bandwidth_limit_alone_is_ridden_out(ctx: Context) -> None:
         proxy.remove_all_toxics()
 
     for trial in range(TRIALS):
-        sc.sync_trial(trial, lambda: sc.inject(fault, expect_lapse=False))
+        sc.trials.run_sync(trial, lambda: sc.faults.inject(fault, expect_lapse=False))
     sc.finish(expect="none")
 
 
@@ -307,22 +308,22 @@ def bandwidth_starvation_behind_a_bulk_reply(ctx: Context) -> None:
     a 4 KB/s link: the renewals queue behind the bulk reply for 2.5 TTL."""
     sc = ctx.scenario(ttl_ms=200)
     proxy = _proxy(sc)
-    bulk_key = f"{sc.prefix}:bulk"
+    bulk_key = f"{sc.params.prefix}:bulk"
     sc.admin.set(bulk_key, b"x" * 2048)
     clients: dict[str, redis.Redis] = {}
 
     def bulk_read(section: Section) -> None:
-        sc.targets.append(section)
+        sc.faults.targets.append(section)
         clients[section.client].get(bulk_key)
 
     def bodies(trial: int, index: int) -> list[Body]:
-        return [Body(sc.ttl_ms * 3.0, at_start=bulk_read), Body(sc.ttl_ms * 0.5)]
+        return [Body(sc.params.ttl_ms * 3.0, at_start=bulk_read), Body(sc.params.ttl_ms * 0.5)]
 
     for trial in range(TRIALS):
         proxy.add_toxic("bandwidth", stream="downstream", rate=4)
         sc.recorder.fault("bandwidth 4 KB/s on replies, 2 KB bulk read per victim")
         try:
-            sc.sync_trial(
+            sc.trials.run_sync(
                 trial,
                 None,
                 bodies=bodies,
@@ -349,7 +350,7 @@ def grant_arriving_after_its_lease_starts_no_body(ctx: Context, mode: str) -> No
     proxy = _proxy(sc)
 
     def bodies(trial: int, index: int) -> list[Body]:
-        return [Body(sc.ttl_ms * 1.0)]
+        return [Body(sc.params.ttl_ms * 1.0)]
 
     for trial in range(TRIALS):
         proxy.add_toxic("latency", stream="downstream", latency=300)

@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.recorder import Section
-from distlock.tools.chaos.registry import MODES, Context, scenario
+from distlock.tools.chaos.registration import MODES, Context, scenario
 
 TRIALS = 3
 
 
 def _trial(sc: Scenario, mode: str) -> Callable[..., None]:
-    return sc.sync_trial if mode == "sync" else sc.async_trial
+    return sc.trials.run_sync if mode == "sync" else sc.trials.run_async
 
 
 @scenario(
@@ -46,10 +46,10 @@ def redis_paused_past_the_ttl(
 
     def fault(victim: Section) -> None:
         sc.recorder.fault("redis-server paused")
-        server.pause(2.5 * sc.ttl)
+        server.pause(2.5 * sc.params.ttl)
 
     for trial in range(trials):
-        _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=True), via_proxy=False)
+        _trial(sc, mode)(trial, lambda: sc.faults.inject(fault, expect_lapse=True), via_proxy=False)
     sc.finish(expect="lapse", min_overlaps=1)
 
 
@@ -79,10 +79,10 @@ def redis_killed_and_restarted_empty(
 
     def fault(victim: Section) -> None:
         sc.recorder.fault("redis-server killed and restarted without its data")
-        sc.declare_data_loss()
-        server.lose_data(down_for=0.5 * sc.ttl, down=sc.declare_redis_down)
-        sc.wait_signal(victim)
+        sc.trace.declare_data_loss()
+        server.lose_data(down_for=0.5 * sc.params.ttl, down=sc.trace.declare_redis_down)
+        sc.faults.wait_signal(victim)
 
     for trial in range(trials):
-        _trial(sc, mode)(trial, lambda: sc.inject(fault, expect_lapse=True))
+        _trial(sc, mode)(trial, lambda: sc.faults.inject(fault, expect_lapse=True))
     sc.finish(expect="lapse", min_overlaps=1)

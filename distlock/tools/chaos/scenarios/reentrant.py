@@ -11,7 +11,7 @@ bound, like a renewal's; an inner exit's does not.
 The first trial of each is traced and checked by TLC against ``spec/Reentrant.tla``
 (``spec/ReentrantTrace.tla``).  That trace check maps a key's sections onto the spec's
 three holders, one section at a time each, so the traced trial has one victim
-(``harness.TRACED_VICTIMS``, as the plain lock's has) beside the intruder and its waiter;
+(``trials.TRACED_VICTIMS``, as the plain lock's has) beside the intruder and its waiter;
 the others keep three.  A declared data loss (Redis restarted empty) is checked as the lock's is: a
 key loss that may reset the fence counter; the sync trial of the restart is still skipped
 for its failed round trips (the intruder's attempts refused while Redis is down, each a
@@ -20,7 +20,7 @@ new section).  The starving bodies are excluded as the lock's are.
 
 from __future__ import annotations
 
-from distlock.tools.chaos.registry import MODES, Context, scenario
+from distlock.tools.chaos.registration import MODES, Context, scenario
 from distlock.tools.chaos.scenarios import network, redis_process, starvation
 
 

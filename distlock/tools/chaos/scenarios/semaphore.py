@@ -10,7 +10,7 @@ one beyond that must have surfaced it).  Each scenario must also have seen more 
 ``LIMIT`` bodies at once: the fault really let someone in.  Where the fault holds the
 other victims back (the hung renewal), the lapsed victim's oblivious trial does not
 leave that to timing: ``LIMIT`` crowders take the permits on direct connections while
-its body still runs (``Scenario.crowd``).
+its body still runs (``Faults.crowd``).
 
 The TTL is 500 ms rather than the lock scenarios' 200 ms, and two trials each (the second
 with cooperative bodies) rather than three: the claims are about the faults, and a
@@ -29,11 +29,13 @@ import threading
 import time
 
 from distlock.tools.chaos import waiters
-from distlock.tools.chaos.harness import Body, Scenario, require
+from distlock.tools.chaos.failures import require
+from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.processes import Child
 from distlock.tools.chaos.recorder import Section, now
-from distlock.tools.chaos.registry import MODES, Context, scenario
+from distlock.tools.chaos.registration import MODES, Context, scenario
 from distlock.tools.chaos.scenarios import network, redis_process, starvation
+from distlock.tools.chaos.sections import Body
 
 #: Permits of the key every scenario here contends for.
 LIMIT = 2
@@ -126,7 +128,7 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
     must be refused until the dead permit's own expiry instant in Redis, however often
     the live holder renews, and granted within its TTL after it."""
     sc = ctx.scenario(ttl_ms=KILL_TTL_MS, limit=LIMIT)
-    sc.exclude_trace(
+    sc.trace.exclude(
         "a permit holder is another process, SIGKILLed mid-section: the spec has no crash "
         "action, and the live holder's TTL (10 s beside the others' 1 s) is not the one "
         "TTL of the spec's sections"
@@ -137,42 +139,49 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
         done = threading.Event()
         live = _live_holder(sc, trial, done)
         child = Child(
-            "hold-semaphore", sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, str(LIMIT)
+            "hold-semaphore",
+            sc.target.url,
+            sc.params.prefix,
+            sc.params.key_id,
+            sc.params.ttl_ms,
+            str(LIMIT),
         )
         try:
             acquired = child.expect("ACQUIRED", 20)
             child.expect("RENEWED", 20)
             attempts: list[Section] = []
-            pollers = waiters.beside_a_dead_holder(sc, trial, done, attempts, POLLERS)
+            pollers = waiters.beside_a_dead_holder(
+                sc.clients, sc.sections, trial, done, attempts, POLLERS
+            )
             for t in pollers:
                 t.start()
             # Kill at a random point of the heartbeat cycle (a fault's timing, not a wait).
-            time.sleep(rng.uniform(0, sc.ttl / 4))
+            time.sleep(rng.uniform(0, sc.params.ttl / 4))
             killed_at = child.kill()
             sc.recorder.fault("permit holder SIGKILLed beside a renewing one")
             asked = now()
             score, redis_now = _score_and_time(sc, acquired["token"])
             answered = now()
             for t in pollers:
-                t.join(timeout=sc.ttl + 10)
+                t.join(timeout=sc.params.ttl + 10)
             require(not any(t.is_alive() for t in pollers), "pollers never finished")
         finally:
             done.set()
             child.close()
             live.join(timeout=10)
-        sc.close_sync()
+        sc.clients.close_sync()
 
         require(
             score is not None,
-            f"the dead holder's permit {acquired['token']} was not in {sc.key} right after "
+            f"the dead holder's permit {acquired['token']} was not in {sc.params.key} right after "
             "the kill",
         )
         assert score is not None
         left_ms = score - redis_now
         require(
-            0 < left_ms <= sc.ttl_ms,
+            0 < left_ms <= sc.params.ttl_ms,
             f"the dead permit had {left_ms:.0f} ms left right after the kill, want within its "
-            f"own TTL ({sc.ttl_ms} ms): did another holder's renewal re-date it?",
+            f"own TTL ({sc.params.ttl_ms} ms): did another holder's renewal re-date it?",
         )
         expires_lo = asked + left_ms / 1000 - TOLERANCE
         expires_hi = answered + left_ms / 1000 + TOLERANCE
@@ -196,9 +205,9 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
         )
         # Within its own TTL of the kill: the live holder's renewals did not keep it.
         require(
-            first.start <= max(expires_hi, killed_at + sc.ttl) + sc.slack,
+            first.start <= max(expires_hi, killed_at + sc.params.ttl) + sc.params.slack,
             f"the dead permit was freed {1000 * (first.start - killed_at):.0f} ms after the "
-            f"kill (TTL {sc.ttl_ms} ms, {left_ms:.0f} ms left at the kill)",
+            f"kill (TTL {sc.params.ttl_ms} ms, {left_ms:.0f} ms left at the kill)",
         )
     live_sections = [s for s in sc.recorder.sections if s.client == "live"]
     require(
@@ -212,18 +221,18 @@ def semaphore_holder_killed_beside_a_live_one(ctx: Context) -> None:
 def _live_holder(sc: Scenario, trial: int, done: threading.Event) -> threading.Thread:
     """A holder of one permit for the whole trial (until ``done``), renewed every
     ``LIVE_HEARTBEAT_MS``; returns once it is inside its body."""
-    lock = sc.sync_lock(
-        sc.sync_client(f"live-t{trial}", via_proxy=False),
+    lock = sc.clients.sync_lock(
+        sc.clients.sync_client(f"live-t{trial}", via_proxy=False),
         ttl_ms=LIVE_TTL_MS,
         heartbeat_ms=LIVE_HEARTBEAT_MS,
     )
 
     def hold_until_done(section: Section) -> None:
-        done.wait(sc.ttl + 30)
+        done.wait(sc.params.ttl + 30)
 
     body = Body(0.0, at_start=hold_until_done)
     thread = threading.Thread(
-        target=sc.run_sync_section,
+        target=sc.sections.run_sync,
         args=(lock, "live", body),
         kwargs={"retries": 0, "retry_delay_ms": 0, "ttl_ms": LIVE_TTL_MS},
         name="chaos-live-holder",
@@ -242,7 +251,7 @@ def _live_holder(sc: Scenario, trial: int, done: threading.Event) -> threading.T
 def _score_and_time(sc: Scenario, token: str) -> tuple[float | None, float]:
     """The permit's expiry instant and Redis's clock, read together (ms)."""
     pipe = sc.admin.pipeline(transaction=True)
-    pipe.zscore(sc.key, token)
+    pipe.zscore(sc.params.key, token)
     pipe.time()
     score, (seconds, micros) = pipe.execute()
     return score, seconds * 1000 + micros / 1000

@@ -13,24 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from distlock.tools.chaos.harness import Body, Scenario
+from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.processes import Child, merge_result
 from distlock.tools.chaos.recorder import Section
-from distlock.tools.chaos.registry import Context, scenario
+from distlock.tools.chaos.registration import Context, scenario
+from distlock.tools.chaos.sections import Body
 
 TRIALS = 3
 
 
 def _starving_bodies(sc: Scenario, what: str) -> Callable[[int, int], list[Body]]:
     def starve(section: Section) -> None:
-        sc.targets.append(section)
+        sc.faults.targets.append(section)
         sc.recorder.fault(what)
 
     def bodies(trial: int, index: int) -> list[Body]:
-        cooperative = sc.cooperative(trial)
-        first = Body(sc.ttl_ms * 3.0, cooperative=cooperative, starve_ms=sc.ttl_ms * 2.0)
+        cooperative = sc.params.cooperative(trial)
+        ttl_ms = sc.params.ttl_ms
+        first = Body(ttl_ms * 3.0, cooperative=cooperative, starve_ms=ttl_ms * 2.0)
         first.at_start = starve
-        return [first, Body(sc.ttl_ms * 0.5, cooperative=True)]
+        return [first, Body(sc.params.ttl_ms * 0.5, cooperative=True)]
 
     return bodies
 
@@ -54,7 +56,7 @@ def asyncio_body_blocks_the_event_loop(
     )
     bodies = _starving_bodies(sc, "event loop blocked 2xTTL by the body")
     for trial in range(trials):
-        sc.async_trial(trial, None, bodies=bodies, via_proxy=False)
+        sc.trials.run_async(trial, None, bodies=bodies, via_proxy=False)
     sc.finish(expect="lapse", min_overlaps=1)
 
 
@@ -79,19 +81,22 @@ def sync_body_holds_the_gil(
     )
     bodies = _starving_bodies(sc, "GIL held 2xTTL by the body")
     for trial in range(trials):
-        part = sc.trace_part(trial)
+        part = sc.trace.part(trial)
         extra: tuple[str, ...] = () if part is None else (part,)
         if limit is not None:
             mode, extra = "intrude-semaphore", (str(limit), *extra)
         else:
             mode = "intrude-reentrant" if reentrant else "intrude"
-        child = Child(mode, sc.target.url, sc.prefix, sc.key_id, sc.ttl_ms, *extra)
+        params = sc.params
+        child = Child(mode, sc.target.url, params.prefix, params.key_id, params.ttl_ms, *extra)
         try:
             child.expect("READY", 20)
-            sc.sync_trial(trial, None, victims=2, bodies=bodies, intruder=False, via_proxy=False)
+            sc.trials.run_sync(
+                trial, None, victims=2, bodies=bodies, intruder=False, via_proxy=False
+            )
             merge_result(sc.recorder, child.finish(20))
         finally:
             child.close()
         if part is not None:
-            sc.add_trace_part(part, "intruder-process")
+            sc.trace.add_part(part, "intruder-process")
     sc.finish(expect="lapse", min_overlaps=1)
