@@ -193,7 +193,11 @@ def proxied(url: str, latency_ms: int) -> Iterator[str]:
     """``url`` behind a Toxiproxy that delays every reply by ``latency_ms``."""
     from urllib.parse import urlsplit
 
-    from distlock.tools.chaos.toxiproxy import ToxiproxyClient, ToxiproxyServer, find_server_binary
+    from distlock.tools.servers.toxiproxy import (
+        ToxiproxyClient,
+        ToxiproxyServer,
+        find_server_binary,
+    )
     from tests.redis_server import free_port
 
     binary = find_server_binary()

@@ -68,7 +68,7 @@ def redis_url(args: argparse.Namespace) -> Iterator[str]:
             pin_client()
         yield args.url
         return
-    from distlock.tools.chaos.servers import RedisServer
+    from distlock.tools.servers.redis_server import RedisServer
 
     server = RedisServer().start()
     try:

@@ -279,7 +279,7 @@ def main() -> None:
     print(table(headers, rows))
     out: dict[str, Any] = {"cycles": args.cycles, "per_cycle": results}
     if args.redis:
-        from distlock.tools.chaos.servers import RedisServer
+        from distlock.tools.servers.redis_server import RedisServer
 
         server = RedisServer().start()
         try:

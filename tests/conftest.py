@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import pytest
 import redis
 
-from distlock.tools.chaos.topologies import Cluster, SentinelTopology
+from distlock.tools.servers.topologies import Cluster, SentinelTopology
 from tests.redis_server import RedisServer
 
 if TYPE_CHECKING:
@@ -69,14 +69,15 @@ def postgres_server() -> Iterator[PostgresServer]:
 SERVER_FIXTURES = frozenset(
     {"redis_server", "fresh_redis", "r", "redis_cluster", "sentinel_topology", "postgres_server"}
 )
-#: What a test module names when it starts servers of its own (``RedisServer()``, the chaos
-#: tool's targets and topologies, Toxiproxy): all its tests are marked ``redis``.
+#: What a test module names when it starts servers of its own (``RedisServer()``, the
+#: topologies, Toxiproxy, the chaos tool's targets): all its tests are marked ``redis``.
 SERVER_MODULES = (
     "tests.redis_server",
     "tests.postgres_server",
     "tests.failing_clients",
     "tests.client_matrix",
     "distlock.tools.chaos",
+    "distlock.tools.servers",
 )
 #: What a test module names when it runs TLC (state graphs, trace checks, verify runs):
 #: all its tests are marked ``tlc``.

@@ -1,15 +1,16 @@
 """Real ``redis-server`` processes on free loopback ports, owned by the test that starts them.
 
-The same code the chaos tool ships (:mod:`distlock.tools.chaos.servers`): started without
-persistence, so a restart loses every key, and stopped by pid, never by port, so a
-developer's own Redis on 6379 is never touched.
+The package's own server helper (:mod:`distlock.tools.servers.redis_server`, which the
+chaos tool starts its servers with too): started without persistence, so a restart loses
+every key, and stopped by pid, never by port, so a developer's own Redis on 6379 is never
+touched.
 """
 
 from __future__ import annotations
 
 import shutil
 
-from distlock.tools.chaos.servers import RedisServer, free_port, stop_process
+from distlock.tools.servers.redis_server import RedisServer, free_port, stop_process
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 

@@ -33,8 +33,8 @@ from distlock import (
 )
 from distlock._slots import key_slot
 from distlock.events import Event, Renewed
-from distlock.tools.chaos.servers import RedisServer
-from distlock.tools.chaos.topologies import Cluster
+from distlock.tools.servers.redis_server import RedisServer
+from distlock.tools.servers.topologies import Cluster
 
 pytestmark = pytest.mark.timeout(240)
 

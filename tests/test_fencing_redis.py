@@ -15,8 +15,8 @@ import redis.asyncio as aredis
 
 from distlock import Lock, StaleFenceError, ValidationError
 from distlock.fencing import AsyncFenceGuard, AsyncRedisFence, FenceGuard, RedisFence, RedisWrites
-from distlock.tools.chaos.servers import free_port
-from distlock.tools.chaos.topologies import Cluster
+from distlock.tools.servers.redis_server import free_port
+from distlock.tools.servers.topologies import Cluster
 from tests.redis_server import RedisServer
 
 

@@ -36,8 +36,8 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         for child in ast.iter_child_nodes(node):
             visit(child)

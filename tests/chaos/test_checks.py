@@ -28,8 +28,8 @@ from distlock.tools.chaos.params import TRACED_TRIAL
 from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.targets import RedisTarget, Settings, is_own_key
-from distlock.tools.chaos.toxiproxy import Proxy
 from distlock.tools.chaos.tracing import NO_TLC
+from distlock.tools.servers.toxiproxy import Proxy
 from distlock.trace import read_events
 
 pytestmark = pytest.mark.chaos

@@ -16,10 +16,11 @@ import psycopg
 import pytest
 import redis
 
-from distlock.tools.chaos import failover_rows, fence_experiment, postgres
+from distlock.tools.chaos import failover_rows, fence_experiment
 from distlock.tools.chaos.failover import TopologyRow
 from distlock.tools.chaos.report import ChaosReport, Row
-from distlock.tools.chaos.toxiproxy import ToxiproxyClient
+from distlock.tools.servers import postgres
+from distlock.tools.servers.toxiproxy import ToxiproxyClient
 from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 

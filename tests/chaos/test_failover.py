@@ -12,7 +12,7 @@ import pytest
 from distlock.tools.chaos import failover_rows
 from distlock.tools.chaos.failover import run_cluster, run_sentinel
 from distlock.tools.chaos.report import ChaosReport
-from distlock.tools.chaos.topologies import Cluster, SentinelTopology
+from distlock.tools.servers.topologies import Cluster, SentinelTopology
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 

@@ -138,9 +138,9 @@ def run_cli(args: argparse.Namespace) -> int:
     from distlock.tools.chaos.failures import NEEDS_OWN_REDIS
     from distlock.tools.chaos.report import ChaosReport
     from distlock.tools.chaos.runner import Runner, tlc_available
-    from distlock.tools.chaos.servers import ServerNotFound, redis_server_binary
     from distlock.tools.chaos.targets import KEY_PREFIX, Settings, foreign_keys
-    from distlock.tools.chaos.toxiproxy import (
+    from distlock.tools.servers.redis_server import ServerNotFound, redis_server_binary
+    from distlock.tools.servers.toxiproxy import (
         INSTALL_TOXIPROXY,
         ToxiproxyClient,
         ToxiproxyServer,

@@ -28,8 +28,8 @@ from distlock.asyncio import Semaphore as AsyncSemaphore
 from distlock.tools.chaos.params import SOCKET_TIMEOUT, Params
 from distlock.tools.chaos.recorder import Recorder, RecordingAsyncRedis, RecordingRedis
 from distlock.tools.chaos.targets import RedisTarget
-from distlock.tools.chaos.toxiproxy import Proxy
 from distlock.tools.chaos.tracing import TrialTrace
+from distlock.tools.servers.toxiproxy import Proxy
 
 #: A scenario's primitive (a lock, a reentrant lock or a semaphore of ``limit`` permits),
 #: and the handle its ``run`` gives (a reentrant level's is a ``LockHandle``).

@@ -21,8 +21,8 @@ import redis
 
 from distlock import Lock, LockHandle, LockLeaseLostError
 from distlock.events import Event, Lost
-from distlock.tools.chaos.servers import RedisServer
-from distlock.tools.chaos.topologies import Cluster, SentinelTopology
+from distlock.tools.servers.redis_server import RedisServer
+from distlock.tools.servers.topologies import Cluster, SentinelTopology
 
 #: The faults of :func:`run_cluster`, one row each, in the order they run.
 CLUSTER_FAULTS = ("CLUSTER FAILOVER", "primary killed", "primary killed, replica behind")

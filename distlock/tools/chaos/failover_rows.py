@@ -15,9 +15,10 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from distlock.tools.chaos import failover, topologies
+from distlock.tools.chaos import failover
 from distlock.tools.chaos.report import ChaosReport, Row, Status
-from distlock.tools.chaos.servers import ServerNotFound
+from distlock.tools.servers import topologies
+from distlock.tools.servers.redis_server import ServerNotFound
 
 #: ``--scenarios failover`` picks every failover.
 GROUP = "failover"

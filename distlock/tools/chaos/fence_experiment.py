@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 from distlock.tools.chaos.processes import ROOT
 from distlock.tools.chaos.report import ChaosReport, Row, Status
-from distlock.tools.chaos.servers import RedisServer, ServerNotFound
+from distlock.tools.servers.redis_server import RedisServer, ServerNotFound
 
 Arm = Literal["fenced", "unfenced"]
 ARMS: tuple[Arm, ...] = ("fenced", "unfenced")
@@ -650,7 +650,7 @@ def run(
     ``postgres_url``), or list its rows as not run, saying why."""
     if external:
         return _not_run(report, NEEDS_OWN_REDIS)
-    from distlock.tools.chaos.postgres import PostgresServer
+    from distlock.tools.servers.postgres import PostgresServer
 
     try:
         _psycopg()

@@ -41,10 +41,10 @@ from distlock.tools.chaos.recorder import Recorder
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.sections import Sections
 from distlock.tools.chaos.targets import LocalTarget, RedisTarget, Settings
-from distlock.tools.chaos.toxiproxy import Proxy
 from distlock.tools.chaos.tracing import TrialTrace
 from distlock.tools.chaos.trials import Trials
 from distlock.tools.chaos.waiters import WAIT_ALLOWANCE_MS
+from distlock.tools.servers.toxiproxy import Proxy
 
 
 @dataclass

@@ -21,7 +21,7 @@ import redis
 from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.targets import RedisTarget, Settings
-from distlock.tools.chaos.toxiproxy import Proxy
+from distlock.tools.servers.toxiproxy import Proxy
 
 MODES = ("sync", "asyncio")
 

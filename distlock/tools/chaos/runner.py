@@ -18,9 +18,9 @@ from distlock.tools import specfiles
 from distlock.tools.chaos.failures import NEEDS_OWN_REDIS, ScenarioFailed, ScenarioNotRun
 from distlock.tools.chaos.registration import Context, Entry
 from distlock.tools.chaos.report import ChaosReport, Status
-from distlock.tools.chaos.servers import RedisServer, free_port
 from distlock.tools.chaos.targets import ExternalTarget, LocalTarget, RedisTarget, Settings
-from distlock.tools.chaos.toxiproxy import ToxiproxyClient
+from distlock.tools.servers.redis_server import RedisServer, free_port
+from distlock.tools.servers.toxiproxy import ToxiproxyClient
 
 #: The one proxy a scenario uses (created before it, deleted after it).
 PROXY_NAME = "distlock-chaos"

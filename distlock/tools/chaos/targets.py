@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from distlock.tools.chaos.servers import RedisServer
+from distlock.tools.servers.redis_server import RedisServer
 
 #: Every scenario's keys start with this (``chaos-<hex>:res`` and the like).
 KEY_PREFIX = "chaos-"

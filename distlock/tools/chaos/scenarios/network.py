@@ -20,7 +20,7 @@ from distlock.tools.chaos.harness import Scenario
 from distlock.tools.chaos.recorder import Section
 from distlock.tools.chaos.registration import MODES, Context, scenario
 from distlock.tools.chaos.sections import Body
-from distlock.tools.chaos.toxiproxy import Proxy, Stream
+from distlock.tools.servers.toxiproxy import Proxy, Stream
 
 TRIALS = 3
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from distlock.tools.chaos.servers import ServerNotFound, free_port
+from distlock.tools.servers.redis_server import ServerNotFound, free_port
 
 USER = "distlock-pg"
 #: Where Debian keeps each version's binaries, off PATH: ``<version>/bin``.

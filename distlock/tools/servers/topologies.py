@@ -22,7 +22,7 @@ from typing import Any, Self
 import redis
 
 from distlock._slots import key_slot
-from distlock.tools.chaos.servers import (
+from distlock.tools.servers.redis_server import (
     RedisServer,
     ServerNotFound,
     free_port,

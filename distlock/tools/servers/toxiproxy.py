@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from distlock.tools.chaos.servers import free_port, stop_process
+from distlock.tools.servers.redis_server import free_port, stop_process
 
 Stream = Literal["upstream", "downstream"]
 ToxicType = Literal[

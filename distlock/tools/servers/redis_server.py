@@ -1,9 +1,11 @@
-"""``redis-server`` processes this tool starts itself, on free loopback ports.
+"""``redis-server`` processes started and owned here, on free loopback ports.
 
 Started without persistence (``--save '' --appendonly no``) so a restart loses every key,
-which is exactly the "Redis lost the key" fault the lock must surface.  Paused, killed and
-stopped by pid, never by port or name, so no other Redis on the machine is ever touched.
-(The test suite starts its servers with this module too: ``tests/redis_server.py``.)
+which is exactly the "Redis lost the key" fault the chaos tool makes the lock surface.
+Paused, killed and stopped by pid, never by port or name, so no other Redis on the machine
+is ever touched.
+The chaos tool, the benchmarks and the test suite (``tests/redis_server.py``) start their
+servers with it.
 """
 
 from __future__ import annotations
