@@ -242,11 +242,15 @@ class HandleBase:
         """Acquired, not yet released, and not known lost (as far as this client knows)."""
         return self._section.holding
 
+    def _repr_fence(self) -> str:
+        """What the repr says of the fence: nothing, for a handle that has none."""
+        return ""
+
     def __repr__(self) -> str:
         section = self._section
         return (
-            f"<{type(self).__name__} {section.key!r} phase={section.phase.value} "
-            f"lost={section.lost is not None}>"
+            f"<{type(self).__name__} {section.key!r}{self._repr_fence()} "
+            f"phase={section.phase.value} lost={section.lost is not None}>"
         )
 
 

@@ -236,3 +236,31 @@ def _types_tell_the_primitives_apart(
     rlocks.run_many(["a", "b"], lambda g: None)  # type: ignore[attr-defined]
     sem.owner("k")  # type: ignore[attr-defined]
     _ = permit.fence  # type: ignore[attr-defined]
+
+
+def test_each_handle_says_what_it_is_in_its_repr(redis_server: RedisServer) -> None:
+    """A lock's handle shows its fence, a permit none, a reentrant level its depth too; the
+    asyncio handles say the same."""
+    client = redis.Redis.from_url(redis_server.url)
+    with distlock.Lock(client, prefix="rp", ttl_ms=60_000) as lock, lock.hold("k") as h:
+        assert repr(h) == f"<LockHandle 'rp:k' fence={h.fence} phase=held lost=False>"
+    with distlock.ReentrantLock(client, prefix="rp", ttl_ms=60_000) as rl, rl.hold("r") as lvl:
+        assert repr(lvl) == (
+            f"<ReentrantHandle 'rp:r' fence={lvl.fence} phase=held lost=False depth=1>"
+        )
+    with (
+        distlock.Semaphore(client, prefix="rp", limit=2, ttl_ms=60_000) as sem,
+        sem.hold("s") as permit,
+    ):
+        assert repr(permit) == "<PermitHandle 'rp:s' phase=held lost=False>"
+
+    async def in_asyncio() -> str:
+        async with (
+            distlock.asyncio.Lock(aredis.Redis.from_url(redis_server.url), prefix="rp") as lk,
+            lk.hold("a") as ah,
+        ):
+            return f"{ah!r} {ah.fence}"
+
+    shown, fence = asyncio.run(in_asyncio()).rsplit(" ", 1)
+    assert shown == f"<LockHandle 'rp:a' fence={fence} phase=held lost=False>"
+    client.close()

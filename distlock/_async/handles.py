@@ -99,12 +99,8 @@ class LockHandle(Handle):
             raise AttributeError("this handle was never granted the lock, so it has no fence")
         return fence
 
-    def __repr__(self) -> str:
-        section = self._section
-        return (
-            f"<{type(self).__name__} {section.key!r} fence={section.fence} "
-            f"phase={section.phase.value} lost={section.lost is not None}>"
-        )
+    def _repr_fence(self) -> str:
+        return f" fence={self._section.fence}"
 
 
 #: The handle a hold() gives.
