@@ -204,7 +204,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
 
 @contextmanager
 def _cluster() -> Iterator[list[str]]:
-    from distlock.tools.chaos.topologies import Cluster
+    from distlock.tools.servers.topologies import Cluster
 
     with Cluster() as cluster:
         yield [f"redis://{n.host}:{n.port}" for n in cluster.primaries()]
