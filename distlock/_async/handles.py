@@ -9,9 +9,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from distlock import _flows as flows
-from distlock._base import GroupBase, HandleBase, HoldingBase, conclude
+from distlock._base import HandleBase
 from distlock._core.group import Group
 from distlock._core.section import Section
+from distlock._holding import GroupBase, HoldingBase, conclude
 from distlock.options import AsyncHoldOptions, check_ttl
 from distlock.signal import AsyncLeaseSignal
 

@@ -10,10 +10,10 @@ from types import TracebackType
 from typing import Any, TypeVar, Unpack, cast
 
 from distlock import _flows as flows
-from distlock._base import Holders, inner_verdict
 from distlock._core.group import Group
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Section
+from distlock._holding import Holders, inner_verdict
 from distlock._operator import LockOwner
 from distlock.errors import UsageError
 from distlock.options import ACQUIRE_KEYS, AcquireOptions, HoldOptions, LockOptions
