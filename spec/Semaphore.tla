@@ -69,6 +69,10 @@ FaultKinds == {"drop", "hang", "resend", "key_lost", "starve", "die"}
 (* expiry_by_client_clock: how far ahead of Redis's the acquiring client's *)
 (* clock runs (it evicts permits with no more than this left).            *)
 Skew == 0
+(* Each client's TTL: TTL for every one, except in the trace model, where a *)
+(* section's permit may have a TTL of its own (Semaphore objects of one id  *)
+(* passing different ttl_ms: SemaphoreTrace.tla's TraceTTLOf).             *)
+TTLOf(c) == TTL
 
 ASSUME
     /\ Mutant \in Mutants
@@ -78,6 +82,7 @@ ASSUME
     /\ MaxDrift <= Margin
     /\ MaxRounds \in Nat \ {0} /\ Retries \in Nat /\ MaxFaults \in Nat
     /\ ShortTTL \in (Margin + 1)..TTL
+    /\ \A c \in Clients : TTLOf(c) \in Nat /\ Margin < TTLOf(c) /\ 2 * Heartbeat <= TTLOf(c)
     /\ ResendReleases \in BOOLEAN /\ EarlyRelease \in BOOLEAN
     /\ FaultKinds \subseteq {"drop", "hang", "resend", "key_lost", "starve", "die"}
     /\ Skew \in Nat
@@ -92,7 +97,11 @@ Min(a, b) == IF a < b THEN a ELSE b
 Max(a, b) == IF a > b THEN a ELSE b
 Dec(x)    == IF x > 0 THEN x - 1 ELSE 0
 
-AgeCap == Max(TTL - Margin, Heartbeat)
+(* The longest TTL of any client (TTL, but in a trace model with TTLs of its *)
+(* own), and the age past which a client's request grants it no lease.      *)
+LongestTTL == LET s == {TTLOf(c) : c \in Clients} IN CHOOSE v \in s : \A w \in s : w <= v
+AgeCap == Max(LongestTTL - Margin, Heartbeat)
+AgeCapOf(c) == Max(TTLOf(c) - Margin, Heartbeat)
 
 VARIABLES
     \* ---- client side: one Section per client (names follow distlock.core) ----
@@ -110,8 +119,8 @@ VARIABLES
     lost,             \* Section.lost is not None: the lease is known lost
     granted,          \* SemaphoreSection.granted: Redis granted this permit (no fence)
     auto_renew,       \* Section.config.watch: a run/hold section (FALSE: manual handle)
-    extend_ttl,       \* Section.extend_ttl_ms of the extend in flight (TTL when none)
-    unconfirmed_ttl,  \* Section.unconfirmed_ttl_ms (TTL for None)
+    extend_ttl,       \* Section.extend_ttl_ms of the extend in flight (TTLOf(c) when none)
+    unconfirmed_ttl,  \* Section.unconfirmed_ttl_ms (TTLOf(c) for None)
     \* ---- environment ----
     starved,          \* the body blocks the client's event loop (timers do not run)
     drift,            \* clock lag accumulated by the client during this section
@@ -159,7 +168,7 @@ DropErrors(c, k) == {m \in net : ~(Mine(m, c, k) /\ m.st = "error")}
 LeaseOf(t, ago) ==
     IF Mutant = "deadline_from_reply" THEN t - Margin ELSE Max(t - Margin - ago, 0)
 
-LeaseFrom(ago) == LeaseOf(TTL, ago)
+LeaseFrom(c, ago) == LeaseOf(TTLOf(c), ago)
 
 Confirmed(c, t) == Min(t, unconfirmed_ttl[c])
 
@@ -180,8 +189,8 @@ Init ==
     /\ lost = [c \in Clients |-> FALSE]
     /\ granted = [c \in Clients |-> FALSE]
     /\ auto_renew \in [Clients -> Modes]
-    /\ extend_ttl = [c \in Clients |-> TTL]
-    /\ unconfirmed_ttl = [c \in Clients |-> TTL]
+    /\ extend_ttl = [c \in Clients |-> TTLOf(c)]
+    /\ unconfirmed_ttl = [c \in Clients |-> TTLOf(c)]
     /\ starved = [c \in Clients |-> FALSE]
     /\ drift = [c \in Clients |-> 0]
     /\ perm_ttl = [t \in Tokens |-> 0]
@@ -227,11 +236,11 @@ AcquireReply(c) ==
         /\ sent_ago' = [sent_ago EXCEPT ![c] = 0]
         /\ IF m.val > 0
            THEN /\ phase' = [phase EXCEPT ![c] = "held"]
-                /\ deadline_in' = [deadline_in EXCEPT ![c] = LeaseFrom(sent_ago[c])]
+                /\ deadline_in' = [deadline_in EXCEPT ![c] = LeaseFrom(c, sent_ago[c])]
                 /\ next_renew_in' = [next_renew_in EXCEPT ![c] =
                                        IF auto_renew[c] THEN Max(Heartbeat - sent_ago[c], 0)
                                        ELSE 0]
-                /\ lost' = [lost EXCEPT ![c] = LeaseFrom(sent_ago[c]) = 0]
+                /\ lost' = [lost EXCEPT ![c] = LeaseFrom(c, sent_ago[c]) = 0]
                 /\ overlap' = [d \in Clients |->
                                  IF d = c THEN {token[e] : e \in {x \in Clients : InBody(x)}}
                                  ELSE IF InBody(d) THEN overlap[d] \cup {token[c]}
@@ -295,7 +304,7 @@ RenewReply(c) ==
         /\ IF phase[c] = "held" /\ m.val = 1
            THEN /\ deadline_in' = [deadline_in EXCEPT ![c] =
                                      IF lost[c] THEN @
-                                     ELSE Max(@, LeaseOf(Confirmed(c, TTL), renew_sent_ago[c]))]
+                                     ELSE Max(@, LeaseOf(Confirmed(c, TTLOf(c)), renew_sent_ago[c]))]
                 /\ UNCHANGED <<lost, wiped>>
            ELSE /\ lost' = [lost EXCEPT ![c] = @ \/ phase[c] = "held"]
                 /\ Told(c)
@@ -338,7 +347,7 @@ LeaseTimeout(c) ==
 (* Section.extend: manual extend on a handle, the permit's TTL or ShortTTL. *)
 Extend(c) ==
     /\ phase[c] = "held" /\ ~auto_renew[c] /\ ~extend_in_flight[c]
-    /\ \E t \in {TTL, ShortTTL} :
+    /\ \E t \in {TTLOf(c), ShortTTL} :
         /\ net' = net \cup {[Request(c, "extend") EXCEPT !.val = t]}
         /\ extend_ttl' = [extend_ttl EXCEPT ![c] = t]
         /\ deadline_in' = [deadline_in EXCEPT ![c] = Min(@, LeaseOf(t, 0))]
@@ -368,7 +377,7 @@ ExtendReply(c) ==
                 /\ UNCHANGED deadline_in
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
-    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
+    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTLOf(c)]
     /\ UNCHANGED <<phase, outcome, retries_left, token, sent_ago, renew_in_flight,
                    renew_sent_ago, next_renew_in, granted, auto_renew, unconfirmed_ttl>>
     /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
@@ -383,7 +392,7 @@ ExtendFail(c) ==
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
     /\ unconfirmed_ttl' = [unconfirmed_ttl EXCEPT ![c] = Min(@, extend_ttl[c])]
-    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
+    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTLOf(c)]
     /\ UNCHANGED <<phase, outcome, retries_left, token, deadline_in, sent_ago,
                    renew_in_flight, renew_sent_ago, next_renew_in, lost, granted, auto_renew>>
     /\ UNCHANGED <<starved, drift, perm_ttl, key_ttl, released, faults, dead>>
@@ -509,15 +518,15 @@ Tick ==
         /\ sent_ago' = [c \in Clients |->
                           IF phase[c] # "acquiring" THEN 0
                           ELSE IF c \in lag THEN sent_ago[c]
-                          ELSE Min(sent_ago[c] + 1, AgeCap)]
+                          ELSE Min(sent_ago[c] + 1, AgeCapOf(c))]
         /\ renew_sent_ago' = [c \in Clients |->
                                 IF ~renew_in_flight[c] \/ phase[c] # "held" THEN 0
                                 ELSE IF c \in lag THEN renew_sent_ago[c]
-                                ELSE Min(renew_sent_ago[c] + 1, AgeCap)]
+                                ELSE Min(renew_sent_ago[c] + 1, AgeCapOf(c))]
         /\ extend_sent_ago' = [c \in Clients |->
                                  IF ~extend_in_flight[c] \/ phase[c] # "held" THEN 0
                                  ELSE IF c \in lag THEN extend_sent_ago[c]
-                                 ELSE Min(extend_sent_ago[c] + 1, AgeCap)]
+                                 ELSE Min(extend_sent_ago[c] + 1, AgeCapOf(c))]
     \* the key itself expires (PEXPIREAT): every permit in it goes with it
     /\ key_ttl' = Dec(key_ttl)
     /\ perm_ttl' = [t \in Tokens |-> IF key_ttl > 1 THEN Dec(perm_ttl[t]) ELSE 0]
@@ -573,10 +582,10 @@ RedisStep(m) ==
               LET base  == [x \in Tokens |-> IF x \in Kept THEN perm_ttl[x] ELSE 0]
                   mine  == m.tok \in Kept /\ Mutant # "acquire_not_idempotent"
                   grant == mine \/ Cardinality(Kept) < Limit
-                  after == IF grant THEN Scored(base, m.tok, TTL) ELSE base
+                  after == IF grant THEN Scored(base, m.tok, TTLOf(m.tok[1])) ELSE base
               IN /\ perm_ttl' = after
                  /\ key_ttl' = IF grant THEN LastExpiry(after) ELSE key_ttl
-                 /\ own_ttl' = OwnAfter(after, m.tok, grant, TTL)
+                 /\ own_ttl' = OwnAfter(after, m.tok, grant, TTLOf(m.tok[1]))
                  /\ foreign' = Foreign(after, m.tok)
                  /\ Answer(m, IF grant THEN 1 ELSE 0)
                  /\ UNCHANGED <<released, freed>>
@@ -584,7 +593,7 @@ RedisStep(m) ==
               \* renew and extend are one script: the extend carries its TTL.  The
               \* broken renew_keeps_key_expiry re-scores the permit but leaves the
               \* key's own expiry where the last grant put it.
-              LET n     == IF m.kind = "extend" THEN m.val ELSE TTL
+              LET n     == IF m.kind = "extend" THEN m.val ELSE TTLOf(m.tok[1])
                   hit   == perm_ttl[m.tok] > 0 \/ Mutant = "renew_without_membership_check"
                   after == IF hit THEN Scored(perm_ttl, m.tok, n) ELSE perm_ttl
               IN /\ perm_ttl' = after
@@ -725,8 +734,8 @@ NewSection(c) ==
     /\ lost' = [lost EXCEPT ![c] = FALSE]
     /\ granted' = [granted EXCEPT ![c] = FALSE]
     /\ \E mode \in Modes : auto_renew' = [auto_renew EXCEPT ![c] = mode]
-    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTL]
-    /\ unconfirmed_ttl' = [unconfirmed_ttl EXCEPT ![c] = TTL]
+    /\ extend_ttl' = [extend_ttl EXCEPT ![c] = TTLOf(c)]
+    /\ unconfirmed_ttl' = [unconfirmed_ttl EXCEPT ![c] = TTLOf(c)]
     /\ extend_in_flight' = [extend_in_flight EXCEPT ![c] = FALSE]
     /\ extend_sent_ago' = [extend_sent_ago EXCEPT ![c] = 0]
     /\ starved' = [starved EXCEPT ![c] = FALSE]
@@ -782,7 +791,7 @@ TypeOK ==
     /\ outcome \in [Clients -> Outcomes]
     /\ retries_left \in [Clients -> 0..Retries]
     /\ token \in [Clients -> Tokens] /\ \A c \in Clients : token[c][1] = c
-    /\ deadline_in \in [Clients -> 0..TTL]
+    /\ deadline_in \in [Clients -> 0..LongestTTL]
     /\ sent_ago \in [Clients -> 0..AgeCap]
     /\ renew_in_flight \in [Clients -> BOOLEAN]
     /\ renew_sent_ago \in [Clients -> 0..AgeCap]
@@ -792,12 +801,12 @@ TypeOK ==
     /\ lost \in [Clients -> BOOLEAN]
     /\ granted \in [Clients -> BOOLEAN]
     /\ auto_renew \in [Clients -> BOOLEAN]
-    /\ extend_ttl \in [Clients -> {TTL, ShortTTL}]
-    /\ unconfirmed_ttl \in [Clients -> {TTL, ShortTTL}]
+    /\ \A c \in Clients : extend_ttl[c] \in {TTLOf(c), ShortTTL}
+    /\ \A c \in Clients : unconfirmed_ttl[c] \in {TTLOf(c), ShortTTL}
     /\ starved \in [Clients -> BOOLEAN]
     /\ drift \in [Clients -> 0..MaxDrift]
-    /\ perm_ttl \in [Tokens -> 0..TTL]
-    /\ key_ttl \in 0..TTL
+    /\ perm_ttl \in [Tokens -> 0..LongestTTL]
+    /\ key_ttl \in 0..LongestTTL
     /\ released \subseteq Tokens /\ freed \subseteq Tokens
     /\ dead \subseteq Clients
     /\ net \subseteq Message

@@ -24,6 +24,10 @@
 (* a withdrawal that got no answer may refuse a waiting attempt on a free   *)
 (* permit (BehindAbandoned).                                               *)
 (*                                                                         *)
+(* Each section's permit has its own TTL (TraceData's SectionTTL, in ticks: *)
+(* Semaphore objects of one id may pass different ttl_ms); the cfg puts     *)
+(* TraceTTLOf in the place of Semaphore.tla's TTLOf.                       *)
+(*                                                                         *)
 (* A run/hold section with heartbeat_ms=False (AutoRenew but not Renews)   *)
 (* watches its lease and never renews: before its first step it is given  *)
 (* a renewal "in flight" that no message carries (Unrenewed), so the     *)
@@ -37,6 +41,8 @@ EXTENDS Semaphore, TraceData, TLC
 VARIABLES l, now, at, withdrawing
 
 ASSUME TLCSet(1, 0)
+
+TraceTTLOf(c) == SectionTTL[c]
 
 (* Waiting: a refusal with time left leaves the section waiting ("backoff"); *)
 (* a refusal of the attempt sent at the deadline ends it not acquired.       *)

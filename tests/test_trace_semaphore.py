@@ -15,6 +15,8 @@ request and time running backwards must be rejected, at the event they corrupt.
 from __future__ import annotations
 
 import asyncio
+import functools
+import heapq
 import shutil
 import subprocess
 import sys
@@ -36,6 +38,7 @@ import distlock.asyncio
 from distlock._clock import now_ms
 from distlock._protocol import S_WITHDRAW
 from distlock.tools import tracecheck
+from distlock.tools.chaos.processes import Child
 from distlock.trace import REDIS_DOWN, NdjsonRecorder, read_events, write_events
 from tests.failing_clients import losing
 from tests.redis_server import RedisServer
@@ -690,3 +693,106 @@ def test_only_round_trips_within_a_declared_stretch_never_ran() -> None:
     assert tracecheck.loss_windows(events) == [(5.0, 10.0)]
     assert tracecheck.loss_windows([e for e in events if e is not down]) is None
     assert tracecheck.loss_windows([e for e in events if e is not loss]) is None
+
+
+def _killed_beside_a_live_one(server: RedisServer, path: Path) -> list[Event]:
+    """Limit 2: a live holder (TTL 4 s, renewing every 250 ms) and a holder process (TTL
+    1 s) SIGKILLed after a renewal; a caller polls (fail fast) until the dead permit's own
+    expiry frees it, and tries once more well after it, while the live one still renews.
+    The holder process's events (recorded up to the kill) are merged into the trace."""
+    part = path.with_suffix(".part")
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        live = distlock.Semaphore(
+            server.url, prefix="st-k", limit=2, ttl_ms=4000, heartbeat_ms=250, trace=watch
+        )
+        poller = distlock.Semaphore(server.url, prefix="st-k", limit=2, ttl_ms=1000, trace=watch)
+        holding, stop = threading.Event(), threading.Event()
+
+        def hold_live() -> None:
+            with live.hold("x", retries=0):
+                holding.set()
+                assert stop.wait(30)
+
+        def attempt() -> bool:
+            try:
+                with poller.hold("x", retries=0):
+                    return True
+            except distlock.LockNotAcquiredError:
+                return False
+
+        thread = threading.Thread(target=hold_live, name="st-live-holder")
+        thread.start()
+        child = Child("hold-semaphore", server.url, "st-k", "x", 1000, "2", str(part))
+        try:
+            assert holding.wait(30)
+            child.expect("ACQUIRED", 30)
+            child.expect("RENEWED", 30)
+            child.kill()
+            renewed = sum(1 for e in watch.seen if e["action"] == "RenewReply")
+            refused = 0
+            while not attempt():
+                refused += 1
+                assert refused < 400
+                time.sleep(0.02)  # a poll's pace, not a wait for anything
+            assert refused > 0
+            # Well past the dead permit's expiry on the live holder's own beat: ten more
+            # renewals (2.5 s), two and a half times the dead permit's TTL.
+            watch.wait_for(
+                lambda seen: sum(1 for e in seen if e["action"] == "RenewReply") >= renewed + 10
+            )
+            assert attempt()
+        finally:
+            stop.set()
+            thread.join(30)
+            child.close()
+            live.close()
+            poller.close()
+    dead = [{**e, "client": f"dead:{e['client']}"} for e in read_events(part)]
+    part.unlink()
+    return list(heapq.merge(read_events(path), dead, key=lambda e: e["t"]))
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_holder_killed_beside_a_live_one_with_its_own_ttl(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Permits with TTLs of their own (4 s beside 1 s): the dead holder is a section that
+    stops, its permit lapsing at its own expiry however often the live one renews.  The
+    run is a behaviour (its pollers' refused sections condensed); a refused poll after the
+    kill forged into a grant is not (three permits under limit 2), and neither is the
+    grant well past the dead permit's expiry forged into a refusal (only the live permit
+    is left: a renewal re-dating the dead one is what would refuse it)."""
+    events = tracecheck.condense(_killed_beside_a_live_one(redis_server, tmp_path / "k.ndjson"))
+    assert {e["ttl_ms"] for e in events if e["action"] == "Acquire"} == {1000, 4000}
+    dead_last = max(n for n, e in enumerate(events) if str(e["client"]).startswith("dead:"))
+    assert events[dead_last]["phase"] == "held"  # stopped mid-section: killed
+    refusals = [
+        n
+        for n, e in enumerate(events)
+        if n > dead_last and e["action"] == "AcquireReply" and e.get("granted") is False
+    ]
+    late = max(n for n, e in enumerate(events) if e["action"] == "AcquireReply" and e["granted"])
+    assert refusals and late > refusals[-1]
+    early = refusals[0]
+    forged_grant = [
+        *events[:early],
+        {**events[early], "granted": True, "phase": "held", "outcome": "none"},
+    ]
+    forged_refusal = [
+        *events[:late],
+        {**events[late], "granted": False, "phase": "done", "outcome": "not_acquired",
+         "deadline": None},
+    ]
+    checks = [
+        functools.partial(tracecheck.check, trace, ticks=4)
+        for trace in (events, forged_grant, forged_refusal)
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        (v,), (g,), (r,) = pool.map(lambda check: check(), checks)
+    assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+    assert not g.accepted
+    assert (g.first_unexplained, g.by) == (early, "TLC"), g.describe()
+    assert not r.accepted
+    assert (r.first_unexplained, r.by) == (late, "TLC"), r.describe()

@@ -761,6 +761,13 @@ def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     explained (the check is weaker, never stricter).  The first and last refusal of a run
     stay, as evidence that the key was held then; a section that gives up keeps all its
     attempts, since then their count matters.
+
+    A semaphore's caller polling with fail-fast sections (``retries=0``: one refused
+    attempt, one section, each a model client of its own) is condensed the same way: of a
+    run of such refused sections of one Semaphore object back to back, the first and the
+    last stay.  A refused permit section leaves nothing behind (no permit, nothing in
+    flight, no release memory), so a behaviour of the whole trace without its steps is one
+    of the condensed trace.
     """
     by_client: dict[str, list[int]] = {}
     for i, e in enumerate(events):
@@ -788,6 +795,27 @@ def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 runs.append([k])
         for run in runs:
             drop.update(indices[k + j] for k in run[1:-1] for j in (0, 1))
+    # A semaphore's fail-fast sections, refused: their runs per Semaphore object.
+    refused_runs: dict[str, list[list[str]]] = {}
+    for client, indices in by_client.items():
+        first = events[indices[0]]
+        refused = (
+            len(indices) == 2
+            and first["action"] == "Acquire"
+            and "limit" in first
+            and not first.get("wait_ms")
+            and events[indices[1]]["action"] == "AcquireReply"
+            and events[indices[1]].get("granted") is False
+            and events[indices[1]].get("outcome") == "not_acquired"
+        )
+        runs_of = refused_runs.setdefault(_lock_object(client), [[]])
+        if refused:
+            runs_of[-1].append(client)
+        elif runs_of[-1]:
+            runs_of.append([])
+    for runs_of in refused_runs.values():
+        for run_of in runs_of:
+            drop.update(i for client in run_of[1:-1] for i in by_client[client])
     return [e for i, e in enumerate(events) if i not in drop]
 
 
@@ -815,6 +843,17 @@ def _ttl_ms(events: Sequence[dict[str, Any]]) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
         raise TraceError(f"the sections of one trace must share one ttl_ms, got {ttls}")
     return float(ttl)
+
+
+def _section_ttls(config: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The ``ttl_ms`` of each section, from its first event (its Acquire)."""
+    out = {}
+    for client, e in config.items():
+        ttl = e.get("ttl_ms")
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
+            raise TraceError(f"section {client!r} starts without a positive ttl_ms: {e}")
+        out[client] = float(ttl)
+    return out
 
 
 def lower_bound(gap_ms: float, ttl_ms: float, ticks: int = TTL_TICKS) -> int:
@@ -1195,7 +1234,9 @@ def build_model(
         if e["action"] not in CLIENT_ACTIONS and e["action"] not in WAIT_ACTIONS:
             raise TraceError(f"unknown action {e['action']!r}")
     firsts = list(config.values())
-    ttl_ms = _ttl_ms(firsts)
+    # A semaphore's permits may have TTLs of their own (the spec's TTLOf, per section):
+    # the model's tick is the shortest one's, TTL ticks.
+    ttl_ms = _ttl_ms(firsts) if limit is None else min(_section_ttls(config).values())
     waits = {c for c, e in config.items() if e.get("wait_ms")}
     if limit is not None and any(_handed_fence(e) is not None for _, e in logged):
         raise TraceError("a semaphore's release never hands a permit over: a Wake with a fence")
@@ -1301,6 +1342,13 @@ def build_model(
         "=============================================================================\n"
     )
     if limit is not None:
+        section_ttls = _section_ttls(config)
+        data = data.replace(
+            "Trace == <<",
+            "SectionTTL == <<"
+            + ", ".join(str(max(1, round(section_ttls[c] / unit))) for c in index)
+            + ">>\n\nTrace == <<",
+        )
         return Model(
             data,
             None,
@@ -1472,6 +1520,8 @@ def _semaphore_cfg(
             # a trace records no death: a killed process records nothing more
             '    FaultKinds = {"drop", "hang", "key_lost", "starve"}',
             "    EarlyRelease = TRUE",
+            # each section's own TTL (TraceData's SectionTTL), in the model's ticks
+            "    TTLOf <- TraceTTLOf",
             "INIT TraceInit",
             "NEXT TraceNext",
             "INVARIANT Unexplained",
