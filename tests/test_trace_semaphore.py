@@ -796,3 +796,32 @@ def test_a_holder_killed_beside_a_live_one_with_its_own_ttl(
     assert (g.first_unexplained, g.by) == (early, "TLC"), g.describe()
     assert not r.accepted
     assert (r.first_unexplained, r.by) == (late, "TLC"), r.describe()
+
+
+def test_a_round_trip_failing_soon_after_the_stretch_never_ran() -> None:
+    """Sent after the old process exited and failed after the stretch's end, but sooner
+    after it than the clients' socket timeout and before the next declaration: only the
+    new process could have run it, and a request that reached it is answered (or fails
+    by that timeout), so it never ran.  Not so without the socket timeout, failed later,
+    sent before the stretch, or failed after the next declaration (the new process may
+    have been killed with the request in it)."""
+
+    def attempt(client: str, sent: float, failed: float) -> list[Event]:
+        base = {"client": client, "key": "k", "ttl_ms": 100, "limit": 1}
+        return [
+            {**base, "action": "Acquire", "t": sent},
+            {**base, "action": "AcquireFail", "t": failed},
+        ]
+
+    down = {"action": REDIS_DOWN, "client": "redis", "t": 50.0, "since": 10.0}
+    soon = attempt("a", 40.0, 60.0)
+    after = attempt("b", 55.0, 70.0)
+    late = attempt("c", 40.0, 1051.0)
+    before = attempt("d", 9.0, 60.0)
+    events = [*before, *soon, down, *after, *late]
+    assert tracecheck.never_ran_failures(events, hang_after_ms=1000.0) == 2
+    assert tracecheck.never_ran_failures(events) == 0
+    # the next declaration (a data loss: Redis killed again) ends the stretch's grace
+    loss = {"action": "RedisLostData", "client": "redis", "t": 65.0}
+    events = [*before, *soon, down, loss, *after, *late]
+    assert tracecheck.never_ran_failures(events, hang_after_ms=1000.0) == 1

@@ -111,7 +111,11 @@ renewals fail sends its third one before its deadline.  The semaphore's keeps on
 (:data:`distlock.trace.REDIS_DOWN`: the chaos suite's kill and restart).  A round trip
 sent and failed within it never ran (:func:`_never_ran`): in every trace model Redis does
 not run it, no fault befalls it (none counts against ``MaxFaults``), and it fails as it
-did (``Refused``).  A declared data loss followed by such a stretch happened between the
+did (``Refused``).  So does one sent after the stretch's start that failed after its end
+but sooner than the clients' socket timeout (``hang_after_ms``) and before the next
+declaration: only the process started after the stretch could have run it, and a
+request that reached that one is answered or fails by the socket timeout.  A declared
+data loss followed by such a stretch happened between the
 declaration and the stretch's start (:func:`loss_windows`): the key may be lost there
 only, where it could be lost anywhere before.
 
@@ -666,19 +670,47 @@ def down_windows(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
     return windows
 
 
+def _unrun_windows(
+    events: Sequence[dict[str, Any]], hang_after_ms: float = 0.0
+) -> list[tuple[float, float, float]]:
+    """For each stretch ``events`` declare without Redis (:func:`down_windows`): its start,
+    its end, and how soon after its end a round trip sent after its start must have
+    failed to have certainly never run (see :func:`_never_ran`): ``hang_after_ms`` (the
+    clients' socket timeout), cut short by the next declaration (the new process may be
+    killed after it)."""
+    out = []
+    declared = sorted(_time(e) for e in events if _is_declaration(e))
+    for since, until in down_windows(events):
+        later = [t for t in declared if t > until]
+        out.append((since, until, min([until + hang_after_ms, *later])))
+    return out
+
+
 def _never_ran(
     events: Sequence[dict[str, Any]],
-    windows: Sequence[tuple[float, float]],
+    windows: Sequence[tuple[float, float, float]],
     *,
     reentrant: bool = False,
 ) -> set[int]:
     """The failure events among ``events`` (no declarations) whose request certainly never
-    ran at Redis: sent (its send event's ``t``, read before it went out) and failed (the
-    failure's, read after the call returned) within one stretch in which no Redis process
-    ran (:func:`down_windows`).  Nothing could run it then, and a request is never carried
+    ran at Redis (``windows``: :func:`_unrun_windows`).
+
+    Sent (its send event's ``t``, read before it went out) and failed (the failure's, read
+    after the call returned) within one stretch in which no Redis process ran
+    (:func:`down_windows`): nothing could run it then, and a request is never carried
     over to a Redis started later: its connection is gone with the process it reached (a
     proxy in between dials Redis for each connection it accepts, and closes the ones it
-    cannot)."""
+    cannot).
+
+    Or sent at or after such a stretch's start and failed after its end, but sooner after
+    it than the clients' socket timeout (``hang_after_ms``, when :func:`check` is told it)
+    and before the next declaration: the process that ran before the stretch had exited
+    when it was sent, so only the one started after it could run it, on a connection made
+    to it after the stretch (a fresh one: the old connections died with the old process);
+    a request that reached it is answered (the new process is not stopped before the
+    next declaration), so its round trip fails only when the socket timeout runs out, a
+    timeout after the stretch's end.  One that failed sooner never reached it: a
+    connection refused before the new process listened, or one to the old process."""
     if not windows:
         return set()
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -695,7 +727,9 @@ def _never_ran(
                 at = sent.pop((client, kind), None)
                 if action == fail_of[kind] and at is not None:
                     t = _time(e)
-                    if any(since <= at and t <= until for since, until in windows):
+                    if any(
+                        since <= at and (t <= until or t < by) for since, until, by in windows
+                    ):
                         out.add(n)
     return out
 
@@ -717,11 +751,15 @@ def loss_windows(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]] 
     return windows if windows and not declared else None
 
 
-def never_ran_failures(events: Sequence[dict[str, Any]], *, reentrant: bool = False) -> int:
+def never_ran_failures(
+    events: Sequence[dict[str, Any]], *, reentrant: bool = False, hang_after_ms: float = 0.0
+) -> int:
     """How many failed round trips of ``events`` (declarations included) certainly never
-    ran at Redis (see :func:`_never_ran`): no fault the model has to place."""
+    ran at Redis (see :func:`_never_ran`; ``hang_after_ms``: the clients' socket timeout,
+    if known): no fault the model has to place."""
     logged = [e for e in events if not _is_declaration(e)]
-    return len(_never_ran(logged, down_windows(events), reentrant=reentrant))
+    windows = _unrun_windows(events, hang_after_ms)
+    return len(_never_ran(logged, windows, reentrant=reentrant))
 
 
 def split_by_key(events: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -1223,7 +1261,7 @@ def build_model(
         raise TraceError("empty trace")
     declared = _data_losses(events)
     data_lost = declared > 0
-    never_ran = _never_ran([e for _, e in logged], down_windows(events))
+    never_ran = _never_ran([e for _, e in logged], _unrun_windows(events, hang_after_ms))
     index: dict[str, int] = {}
     config: dict[str, dict[str, Any]] = {}
     for _, e in logged:
@@ -1718,7 +1756,7 @@ def build_reentrant_model(
         raise TraceError("empty trace")
     declared = _data_losses(events)
     declarations = [e for e in events if _is_declaration(e)]
-    windows = down_windows(declarations)
+    windows = _unrun_windows(declarations, hang_after_ms)
     rows_of = [i for i, _ in logged]
     events = [e for _, e in logged]
     never_ran = _never_ran(events, windows, reentrant=True)

@@ -184,7 +184,9 @@ class TrialTrace:
         # A round trip that failed while no Redis ran never ran: no fault to place.
         failures = sum(
             1 for e in checked if str(e["action"]).endswith("Fail")
-        ) - tracecheck.never_ran_failures(checked, reentrant=params.reentrant)
+        ) - tracecheck.never_ran_failures(
+            checked, reentrant=params.reentrant, hang_after_ms=SOCKET_TIMEOUT * 1000.0
+        )
         plain = params.limit is None and not params.reentrant
         bound = TRACE_MAX_FAILURES if params.limit is None else SEMAPHORE_TRACE_MAX_FAILURES
         if failures > bound and not plain:
