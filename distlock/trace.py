@@ -21,8 +21,11 @@ caused or saw it knows it happened: :meth:`NdjsonRecorder.declare_data_loss` wri
 between such events only.
 
 Whoever stopped Redis may also say when no Redis process ran at all
-(:meth:`NdjsonRecorder.declare_redis_down`, a :data:`REDIS_DOWN` event): a request sent in
-that stretch whose failure was recorded in it never ran anywhere, so the checker takes it
+(:meth:`NdjsonRecorder.declare_redis_down`, a :data:`REDIS_DOWN` event; a stretch may
+start at the instant a SIGKILL was sent: from then on the dying process serves no request
+sent to it, since it must first read it with a system call, on whose return the pending
+signal ends it): a request sent in that stretch whose failure was recorded in it never
+ran anywhere, so the checker takes it
 for what it is, a failure with no effect at Redis, and places the declared data loss
 before the stretch ends.
 """

@@ -108,7 +108,8 @@ renewals fail sends its third one before its deadline.  The semaphore's keeps on
 (the case just described).
 
 **Redis down.**  A trace may declare a stretch in which no Redis process ran
-(:data:`distlock.trace.REDIS_DOWN`: the chaos suite's kill and restart).  A round trip
+(:data:`distlock.trace.REDIS_DOWN`: the chaos suite's kill and restart, from the instant
+its SIGKILL was sent, after which the dying process serves no request sent to it).  A round trip
 sent and failed within it never ran (:func:`_never_ran`): in every trace model Redis does
 not run it, no fault befalls it (none counts against ``MaxFaults``), and it fails as it
 did (``Refused``).  So does one sent after the stretch's start that failed after its end

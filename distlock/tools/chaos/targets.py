@@ -131,10 +131,11 @@ class LocalTarget:
         self, down_for: float = 0.0, down: Callable[[float, float], None] | None = None
     ) -> None:
         """SIGKILL, down ``down_for`` seconds, back on the same port with no data.
-        ``down`` is told the stretch (monotonic seconds) in which no redis-server ran: from
-        the killed one's exit to right before the new one starts."""
-        self.server.kill()  # returns once the process has exited
-        since = time.monotonic()
+        ``down`` is told the stretch (monotonic seconds) in which no redis-server could
+        serve a request sent in it: from the SIGKILL (see ``RedisServer.kill``) to right
+        before the new one starts."""
+        since = self.server.kill()  # returns once the process has exited
+        assert since is not None, "the target's redis-server was not running"
         # How long Redis stays down is part of the fault, not a wait for something.
         time.sleep(down_for)
         if down is not None:

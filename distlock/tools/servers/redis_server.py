@@ -128,15 +128,22 @@ class RedisServer:
         os.kill(self.pid, signal.SIGCONT)
         self.paused = False
 
-    def kill(self) -> None:
-        """SIGKILL: the data is gone (no persistence)."""
+    def kill(self) -> float | None:
+        """SIGKILL: the data is gone (no persistence).  Returns once the process has exited,
+        with the instant (monotonic seconds) the signal was sent, None if none ran.
+
+        From that instant on the server serves no request that was not already in it:
+        a pending SIGKILL ends the process on its next entry to the kernel, and a request
+        sent later must be read by a system call first."""
         if self.proc is None:
-            return
+            return None
         if self.paused:
             self.resume()
         self.proc.kill()
+        sent = time.monotonic()
         self.proc.wait(timeout=10)
         self.proc = None
+        return sent
 
     def restart(self) -> None:
         """Kill and start again on the same port, empty: Redis lost every key."""
