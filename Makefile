@@ -2,7 +2,7 @@
 PY ?= python3
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: setup verify test quick test-compiled test-oldest-redis lint unit chaos test-deep mutation bench bench-instructions bench-plot
+.PHONY: setup verify test quick test-compiled test-pure test-oldest-redis lint unit chaos test-deep mutation bench bench-instructions bench-plot
 
 setup:
 	@bash .ci/setup
@@ -11,20 +11,32 @@ setup:
 verify: setup
 	$(PY) -m distlock verify --json verify-report.json
 
-# The whole suite: lint, strict types, unit, integration, properties, traces, chaos; then
-# the tests of the core and both drivers again on the compiled core, both drivers on the
-# oldest redis-py, and the quick list of the scripts' mutants (`make mutation` runs them all).
+# The whole suite on the compiled build, the one users install (.ci/test-compiled builds the
+# wheel once in a scratch copy of the checkout and runs pytest there: lint, strict types,
+# unit, integration, properties, traces, chaos); then the tests of the core and both
+# drivers again on the pure package of the checkout, both drivers on the oldest redis-py,
+# and the quick list of the scripts' mutants (`make mutation` runs them all).
 test: setup lint
-	$(PY) -m pytest
-	$(MAKE) --no-print-directory test-compiled
+	PYTHON=$(PY) bash .ci/test-compiled
+	$(MAKE) --no-print-directory test-pure
 	$(MAKE) --no-print-directory test-oldest-redis
 	$(MAKE) --no-print-directory mutation MUTANTS=quick
 
-# The core and the wire encoding compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), built in a scratch copy of the
-# checkout, under the tests that exercise it: the core's own, parity of the two drivers,
-# both drivers with every primitive, the property machines (a quarter of the examples) and
-# TLC's validation of the drivers' traces.  About 2.5 minutes on 2 cores, the build included.
-COMPILED_TESTS ?= \
+# Tests on the compiled build (setup.py; DISTLOCK_BUILD=compiled), built in a scratch copy
+# of the checkout, never in the working tree: TESTS="-q tests/test_core.py" runs those, no
+# TESTS the whole suite.  About 35 s for the build on 2 cores.
+TESTS ?=
+test-compiled: setup
+	PYTHON=$(PY) bash .ci/test-compiled $(TESTS)
+
+# The pure-Python package (what `pip install -e .` and a checkout import, and what a build
+# without a C compiler installs) under the tests that exercise what the compiled build
+# compiles: the core's own, parity of the two drivers, both drivers with every primitive,
+# the property machines (a quarter of the examples; the compiled run gives them their full
+# count) and TLC's validation of the drivers' traces.  tests/test_compiled.py fails if a
+# .so left in the checkout would be imported instead.  About 2.5 minutes on 2 cores.
+PURE_TESTS ?= \
+	tests/test_compiled.py \
 	tests/test_core.py tests/test_reentrant_core.py tests/test_semaphore_core.py \
 	tests/test_wait_core.py tests/test_flows.py \
 	tests/test_parity.py tests/test_parity_semaphore.py tests/test_parity_wait.py \
@@ -41,9 +53,10 @@ COMPILED_TESTS ?= \
 	tests/properties/test_redis_stateful.py tests/properties/test_reentrant_stateful.py \
 	tests/properties/test_semaphore_stateful.py \
 	tests/test_trace.py::test_integration_traces_are_behaviours_of_the_spec \
-	tests/test_trace_reentrant.py::test_reentrant_runs_are_behaviours_of_the_spec
-test-compiled: setup
-	PYTHON=$(PY) bash .ci/test-compiled $(COMPILED_TESTS)
+	tests/test_trace_reentrant.py::test_reentrant_runs_are_behaviours_of_the_spec \
+	tests/test_memory_budget.py
+test-pure: setup
+	DISTLOCK_EXAMPLES=$${DISTLOCK_EXAMPLES:-250} $(PY) -m pytest -q -p no:cacheprovider $(PURE_TESTS)
 
 # Both drivers, waiting included, on the oldest redis-py pyproject.toml allows (the rest of
 # the suite runs on the newest): redis-py before 5.3 wants a command name to hand out a
@@ -65,10 +78,10 @@ unit: setup
 	$(PY) -m pytest -m "not chaos"
 
 # What needs nothing but Python: the core, the flows, the options, the scripts' files, the
-# tools' pure parts; no server, no TLC, no long Hypothesis machine (markers set by
-# tests/conftest.py).  Seconds, and no set-up.
+# tools' pure parts; no server, no TLC, no long Hypothesis machine, no wheel build (markers
+# set by tests/conftest.py and tests/test_build.py).  Seconds, and no set-up.
 quick:
-	$(PY) -m pytest -q -m "not redis and not tlc and not properties and not chaos"
+	$(PY) -m pytest -q -m "not redis and not tlc and not properties and not chaos and not build"
 
 # Fault injection: real Redis behind real Toxiproxy; prints the table, writes chaos-report.json.
 chaos: setup

@@ -6,6 +6,7 @@
 import logging
 
 from distlock import events
+from distlock._build import BuildInfo, build_info
 from distlock._operator import LockOwner
 from distlock._sync import (
     Lock,
@@ -16,6 +17,7 @@ from distlock._sync import (
     ReentrantLock,
     Semaphore,
 )
+from distlock._version import __version__
 from distlock.errors import (
     LockClosedError,
     LockError,
@@ -40,6 +42,7 @@ __all__ = [
     "AcquireOptions",
     "AsyncHoldOptions",
     "AsyncLeaseSignal",
+    "BuildInfo",
     "HoldOptions",
     "LeaseSignal",
     "Lock",
@@ -61,5 +64,7 @@ __all__ = [
     "StaleFenceError",
     "UsageError",
     "ValidationError",
+    "__version__",
+    "build_info",
     "events",
 ]

@@ -1,51 +1,90 @@
-"""Which build of the core a run tests, so that neither can stand in for the other unseen.
+"""Which build a run tests, so that neither can stand in for the other unseen, and what
+``distlock.build_info()`` and ``python -m distlock --version`` say about it.
 
-``make test`` must test the pure-Python modules: a checkout where someone once ran
-``DISTLOCK_MYPYC=1 python setup.py build_ext --inplace`` would otherwise import the ``.so``
-files left next to the sources, and the pure path would go untested.  ``make test-compiled``
-(``.ci/test-compiled``) sets ``DISTLOCK_EXPECT_CORE=compiled``: a build that failed to
-replace a module would otherwise pass as a test of the compiled one.
+``make test`` runs the whole suite on the compiled build (``.ci/test-compiled``, which sets
+``DISTLOCK_EXPECT_CORE=compiled``: a build that failed to replace a module would otherwise
+pass as a test of the compiled one), then the core's and drivers' tests on the pure package
+of the checkout, which must import the sources: a checkout where someone once ran
+``DISTLOCK_BUILD=compiled python setup.py build_ext --inplace`` would otherwise import the
+``.so`` files left next to them, and the pure path would go untested.
 """
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import importlib
 import os
+import subprocess
+import sys
+import tomllib
+import typing
 from pathlib import Path
 
 import pytest
 
+import distlock
+from distlock._build import COMPILED_MODULES, BuildInfo
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def compiled_modules() -> list[str]:
-    """The dotted names of the modules setup.py compiles (its ``COMPILED`` list)."""
-    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "COMPILED"):
-            paths: list[str] = ast.literal_eval(node.value)
-            return [p.removesuffix(".py").replace("/", ".") for p in paths]
-    raise AssertionError("setup.py has no COMPILED list")
+def expected_build() -> str:
+    expected = os.environ.get("DISTLOCK_EXPECT_CORE", "python")
+    assert expected in ("python", "compiled"), expected
+    return "compiled" if expected == "compiled" else "pure"
 
 
-def test_setup_compiles_the_core() -> None:
-    names = compiled_modules()
-    assert "distlock._core.section" in names, names
-    for name in names:
+def test_the_compiled_modules_are_the_core_and_exist() -> None:
+    assert "distlock._core.section" in COMPILED_MODULES, COMPILED_MODULES
+    for name in COMPILED_MODULES:
         assert (ROOT / (name.replace(".", "/") + ".py")).is_file(), name
 
 
-@pytest.mark.parametrize("name", compiled_modules())
+@pytest.mark.parametrize("name", COMPILED_MODULES)
 def test_the_imported_module_is_the_build_under_test(name: str) -> None:
-    expected = os.environ.get("DISTLOCK_EXPECT_CORE", "python")
-    assert expected in ("python", "compiled"), expected
     origin = str(importlib.import_module(name).__file__)
-    if expected == "compiled":
+    if expected_build() == "compiled":
         assert origin.endswith(".so"), f"{name} is not compiled: {origin}"
     else:
         assert origin.endswith(".py"), (
             f"{name} imports {origin}, not its source: remove the in-place build "
             "(git clean -fX distlock) to test the pure package, or run make test-compiled"
         )
+
+
+def test_build_info_names_the_build_under_test() -> None:
+    info = distlock.build_info()
+    assert isinstance(info, BuildInfo)
+    assert info.version == distlock.__version__
+    assert info.build == expected_build(), info
+    assert info.compiled == (COMPILED_MODULES if info.build == "compiled" else ()), info
+    # Typed: the three builds it can name, and nothing mutable.
+    hints = typing.get_type_hints(BuildInfo)
+    assert typing.get_args(hints["build"]) == ("compiled", "pure", "mixed")
+    assert hints["compiled"] == tuple[str, ...]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.build = "pure"  # type: ignore[misc]
+
+
+def test_python_m_distlock_version_says_which_build_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "distlock", "--version"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+    )
+    what = (f"compiled with mypyc: {len(COMPILED_MODULES)} modules"
+            if expected_build() == "compiled" else "pure Python")
+    assert done.stdout.strip() == f"distlock {distlock.__version__} ({what})", done.stdout
+
+
+def test_the_version_is_written_once() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"]
+    assert "version" in project["project"]["dynamic"]
+    dynamic = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert dynamic == {"attr": "distlock._version.__version__"}
+    assignments = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "distlock").rglob("*.py")
+        if "__version__ =" in path.read_text(encoding="utf-8")
+    ]
+    assert assignments == ["distlock/_version.py"], assignments

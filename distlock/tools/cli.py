@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
+from distlock._build import describe
 from distlock.tools import inspect, tracecheck, verify
 from distlock.tools.chaos import cli as chaos_cli
 
@@ -43,6 +44,8 @@ SUBCOMMANDS: dict[str, tuple[str, AddArguments, RunCommand]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distlock")
+    # The version and which build runs (compiled with mypyc or pure Python).
+    parser.add_argument("--version", action="version", version=describe())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_arguments, run) in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
