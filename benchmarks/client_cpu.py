@@ -9,8 +9,9 @@ runs of ``--cycles`` cycles, in CPU time of this process.
 
     python benchmarks/client_cpu.py [--cycles N] [--repeats R] [--json FILE]
 
-Run it in a checkout with ``DISTLOCK_MYPYC=1 python setup.py build_ext --inplace`` done to
-measure the compiled build (it prints which core it imported).
+Run it in a checkout with ``DISTLOCK_BUILD=compiled python setup.py build_ext --inplace``
+done to measure the compiled build (it prints which core it imported; ``git clean -fX
+distlock`` takes the .so files away again, which would otherwise stand in for the sources).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the core needs from mypyc when it is compiled (``DISTLOCK_MYPYC=1``, see setup.py),
+"""What the core needs from mypyc when it is compiled (the default build, see setup.py),
 and a stand-in when it is not: the pure-Python package needs no mypy at run time.
 
 Kept out of ``distlock._core`` so that it is never compiled itself: mypyc would take the

@@ -121,7 +121,7 @@ LOCK_CLAIM: Final = Claim(fenced=True, permit=False)
 PERMIT_CLAIM: Final = Claim(fenced=False, permit=True)
 
 
-# Compiled with mypyc (setup.py, DISTLOCK_MYPYC=1), a class is closed to Python subclasses
+# Compiled with mypyc (the default build, see setup.py), a class is closed to Python subclasses
 # unless it says otherwise; tests record and break sections by subclassing this one.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Section(LeaseClock):
