@@ -4,6 +4,7 @@ any directory, with no checkout in sight."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 import zipfile
@@ -18,9 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.tlc
 
 
-def _run(*cmd: str | Path, cwd: Path) -> str:
+def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600,
+        check=False, env=None if env is None else {**os.environ, **env},
     )
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -34,10 +36,14 @@ def test_the_wheel_ships_the_spec_and_verifies_outside_a_checkout(tmp_path: Path
     wheels = tmp_path / "wheels"
     # Build with the installed setuptools when it is recent enough (no download).
     offline = ["--no-build-isolation"] if _setuptools_major() >= 68 else []
+    # The pure build: what ships beside the modules is the same in both, and the compiled
+    # wheel is built (and the suite run on it) by .ci/test-compiled.
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-q", "-w", wheels, ROOT,
-         cwd=tmp_path)
+         cwd=tmp_path, env={"DISTLOCK_BUILD": "pure"})
     (wheel,) = wheels.glob("distlock-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
+    # No extension module of an in-place build (the compiled run's tree has them) gets in.
+    assert not [n for n in names if n.endswith(".so")], names
     for shipped in ("distlock/spec/DistLock.tla", "distlock/spec/Smoke.cfg",
                     "distlock/spec/MultiLock.tla", "distlock/_slot_tags.txt", "distlock/py.typed",
                     "distlock/tools/chaos/cli.py", "distlock/tools/chaos/holder.py",
