@@ -20,9 +20,12 @@ pytestmark = pytest.mark.tlc
 
 
 def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    # Without PYTHONPATH: the compiled run (.ci/test-compiled) puts its scratch copy there,
+    # which would stand in for the wheel installed in the fresh environment.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600,
-        check=False, env=None if env is None else {**os.environ, **env},
+        check=False, env={**inherited, **(env or {})},
     )
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
