@@ -145,7 +145,10 @@ def _clone(obj: Any) -> Any:
     config, requests on the wire, the loss error) and copies its lists (the lease clock's
     state is slots of the section's own, so copying those copies it)."""
     cls: Any = type(obj)
-    new = cls.__new__(cls)  # not object.__new__: the compiled core's classes refuse that
+    # Not object.__new__: the compiled core's classes refuse that.  Compiled, a class that
+    # allows no interpreted subclass (Waiting) runs its __init__ from __new__, so it is made
+    # by its constructor, every slot of which is then overwritten.
+    new = Waiting(0, 0) if cls is Waiting else cls.__new__(cls)
     for name in _slots(type(obj)):
         if not hasattr(obj, name):
             continue
