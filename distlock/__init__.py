@@ -17,7 +17,7 @@ from distlock._sync import (
     ReentrantLock,
     Semaphore,
 )
-from distlock._version import __version__
+from distlock._version import __version__ as __version__
 from distlock.errors import (
     LockClosedError,
     LockError,
@@ -64,7 +64,6 @@ __all__ = [
     "StaleFenceError",
     "UsageError",
     "ValidationError",
-    "__version__",
     "build_info",
     "events",
 ]
