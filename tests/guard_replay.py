@@ -140,15 +140,27 @@ def fingerprint(obj: Any, now: float) -> Any:
     return obj
 
 
+def _blank(obj: Any) -> Any:
+    """An instance of ``obj``'s class for :func:`_clone` to fill.  Not ``object.__new__``:
+    the compiled core's classes refuse that.  Compiled, a class that allows no interpreted
+    subclass (all but Section) runs its ``__init__`` from ``__new__``, so those are made by
+    their constructors (which touch nothing but the new object), and every slot is then
+    overwritten."""
+    cls: Any = type(obj)
+    if cls is Waiting:
+        return Waiting(0, 0)
+    if cls is SemaphoreSection:
+        return SemaphoreSection(obj.key, obj._token, obj.config, limit=obj.limit)
+    if cls is ReentrantSection:
+        return ReentrantSection(obj.key, obj._token, obj.config)
+    return cls.__new__(cls)
+
+
 def _clone(obj: Any) -> Any:
     """A copy of a core object that shares what the core never mutates in place (the
     config, requests on the wire, the loss error) and copies its lists (the lease clock's
     state is slots of the section's own, so copying those copies it)."""
-    cls: Any = type(obj)
-    # Not object.__new__: the compiled core's classes refuse that.  Compiled, a class that
-    # allows no interpreted subclass (Waiting) runs its __init__ from __new__, so it is made
-    # by its constructor, every slot of which is then overwritten.
-    new = Waiting(0, 0) if cls is Waiting else cls.__new__(cls)
+    new = _blank(obj)
     for name in _slots(type(obj)):
         if not hasattr(obj, name):
             continue
