@@ -24,7 +24,7 @@ test: setup lint
 
 # Tests on the compiled build (setup.py; DISTLOCK_BUILD=compiled), built in a scratch copy
 # of the checkout, never in the working tree: TESTS="-q tests/test_core.py" runs those, no
-# TESTS the whole suite.  About 35 s for the build on 2 cores.
+# TESTS the whole suite.  The build takes 25 to 40 s on 2 shared cores.
 TESTS ?=
 test-compiled: setup
 	PYTHON=$(PY) bash .ci/test-compiled $(TESTS)
@@ -34,7 +34,7 @@ test-compiled: setup
 # compiles: the core's own, parity of the two drivers, both drivers with every primitive,
 # the property machines (a quarter of the examples; the compiled run gives them their full
 # count) and TLC's validation of the drivers' traces.  tests/test_compiled.py fails if a
-# .so left in the checkout would be imported instead.  About 2.5 minutes on 2 cores.
+# .so left in the checkout would be imported instead.  About 100 s on 2 cores.
 PURE_TESTS ?= \
 	tests/test_compiled.py \
 	tests/test_core.py tests/test_reentrant_core.py tests/test_semaphore_core.py \
