@@ -28,6 +28,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "distlock._core.reentrant",
     "distlock._core.section",
     "distlock._core.semaphore",
+    "distlock._core.state",
     "distlock._core.waiting",
     "distlock._protocol",
     "distlock._flows",
