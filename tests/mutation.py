@@ -177,7 +177,7 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "R1", "RELEASE", "release with a plain DEL, whoever holds the key",
-        "if read('GET', KEYS[1]) == ARGV[1] then\n  redis.call('DEL', KEYS[1])",
+        "if v == ARGV[1] then\n  redis.call('DEL', KEYS[1])",
         "if redis.call('EXISTS', KEYS[1]) == 1 then\n  redis.call('DEL', KEYS[1])",
         (LOCK, *RESEND), quick=True,
     ),

@@ -10,7 +10,9 @@
 -- its BLPOP answers, with no attempt of its own; a key handed before it was deleted
 -- would be held twice.  The queue's functions are defined only where there is a queue
 -- (the include inside the if): defining them costs Redis about a microsecond, and most
--- releases have nobody waiting.
+-- releases have nobody waiting.  For the same reason the key is read with a pcall of
+-- its own rather than lib/read.lua's function: a key of another type (WRONGTYPE) is
+-- not ours, as read() has it, and any other error is raised, before anything is written.
 -- KEYS: [1] the lock key, [2] this token's release record, [3] the key's queue, [4] its
 --   places, [5] the fence counter.
 -- ARGV: [1] token, [2] the record's life, ms (RELEASE_MEMORY_MS), [3] the wake lists'
@@ -18,8 +20,8 @@
 -- Returns: 1 if deleted now, or if this token's release already deleted it (a resend);
 --   0 if the key is not ours and we did not release it.
 -- Spec: DistLock.tla RedisStep (m.kind = "release"); Wait.tla RedisRelease
--- include: read
-if read('GET', KEYS[1]) == ARGV[1] then
+local v = redis.pcall('GET', KEYS[1])
+if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
   if redis.call('EXISTS', KEYS[3]) == 1 then
@@ -30,5 +32,6 @@ if read('GET', KEYS[1]) == ARGV[1] then
   end
   return 1
 end
+if type(v) == 'table' and not string.find(v.err, 'WRONGTYPE', 1, true) then error(v) end
 if redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
 return 0
