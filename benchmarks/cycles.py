@@ -89,12 +89,12 @@ SCRIPTS_BY_HAND = "floor, distlock's scripts"
 
 
 @functools.cache
-def _script_keys(key: str) -> tuple[tuple[str, str], tuple[str, str, str], str]:
+def _script_keys(key: str) -> tuple[tuple[str, str], tuple[str, str, str]]:
     """The KEYS of ``key``'s acquire and those of its release after the record (which is
-    the token's own: :func:`released_key`), and its wake lists' prefix: worked out once, as
-    a user sending the scripts by hand would keep them."""
-    queue, places, wake = queue_keys(key)
-    return (key, fence_key(key)), (queue, places, fence_key(key)), wake
+    the token's own: :func:`released_key`): worked out once, as a user sending the scripts
+    by hand would keep them."""
+    queue, places, _ = queue_keys(key)
+    return (key, fence_key(key)), (queue, places, fence_key(key))
 
 
 #: What the hand-written rows send by ``EVALSHA``: the floor's release and distlock's two.
@@ -128,12 +128,12 @@ def sync_contenders(
             r.evalsha(FLOOR_SHA, 1, "bench:floor", token)
 
     def by_hand() -> None:
-        acquire_keys, release_keys, wake = _script_keys("bench:by-hand")
+        acquire_keys, release_keys = _script_keys("bench:by-hand")
         token = secrets.token_hex(16)
         if r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, TTL_MS):
             key = "bench:by-hand"
             record = released_key(key, token)
-            r.evalsha(RELEASE.sha, 5, key, record, *release_keys, token, RELEASE_MEMORY_MS, wake)
+            r.evalsha(RELEASE.sha, 5, key, record, *release_keys, token, RELEASE_MEMORY_MS)
 
     def distlock_cycle() -> None:
         handle = locks.acquire("cycle")
@@ -210,13 +210,11 @@ def async_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]
             await r.evalsha(FLOOR_SHA, 1, key, token)
 
     async def by_hand(key: str) -> None:
-        acquire_keys, release_keys, wake = _script_keys(key)
+        acquire_keys, release_keys = _script_keys(key)
         token = secrets.token_hex(16)
         if await r.evalsha(ACQUIRE.sha, 2, *acquire_keys, token, TTL_MS):
             record = released_key(key, token)
-            await r.evalsha(
-                RELEASE.sha, 5, key, record, *release_keys, token, RELEASE_MEMORY_MS, wake
-            )
+            await r.evalsha(RELEASE.sha, 5, key, record, *release_keys, token, RELEASE_MEMORY_MS)
 
     async def body(handle: object) -> None:
         return None

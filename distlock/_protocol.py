@@ -180,11 +180,12 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
             return _encode_waiting(W_ACQUIRE, command)
         return ACQUIRE, [key, fence_key(key)], [command.token, command.ttl_ms]
     if op is Op.RELEASE:
-        queue, places, wake = queue_keys(key)
+        # No wake lists' prefix: the script makes it from the queue's name (release.lua).
+        queue, places, _ = queue_keys(key)
         return (
             RELEASE,
             [key, released_key(key, command.token), queue, places, fence_key(key)],
-            [command.token, RELEASE_MEMORY_MS, wake],
+            [command.token, RELEASE_MEMORY_MS],
         )
     return EXTEND, [key], [command.token, command.ttl_ms]
 

@@ -195,8 +195,14 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "R4", "RELEASE", "the release wakes the first waiter instead of handing it the key",
-        "hand_head(KEYS[3], KEYS[4], ARGV[3], handed)",
-        "hand_head(KEYS[3], KEYS[4], ARGV[3], nil)",
+        "hand_head(KEYS[3], KEYS[4], 'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':', handed)",
+        "hand_head(KEYS[3], KEYS[4], 'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':', nil)",
+        (EDGES, *WAIT),
+    ),
+    Mutant(
+        "R5", "RELEASE", "the release hands the key over on a wake list nobody blocks on",
+        "'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':'",
+        "'distlock:wake:' .. string.sub(KEYS[3], 15) .. ':'",
         (EDGES, *WAIT),
     ),
     # -- the reentrant lock ------------------------------------------------------------------

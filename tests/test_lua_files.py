@@ -139,3 +139,14 @@ def test_a_placeholder_without_a_value_or_a_value_nobody_uses_is_an_error() -> N
         _lua.assemble("probe", files)
     with pytest.raises(_lua.ScriptFileError, match="UNUSED"):
         _lua.assemble_all(FILES, {**_lua.PARAMS, "UNUSED": 1})
+
+
+@pytest.mark.parametrize("key", ["k", "orders:{tag}:1", "a:b:c", "ключ"])
+def test_the_lock_release_names_the_wake_lists_as_queue_keys_does(key: str) -> None:
+    """The lock's release makes its wake lists' prefix from its queue's name (KEYS[3]),
+    rather than taking it as an argument: the same name queue_keys gives the waiters."""
+    queue, _, wake = _protocol.queue_keys(key)
+    made = "'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':'"
+    assert made in _protocol.RELEASE.source
+    assert queue.startswith("distlock:queue:") and len("distlock:queue:") + 1 == 16
+    assert "distlock:wake:" + queue[15:] + ":" == wake

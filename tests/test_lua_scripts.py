@@ -17,6 +17,8 @@ FILES = _lua.read_files()
 A, B = "a" * 32, "b" * 32
 TTL = 60_000
 MEMORY = 30_000
+#: A lock's queue and its wake lists' prefix: the release makes the second from the first.
+QUEUE, WAKE = "distlock:queue:lua:k", "distlock:wake:lua:k:"
 
 
 def run(r: redis.Redis, name: str, keys: list[str], args: list[str | int]) -> Any:
@@ -44,13 +46,13 @@ def test_acquire_then_release(r: redis.Redis) -> None:
     assert run(r, "acquire", lock, [B, TTL]) == 0, "another token holds the key"
     assert run(r, "acquire", lock, [A, TTL]) == fence, "a resend gets its own fence back"
 
-    release = ["lua:k", f"lua:released:{A}", "lua:q", "lua:p", "lua:fence"]
-    other = ["lua:k", f"lua:released:{B}", "lua:q", "lua:p", "lua:fence"]
-    assert run(r, "release", other, [B, MEMORY, "lua:w:"]) == 0, "not B's"
+    release = ["lua:k", f"lua:released:{A}", QUEUE, "lua:p", "lua:fence"]
+    other = ["lua:k", f"lua:released:{B}", QUEUE, "lua:p", "lua:fence"]
+    assert run(r, "release", other, [B, MEMORY]) == 0, "not B's"
     assert r.get("lua:k") == A.encode()
-    assert run(r, "release", release, [A, MEMORY, "lua:w:"]) == 1
+    assert run(r, "release", release, [A, MEMORY]) == 1
     assert r.exists("lua:k") == 0
-    assert run(r, "release", release, [A, MEMORY, "lua:w:"]) == 1, "a resend is remembered"
+    assert run(r, "release", release, [A, MEMORY]) == 1, "a resend is remembered"
     assert run(r, "acquire", lock, [B, TTL]) > fence, "the next owner's fence is larger"
 
 
@@ -68,21 +70,36 @@ def test_a_fence_is_the_counter_raised_to_the_clocks_floor(r: redis.Redis) -> No
 
 def test_release_hands_the_key_to_a_waiter_that_asked(r: redis.Redis) -> None:
     lock = ["lua:k", "lua:fence"]
-    queue = ["lua:k", "lua:fence", "lua:q", "lua:p"]
+    queue = ["lua:k", "lua:fence", QUEUE, "lua:p"]
     first = run(r, "acquire", lock, [A, TTL])
     assert first > 0
-    refused = run(r, "w_acquire", queue, [B, TTL, 5_000, 2_000, "lua:w:", 3_000])
+    refused = run(r, "w_acquire", queue, [B, TTL, 5_000, 2_000, WAKE, 3_000])
     assert refused[0] == 0 and refused[1] > 0
-    assert r.lrange("lua:q", 0, -1) == [B.encode()]
-    release = ["lua:k", f"lua:released:{A}", "lua:q", "lua:p", "lua:fence"]
-    assert run(r, "release", release, [A, MEMORY, "lua:w:"]) == 1
+    assert r.lrange(QUEUE, 0, -1) == [B.encode()]
+    release = ["lua:k", f"lua:released:{A}", QUEUE, "lua:p", "lua:fence"]
+    assert run(r, "release", release, [A, MEMORY]) == 1
     assert r.get("lua:k") == B.encode()
     assert 0 < r.pttl("lua:k") <= 3_000, "handed with the TTL B's place kept"
-    wake = r.lrange(f"lua:w:{B}", 0, -1)
+    wake = r.lrange(f"{WAKE}{B}", 0, -1)
     fence = r.get("lua:fence")
     assert isinstance(fence, bytes) and int(fence) > first
     assert wake == [b"=" + fence], "B's wake list carries its fence, in full digits"
-    assert r.exists("lua:q") == 0
+    assert r.exists(QUEUE) == 0
+
+
+def test_release_takes_another_type_for_another_holder_never_an_error(r: redis.Redis) -> None:
+    """The release reads the key with a pcall of its own: a hash or a sorted set under the
+    key is someone else's (0, nothing written), a missing key too."""
+    r.hset("lua:k", mapping={A: 1, "fence": 7})
+    release = ["lua:k", f"lua:released:{A}", QUEUE, "lua:p", "lua:fence"]
+    assert run(r, "release", release, [A, MEMORY]) == 0
+    assert r.hget("lua:k", "fence") == b"7" and r.exists(f"lua:released:{A}") == 0
+    r.delete("lua:k")
+    r.zadd("lua:k", {A: 1})
+    assert run(r, "release", release, [A, MEMORY]) == 0
+    assert r.zscore("lua:k", A) == 1 and r.exists(f"lua:released:{A}") == 0
+    r.delete("lua:k")
+    assert run(r, "release", release, [A, MEMORY]) == 0
 
 
 def test_read_takes_another_type_for_held_never_an_error(r: redis.Redis) -> None:
