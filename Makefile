@@ -41,7 +41,8 @@ PURE_TESTS ?= \
 	tests/test_wait_core.py tests/test_flows.py \
 	tests/test_parity.py tests/test_parity_semaphore.py tests/test_parity_wait.py \
 	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
-	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
+	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py \
+	tests/drivers/_async/test_call_options.py tests/drivers/_sync/test_call_options.py \
 	tests/drivers/_async/test_reentrant.py tests/drivers/_sync/test_reentrant.py \
 	tests/drivers/test_reentrant_asyncio.py tests/drivers/test_reentrant_threads.py \
 	tests/drivers/_async/test_semaphore.py tests/drivers/_sync/test_semaphore.py \
@@ -63,7 +64,8 @@ test-pure: setup
 # pooled connection, which a waiter's BLPOP takes.  About a minute.
 OLDEST_REDIS_TESTS ?= \
 	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
-	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py tests/test_call_options.py \
+	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py \
+	tests/drivers/_async/test_call_options.py tests/drivers/_sync/test_call_options.py \
 	tests/drivers/_async/test_wait.py tests/drivers/_sync/test_wait.py \
 	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py tests/test_pool_waiters.py \
 	tests/test_close_midsection.py
