@@ -26,6 +26,8 @@ WAIT = 10.0
 #: The options that let a body run on after its loss is known: asyncio cancels it by
 #: default, a thread is never interrupted.
 UNCANCELLED: dict[str, Any] = {"cancel_on_loss": False}
+#: The driver's redis-py client class (a test subclasses it to watch what is sent).
+Redis = aredis.Redis
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:

@@ -24,6 +24,8 @@ WAIT = 10.0
 #: The options that let a body run on after its loss is known: asyncio cancels it by
 #: default, a thread is never interrupted.
 UNCANCELLED: dict[str, Any] = {}
+#: The driver's redis-py client class (a test subclasses it to watch what is sent).
+Redis = redis.Redis
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
