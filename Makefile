@@ -67,7 +67,8 @@ OLDEST_REDIS_TESTS ?= \
 	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py \
 	tests/drivers/_async/test_call_options.py tests/drivers/_sync/test_call_options.py \
 	tests/drivers/_async/test_wait.py tests/drivers/_sync/test_wait.py \
-	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py tests/test_pool_waiters.py \
+	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py \
+	tests/drivers/_async/test_pool_waiters.py tests/drivers/_sync/test_pool_waiters.py \
 	tests/drivers/_async/test_close.py tests/drivers/_sync/test_close.py tests/drivers/test_close_asyncio.py
 test-oldest-redis: setup
 	PYTHON=$(PY) bash .ci/test-oldest-redis $(OLDEST_REDIS_TESTS)

@@ -28,6 +28,9 @@ WAIT = 10.0
 UNCANCELLED: dict[str, Any] = {"cancel_on_loss": False}
 #: The driver's redis-py client class (a test subclasses it to watch what is sent).
 Redis = aredis.Redis
+#: The driver's redis-py pools (a test bounds one).
+ConnectionPool = aredis.ConnectionPool
+BlockingConnectionPool = aredis.BlockingConnectionPool
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:

@@ -26,6 +26,9 @@ WAIT = 10.0
 UNCANCELLED: dict[str, Any] = {}
 #: The driver's redis-py client class (a test subclasses it to watch what is sent).
 Redis = redis.Redis
+#: The driver's redis-py pools (a test bounds one).
+ConnectionPool = redis.ConnectionPool
+BlockingConnectionPool = redis.BlockingConnectionPool
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
