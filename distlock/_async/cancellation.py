@@ -43,6 +43,12 @@ is left, and what the caller sees):
     lock's levels share one hold: whichever level's exit sees the loss's cancel first
     takes it back (:func:`take_loss_cancel`), so every level surfaces the loss.
 
+    A loss the body's own call finds (its own release, its own ``aclose()``) cancels the
+    body's task while that task runs: the cancel is delivered at the body's next await.
+    A body that ends without one leaves it pending, and Python before 3.13 keeps a
+    pending cancel through ``uncancel()``, so it would hit the caller's next await after
+    the hold: the exit receives it first (:func:`receive_loss_cancel`).
+
 ``hold`` exit (the release)
     As a release at ``Lock._run``: finished in the background; the exit raises the
     ``CancelledError``.
@@ -134,6 +140,28 @@ def outside_cancel(
         and task.uncancel() > at_entry
         and isinstance(error, asyncio.CancelledError)
     )
+
+
+async def receive_loss_cancel(
+    machine: Group, task: asyncio.Task[Any] | None, error: BaseException | None
+) -> BaseException | None:
+    """At a hold's exit, before anything else: the loss's cancel still pending on the
+    body's task (sent by the body's own call, and the body ended without another await)
+    is received here, at one checkpoint, so that the exit takes it back as any loss's
+    cancel.  What the body's end counts as from then on: the ``CancelledError`` received,
+    or ``error``."""
+    if (
+        not machine.body_cancelled
+        or task is None
+        or is_cancel(error)
+        or task is not asyncio.current_task()
+    ):
+        return error
+    try:
+        await asyncio.sleep(0)
+    except asyncio.CancelledError as cancel:
+        return cancel
+    return error
 
 
 def take_loss_cancel(

@@ -165,12 +165,15 @@ class _Holding(HoldingBase):
         task = self.task
         # The loss's cancel is taken back; one from outside wins.  # unasync: async only
         c = self._cancelling  # unasync: async only
-        outside = cancellation.outside_cancel(machine, task, c, ev)  # unasync: async only
+        end = await cancellation.receive_loss_cancel(machine, task, ev)  # unasync: async only
+        outside = cancellation.outside_cancel(machine, task, c, end)  # unasync: async only
         try:
             await lock._run(flows.finish_all(lock, handles), None, task)
         finally:
             _let_go(handles)
         if outside:  # unasync: async only
+            if end is not None and end is not ev:  # unasync: async only
+                raise end  # unasync: async only
             return  # unasync: async only
         self._conclude(machine, ev)
 

@@ -107,13 +107,16 @@ class _OuterHold(_Hold[ReentrantHandle]):
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        outside_cancel = self._take_loss_cancel(ev) is True
         handle = self._handle
+        end = await cancellation.receive_loss_cancel(handle._machine, self.task, ev)
+        outside_cancel = self._take_loss_cancel(end) is True
         try:
             await handle._lock._run(flows.finish_all(handle._lock, (handle,)))
         finally:
             _let_go((handle,))
         if outside_cancel:
+            if end is not None and end is not ev:  # unasync: async only
+                raise end  # unasync: async only
             return
         self._conclude(handle._machine, ev)
 

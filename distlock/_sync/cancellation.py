@@ -54,5 +54,11 @@ def outside_cancel(
     return False
 
 
+def receive_loss_cancel(
+    machine: Group, task: object, error: BaseException | None
+) -> BaseException | None:
+    return error
+
+
 def take_loss_cancel(level: Any, machine: Group, error: BaseException | None) -> bool | None:
     return None

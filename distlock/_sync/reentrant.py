@@ -108,8 +108,9 @@ class _OuterHold(_Hold[ReentrantHandle]):
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        outside_cancel = self._take_loss_cancel(ev) is True
         handle = self._handle
+        end = cancellation.receive_loss_cancel(handle._machine, self.task, ev)
+        outside_cancel = self._take_loss_cancel(end) is True
         try:
             handle._lock._run(flows.finish_all(handle._lock, (handle,)))
         finally:
