@@ -46,11 +46,11 @@ class FailsOneRenewal(redis.Redis):
 class AsyncFailsOneRenewal(aredis.Redis):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.failed = False
+        self.failed = threading.Event()  # as the sync client's: set once, read by a test
 
     def fail_once(self) -> None:
-        if not self.failed:
-            self.failed = True
+        if not self.failed.is_set():
+            self.failed.set()
             raise redis.ConnectionError(FAILURE)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:

@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import redis
+import redis.asyncio as aredis
+
 import distlock
 import distlock.asyncio
 
@@ -100,3 +103,32 @@ def test_only_the_backends_reach_asyncio_threads_and_redis_clients() -> None:
                 else:
                     continue
                 assert not runtime & set(names), f"{path.name} imports {names}"
+
+
+def _types_accept_cluster_clients(
+    sync: redis.RedisCluster, asyn: aredis.RedisCluster
+) -> tuple[distlock.Lock, distlock.asyncio.Lock]:
+    # Never called: mypy --strict checks that both drivers take RedisCluster clients.
+    return distlock.Lock(sync), distlock.asyncio.Lock(asyn)
+
+
+def _types_tell_the_primitives_apart(
+    sem: distlock.Semaphore,
+    rlocks: distlock.ReentrantLock,
+    asem: distlock.asyncio.Semaphore,
+    permit: distlock.PermitHandle,
+) -> None:
+    # Never called: mypy --strict (whose unused-ignore warning fails the run) checks that
+    # each line is an error, so a Semaphore or ReentrantLock is no Lock to a type checker,
+    # and what they do not offer is absent.
+    def wants_lock(locks: distlock.Lock) -> None: ...
+
+    def wants_async_lock(locks: distlock.asyncio.Lock) -> None: ...
+
+    wants_lock(sem)  # type: ignore[arg-type]
+    wants_lock(rlocks)  # type: ignore[arg-type]
+    wants_async_lock(asem)  # type: ignore[arg-type]
+    sem.hold_many(["a", "b"])  # type: ignore[attr-defined]
+    rlocks.run_many(["a", "b"], lambda g: None)  # type: ignore[attr-defined]
+    sem.owner("k")  # type: ignore[attr-defined]
+    _ = permit.fence  # type: ignore[attr-defined]

@@ -1,10 +1,12 @@
 """The sync Lock only: a body that holds the GIL past its lease starves the renewal
 thread (asyncio has no timer thread to starve; its blocked event loop is in
-``tests/drivers/test_lock_asyncio.py``)."""
+``tests/drivers/test_lock_asyncio.py``), and the timer thread and workers of Locks never
+closed end once idle (asyncio has no threads of its own)."""
 
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 import redis
 
 from distlock import Lock, LockHandle, LockLeaseLostError, LossReason
+from tests.redis_server import RedisServer
 
 
 def test_gil_held_past_the_ttl_is_caught(r: redis.Redis) -> None:
@@ -46,3 +49,36 @@ def test_gil_held_past_the_ttl_is_caught(r: redis.Redis) -> None:
         LossReason.DEADLINE_PASSED,
         LossReason.RENEW_REJECTED,
     )
+
+
+def test_threads_of_a_lock_never_closed_end_when_idle(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The redis-py habit: a Lock made per use and dropped, never closed.  The timer
+    # thread and the workers are the process's: they end once idle, Locks closed or not.
+    from distlock import _scheduler
+    from distlock._sync import backend
+
+    monkeypatch.setattr(_scheduler, "IDLE_SECONDS", 0.1)
+    monkeypatch.setattr(backend.WORKERS, "_idle_seconds", 0.1)
+    client = redis.Redis.from_url(redis_server.url)
+
+    def alive() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("distlock-")]
+
+    for i in range(20):
+        Lock(client, prefix="drop", ttl_ms=2_000).run(str(i), lambda h: None)
+    assert backend.TIMERS.running and alive()  # the renewal timers did start a thread...
+    ended = threading.Event()
+
+    def poll() -> None:
+        while alive():
+            if ended.wait(0.05):
+                return
+        ended.set()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    assert ended.wait(30), f"{alive()} still alive"
+    poller.join()
+    client.close()

@@ -18,6 +18,7 @@ from redis.backoff import NoBackoff
 
 import distlock
 from distlock.signal import AsyncLeaseSignal
+from tests.failing_clients import AsyncFailsOneRenewal
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
@@ -28,6 +29,8 @@ WAIT = 10.0
 UNCANCELLED: dict[str, Any] = {"cancel_on_loss": False}
 #: The driver's redis-py client class (a test subclasses it to watch what is sent).
 Redis = aredis.Redis
+#: The driver's client whose first renewal round trip fails (``tests/failing_clients.py``).
+FailsOneRenewal = AsyncFailsOneRenewal
 #: The driver's redis-py pools (a test bounds one).
 ConnectionPool = aredis.ConnectionPool
 BlockingConnectionPool = aredis.BlockingConnectionPool

@@ -16,6 +16,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distlock.signal import LeaseSignal
+from tests.failing_clients import FailsOneRenewal as FailsOneRenewal  # re-exported
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
