@@ -55,7 +55,7 @@ TIMEOUT_S: Final = 600
 
 # The test files that exercise each family of scripts, and the focused ones.
 LOCK: Final = "tests/drivers/_sync/test_lock.py"
-RESEND: Final = ("tests/test_release_resend.py", "tests/test_release_memory.py")
+RESEND: Final = ("tests/drivers/_sync/test_release_resend.py", "tests/test_release_memory.py")
 REFRESH: Final = "tests/test_resend_refresh.py"
 WAIT: Final = ("tests/test_wait_handoff.py", "tests/drivers/_sync/test_wait.py")
 WAIT_MODEL: Final = "tests/properties/test_wait_protocol_stateful.py"
