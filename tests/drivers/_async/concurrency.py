@@ -34,6 +34,8 @@ FailsOneRenewal = AsyncFailsOneRenewal
 #: The driver's redis-py pools (a test bounds one).
 ConnectionPool = aredis.ConnectionPool
 BlockingConnectionPool = aredis.BlockingConnectionPool
+#: The driver's redis-py connection (a test subclasses it to count connects).
+Connection = aredis.Connection
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:
@@ -43,6 +45,11 @@ def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:
 def no_retry() -> Retry:
     """A client's retry policy that sends each command once."""
     return Retry(NoBackoff(), 0)
+
+
+def retrying(retries: int) -> Retry:
+    """A client's retry policy that sends each command up to ``1 + retries`` times, at once."""
+    return Retry(NoBackoff(), retries)
 
 
 def closed_port_client() -> aredis.Redis:

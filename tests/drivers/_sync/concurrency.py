@@ -30,6 +30,8 @@ Redis = redis.Redis
 #: The driver's redis-py pools (a test bounds one).
 ConnectionPool = redis.ConnectionPool
 BlockingConnectionPool = redis.BlockingConnectionPool
+#: The driver's redis-py connection (a test subclasses it to count connects).
+Connection = redis.Connection
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
@@ -39,6 +41,11 @@ def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
 def no_retry() -> Retry:
     """A client's retry policy that sends each command once."""
     return Retry(NoBackoff(), 0)
+
+
+def retrying(retries: int) -> Retry:
+    """A client's retry policy that sends each command up to ``1 + retries`` times, at once."""
+    return Retry(NoBackoff(), retries)
 
 
 def closed_port_client() -> redis.Redis:
