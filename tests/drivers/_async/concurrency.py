@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import redis.asyncio as aredis
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 import distlock
 from distlock.signal import AsyncLeaseSignal
+from distlock.tools.servers.topologies import Cluster
 from tests.failing_clients import AsyncFailsOneRenewal
 from tests.redis_server import RedisServer, free_port
 
@@ -40,6 +42,12 @@ Connection = aredis.Connection
 
 def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:
     return aredis.Redis(port=server.port, **kwargs)
+
+
+def cluster_client(cluster: Cluster, **kwargs: Any) -> aredis.RedisCluster:
+    return aredis.RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in cluster.startup_nodes], **kwargs
+    )
 
 
 def no_retry() -> Retry:
@@ -165,3 +173,10 @@ def background_work() -> Iterator[list[str]]:
         yield started
     finally:
         loop.set_task_factory(None)
+
+
+@contextmanager
+def timers_held_up(locks: Any) -> Iterator[None]:
+    """The primitive's timers cannot fire until the block ends (as on a loaded machine): on
+    asyncio the block's own blocking calls hold up the event loop, which runs the timers."""
+    yield

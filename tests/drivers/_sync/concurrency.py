@@ -16,6 +16,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distlock.signal import LeaseSignal
+from distlock.tools.servers.topologies import Cluster
 from tests.failing_clients import FailsOneRenewal as FailsOneRenewal  # re-exported
 from tests.redis_server import RedisServer, free_port
 
@@ -36,6 +37,10 @@ Connection = redis.Connection
 
 def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
     return redis.Redis(port=server.port, **kwargs)
+
+
+def cluster_client(cluster: Cluster, **kwargs: Any) -> redis.RedisCluster:
+    return cluster.client(**kwargs)
 
 
 def no_retry() -> Retry:
@@ -161,3 +166,21 @@ def background_work() -> Iterator[list[str]]:
         yield started
     finally:
         started.extend(t.name for t in threading.enumerate() if t.ident not in before)
+
+
+@contextmanager
+def timers_held_up(locks: Any) -> Iterator[None]:
+    """The primitive's timers cannot fire until the block ends (as on a loaded machine): its
+    timer thread is kept busy."""
+    release, busy = threading.Event(), threading.Event()
+
+    def occupy(_: object) -> None:
+        busy.set()
+        release.wait(WAIT * 3)
+
+    locks._timers.call_at(0.0, occupy)
+    assert busy.wait(WAIT), "the timer thread never ran"
+    try:
+        yield
+    finally:
+        release.set()
