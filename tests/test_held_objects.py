@@ -1,98 +1,14 @@
-"""What a held lock no longer carries must still behave as if it did: the signal made on
-first read (after a loss, too), one per group, and a timer that is only a heap entry."""
+"""A held lock's timer is only an entry in a shared bucket: the sync driver's scheduler (a
+timer thread) and asyncio's loop timers, each the runtime's own, run each live item once, in
+instant order.  What else a held lock no longer carries, on both drivers, is in
+``tests/drivers/_async/test_held_objects.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
-from collections.abc import Iterator
 
-import pytest
-import redis
-import redis.asyncio as aredis
-
-import distlock
-import distlock.asyncio
-from distlock import LockLeaseLostError, LossReason
-from distlock._core.section import Section, SectionConfig
 from distlock._scheduler import Scheduler
-from tests.redis_server import RedisServer
-
-
-@pytest.fixture
-def locks(redis_server: RedisServer) -> Iterator[distlock.Lock]:
-    with distlock.Lock(redis.Redis.from_url(redis_server.url), prefix="ho", ttl_ms=60_000) as lk:
-        yield lk
-
-
-def test_a_signal_first_read_after_the_loss_is_born_fired(
-    locks: distlock.Lock, r: redis.Redis
-) -> None:
-    handle = locks.acquire("k")
-    assert handle is not None
-    r.set("ho:k", "someone else")
-    assert handle.extend() is False  # the loss, known before anyone asked for the signal
-    signal = handle.signal
-    assert signal.aborted
-    assert isinstance(signal.reason, LockLeaseLostError)
-    assert signal.reason.reason is LossReason.EXTEND_REJECTED
-    assert signal.wait(timeout=0) is True
-
-
-def test_a_signal_read_before_the_loss_is_fired_by_it(
-    locks: distlock.Lock, r: redis.Redis
-) -> None:
-    handle = locks.acquire("k")
-    assert handle is not None
-    signal = handle.signal
-    assert not signal.aborted
-    r.delete("ho:k")
-    assert handle.extend() is False
-    assert signal.aborted
-    assert handle.signal is signal
-
-
-def test_the_handles_of_a_group_and_the_group_share_one_signal(locks: distlock.Lock) -> None:
-    with locks.hold_many(["a", "b"]) as group:
-        assert group.signal is group["a"].signal is group["b"].signal
-    with locks.hold("c") as one, locks.hold("d") as other:
-        assert one.signal is one.signal
-        assert one.signal is not other.signal
-
-
-def test_an_asyncio_signal_is_made_on_first_read_too(
-    redis_server: RedisServer, r: redis.Redis
-) -> None:
-    async def main() -> None:
-        client = aredis.Redis.from_url(redis_server.url)
-        async with distlock.asyncio.Lock(client, prefix="ho", ttl_ms=60_000) as locks:
-            handle = await locks.acquire("k")
-            assert handle is not None
-            r.set("ho:k", "someone else")
-            assert await handle.extend() is False
-            signal = handle.signal
-            assert signal.aborted and await signal.wait()
-            assert handle.signal is signal
-            async with locks.hold_many(["a", "b"]) as group:
-                assert group.signal is group["a"].signal is group["b"].signal
-                assert not group.signal.aborted
-        await client.aclose()
-
-    asyncio.run(main())
-
-
-def test_a_token_is_32_hex_digits_the_key_holds_whatever_its_leading_bits(
-    locks: distlock.Lock, r: redis.Redis
-) -> None:
-    # A held lock keeps its 128 random bits as a number and writes them out on each use.
-    with locks.hold("t") as handle:
-        token = handle.token
-        assert re.fullmatch("[0-9a-f]{32}", token)
-        assert r.get("ho:t") == token.encode()
-        assert handle.token == token
-    small = Section("k", 0xABC, SectionConfig(ttl_ms=1000))  # leading bits all zero
-    assert small.token == "0" * 29 + "abc"
 
 
 class _Item:
@@ -136,7 +52,6 @@ def test_an_armed_item_runs_once_and_a_disarmed_or_rearmed_entry_never_runs() ->
     finally:
         go.set()
         scheduler.close()
-
 
 
 def test_items_armed_for_one_instant_share_one_bucket_and_each_runs_once_in_arm_order() -> None:
@@ -283,21 +198,5 @@ def test_loop_timers_compact_to_the_live_items_and_close_disarms_them() -> None:
         assert timers._entries == 52 + 1 + 1
         timers.close()
         assert all(item._armed_at is None for item in items)
-
-    asyncio.run(main())
-
-
-def test_an_asyncio_hold_keeps_only_its_handle(redis_server: RedisServer) -> None:
-    # What a held lock costs: the hold() and its handle, no driver group (see held.py).
-    async def main() -> None:
-        client = aredis.Redis.from_url(redis_server.url)
-        async with distlock.asyncio.Lock(client, prefix="ho", ttl_ms=60_000) as locks:
-            held = locks.hold("one")
-            async with held as handle:
-                assert held._handle is handle and handle._holding is held
-                assert not hasattr(held, "_group")
-                assert handle._armed_at is not None  # renewal armed, in a shared bucket
-            assert handle._armed_at is None
-        await client.aclose()
 
     asyncio.run(main())
