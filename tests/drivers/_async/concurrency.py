@@ -24,6 +24,8 @@ from tests.failing_clients import AsyncFailsOneRenewal
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
+#: The driver under test, as the chaos tool names it.
+DRIVER = "asyncio"
 #: A generous bound on every wait for an event; never a timing assertion.
 WAIT = 10.0
 #: The options that let a body run on after its loss is known: asyncio cancels it by
@@ -134,6 +136,12 @@ async def gather(*calls: Callable[[], Awaitable[T]]) -> list[T | BaseException]:
         return await fn()
 
     return await asyncio.gather(*(call(fn) for fn in calls), return_exceptions=True)
+
+
+async def blocking(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, a blocking call (of a sync client, say), on a thread of its own: the
+    other tasks run meanwhile."""
+    return await asyncio.to_thread(fn, *args)
 
 
 async def sleep(seconds: float) -> None:

@@ -21,6 +21,8 @@ from tests.failing_clients import FailsOneRenewal as FailsOneRenewal  # re-expor
 from tests.redis_server import RedisServer, free_port
 
 T = TypeVar("T")
+#: The driver under test, as the chaos tool names it.
+DRIVER = "sync"
 #: A generous bound on every wait for an event; never a timing assertion.
 WAIT = 10.0
 #: The options that let a body run on after its loss is known: asyncio cancels it by
@@ -136,6 +138,12 @@ def gather(*calls: Callable[[], T]) -> list[T | BaseException]:
         except Exception as exc:
             results.append(exc)
     return results
+
+
+def blocking(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, a blocking call (of a sync client, say): the other threads run
+    meanwhile."""
+    return fn(*args)
 
 
 def sleep(seconds: float) -> None:
