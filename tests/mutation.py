@@ -63,7 +63,7 @@ REENTRANT: Final = "tests/drivers/_sync/test_reentrant.py"
 SEMAPHORE: Final = "tests/drivers/_sync/test_semaphore.py"
 SEMAPHORE_WAIT: Final = "tests/test_semaphore_wait.py"
 EDGES: Final = "tests/test_script_edges.py"
-OPERATOR: Final = "tests/test_operator_api.py"
+OPERATOR: Final = "tests/drivers/_sync/test_operator_api.py"
 FLOOR: Final = "tests/test_fence_floor.py"
 
 

@@ -1,0 +1,190 @@
+"""``locked``, ``owner`` and ``force_unlock``: what users of redis-py's Lock,
+python-redis-lock and Redisson reach for, on both drivers, against a real redis-server.
+
+Clients are built as users build them (``from_url`` with defaults, and with
+``decode_responses=True``); waits are on events, or on Redis's own state where only
+Redis knows (a waiter in the queue)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from distlock import LockLeaseLostError, LockOwner, LossReason, ValidationError
+from distlock._protocol import fence_key, queue_keys
+from distlock.asyncio import Lock, LockHandle, ReentrantLock, Semaphore
+from tests.redis_server import RedisServer
+
+from .concurrency import UNCANCELLED, Event, Redis, signalled, spawn, until
+
+FOREVER_MS = 60_000
+
+
+@pytest.fixture(params=[False, True], ids=["bytes", "decoded"])
+def client(request: pytest.FixtureRequest, redis_server: RedisServer, r: redis.Redis) -> Redis:
+    """The driver's client, from a URL with defaults or decoding (``r`` flushed Redis)."""
+    return Redis.from_url(redis_server.url, decode_responses=request.param)
+
+
+# -- locked ------------------------------------------------------------------------------
+
+
+async def test_locked_is_whether_anyone_holds_the_key(client: Redis) -> None:
+    async with Lock(client, prefix="op", ttl_ms=FOREVER_MS) as mine, \
+            Lock(client, prefix="op") as theirs:
+        assert await mine.locked("k") is False
+        handle = await mine.acquire("k")
+        assert handle is not None
+        assert await mine.locked("k") is True and await theirs.locked("k") is True
+        assert await theirs.locked("other") is False
+        assert await handle.release() is True
+        assert await mine.locked("k") is False
+    await client.aclose()
+
+
+async def test_semaphore_locked_is_no_permit_free_for_its_limit(client: Redis) -> None:
+    async with Semaphore(client, limit=2, prefix="ops", ttl_ms=FOREVER_MS) as sem, \
+            Semaphore(client, limit=3, prefix="ops") as wider:
+        first = await sem.acquire("k")
+        assert first is not None
+        assert await sem.locked("k") is False  # one of two taken
+        second = await sem.acquire("k")
+        assert second is not None
+        assert await sem.locked("k") is True and await wider.locked("k") is False
+        assert await first.release() is True
+        assert await sem.locked("k") is False
+        assert not hasattr(sem, "owner")  # its permits have several holders
+    await client.aclose()
+
+
+async def test_bad_ids_are_refused_before_anything_is_sent(client: Redis) -> None:
+    async with Lock(client, prefix="op") as locks:
+        with pytest.raises(ValidationError):
+            await locks.locked("")
+        with pytest.raises(ValidationError):
+            await locks.owner("")
+        with pytest.raises(ValidationError):
+            await locks.force_unlock("")
+    await client.aclose()
+
+
+# -- owner --------------------------------------------------------------------------------
+
+
+async def test_owner_tells_its_own_holder_from_another_lock_objects(client: Redis) -> None:
+    async with Lock(client, prefix="op", ttl_ms=FOREVER_MS) as mine, \
+            Lock(client, prefix="op") as theirs:
+        assert await mine.owner("k") is None
+        handle = await mine.acquire("k")
+        assert handle is not None
+        seen = await mine.owner("k")
+        assert isinstance(seen, LockOwner)
+        assert seen.key == "op:k" and seen.token_prefix == handle.token[:8]
+        assert seen.ttl_ms is not None and 0 < seen.ttl_ms <= FOREVER_MS
+        assert seen.fence is None  # a Lock's fence lives in its handle only
+        other = await theirs.owner("k")
+        assert other is not None
+        assert other.token_prefix == handle.token[:8]
+        with pytest.raises(AttributeError):
+            seen.ttl_ms = 0  # type: ignore[misc]  # frozen
+        await handle.release()
+        assert await mine.owner("k") is None
+    await client.aclose()
+
+
+async def test_owner_of_a_reentrant_lock_knows_its_fence(client: Redis) -> None:
+    async with ReentrantLock(client, prefix="opr", ttl_ms=FOREVER_MS) as rlocks, \
+            rlocks.hold("k") as outer, rlocks.hold("k"):
+        seen = await rlocks.owner("k")
+        assert seen is not None
+        assert seen.fence == outer.fence and seen.token_prefix == outer.token[:8]
+        # A plain Lock on the same key (another type) reads it without a WRONGTYPE error.
+        async with Lock(client, prefix="opr") as plain:
+            assert await plain.locked("k") is True
+            foreign = await plain.owner("k")
+            assert foreign is not None
+            assert foreign.fence == outer.fence
+    await client.aclose()
+
+
+async def test_owner_of_a_key_held_by_a_semaphore_is_reported_without_wrongtype(
+    client: Redis,
+) -> None:
+    async with Semaphore(client, limit=2, prefix="opx", ttl_ms=FOREVER_MS) as sem, \
+            Lock(client, prefix="opx") as locks, sem.hold("k"):
+        seen = await locks.owner("k")
+        assert seen is not None
+        assert seen.token_prefix is None and seen.fence is None
+        assert seen.ttl_ms is not None and seen.ttl_ms > 0
+        assert await locks.locked("k") is True
+    await client.aclose()
+
+
+async def test_a_key_without_a_ttl_is_reported_as_such(client: Redis, r: redis.Redis) -> None:
+    r.set("op:stuck", "0" * 32)
+    async with Lock(client, prefix="op") as locks:
+        seen = await locks.owner("stuck")
+        assert seen is not None and seen.ttl_ms is None and seen.token_prefix == "0" * 8
+    await client.aclose()
+
+
+# -- force_unlock -------------------------------------------------------------------------
+
+
+async def test_force_unlock_evicts_the_holder_bumps_the_fence_and_the_holder_learns_it(
+    client: Redis, r: redis.Redis
+) -> None:
+    evicted = Event()
+    fences: dict[str, int] = {}
+
+    async def body(handle: LockHandle) -> None:
+        fences["evicted"] = handle.fence
+        evicted.set()
+        # Its next renewal finds the key gone: the signal fires.
+        await signalled(handle.signal)
+
+    async with Lock(client, prefix="opf", ttl_ms=FOREVER_MS, heartbeat_ms=20) as locks, \
+            Lock(client, prefix="opf") as operator:
+        holder = spawn(locks.run, "k", body, **UNCANCELLED)
+        await evicted.wait()
+        counter = int(r.get(fence_key("opf:k")) or 0)
+        assert await operator.force_unlock("k") is True
+        # The counter moved in the same step: above the evicted holder's fence already (by
+        # one, or up to the floor of Redis's clock if that is further: lib/fence.lua).
+        assert int(r.get(fence_key("opf:k")) or 0) > counter
+        with pytest.raises(LockLeaseLostError) as lost:
+            await holder.result()
+        assert lost.value.reason is LossReason.RENEW_REJECTED
+        assert await operator.force_unlock("k") is False  # nothing left to delete
+        taken = await operator.acquire("k")
+        assert taken is not None and taken.fence > fences["evicted"] + 1
+        await taken.release()
+    await client.aclose()
+
+
+async def test_force_unlock_wakes_the_first_waiter(client: Redis, r: redis.Redis) -> None:
+    async with Lock(client, prefix="opw", ttl_ms=FOREVER_MS) as locks, \
+            Lock(client, prefix="opw") as theirs:
+        held = await locks.acquire("k")
+        assert held is not None
+        waiter = spawn(theirs.acquire, "k", wait_ms=FOREVER_MS)
+        await until(lambda: r.llen(queue_keys("opw:k")[0]) == 1, "the waiter queued")
+        assert await locks.force_unlock("k") is True
+        woken = await waiter.result()
+        assert isinstance(woken, LockHandle) and woken.fence > held.fence + 1
+        assert await held.release() is False  # the evicted handle learns at its release
+        assert await woken.release() is True
+        assert await theirs.force_unlock("k") is False  # nothing left to delete
+    await client.aclose()
+
+
+async def test_force_unlock_of_a_semaphore_frees_every_permit(client: Redis) -> None:
+    async with Semaphore(client, limit=1, prefix="opsf", ttl_ms=FOREVER_MS) as sem:
+        permit = await sem.acquire("k")
+        assert permit is not None and await sem.locked("k") is True
+        assert await sem.force_unlock("k") is True
+        assert await sem.locked("k") is False
+        again = await sem.acquire("k")
+        assert again is not None
+        await again.release()
+    await client.aclose()
