@@ -20,6 +20,11 @@ import redis.asyncio as aredis
 from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser, _HiredisParser, _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
+from distlock._core.commands import Kind
+from distlock._protocol import queue_keys
+from tests.docs_acl import documented_acl
+from tests.redis_server import RedisServer
+
 #: What a sync config gives a Lock (a client or a URL), and how to let go of it afterwards.
 SyncMade = tuple["redis.Redis | str", Callable[[], None]]
 #: The same for the asyncio driver.
@@ -134,3 +139,55 @@ CONFIGS: tuple[ClientConfig, ...] = (
 
 #: The configs under their names, for the cases that run on a few of them only.
 BY_NAME = {config.name: config for config in CONFIGS}
+
+
+#: The prefixes the documented restricted users are given rights on; ids are unique per case.
+PREFIX = {"lock": "orders", "reentrant": "orders", "semaphore": "workers"}
+USER = {"lock": "locker", "reentrant": "locker", "semaphore": "worker"}
+#: The semaphore's documented rights, and what waiting adds to them (the semaphore's
+#: guide): the wake lists, the queue's commands and BLPOP.
+SEMAPHORE_WAIT_ACL = documented_acl("worker-waits")
+
+
+def documented_lock_acl() -> list[str]:
+    """The rules of docs/acl.md's ``ACL SETUSER locker ...`` line, exactly as documented."""
+    return documented_acl("locker")
+
+
+class Endpoint:
+    """The session's redis-server, with the documented restricted users set up on it."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        admin = redis.Redis(host=server.host, port=server.port)
+        admin.acl_setuser("locker", reset=True)
+        admin.execute_command("ACL", "SETUSER", "locker", *documented_lock_acl())  # type: ignore[no-untyped-call]
+        admin.acl_setuser("worker", reset=True)
+        admin.execute_command("ACL", "SETUSER", "worker", *SEMAPHORE_WAIT_ACL)  # type: ignore[no-untyped-call]
+        admin.close()
+
+    def url(self, config: ClientConfig, kind: str) -> str:
+        if not config.restricted:
+            return self.server.url
+        return f"redis://{USER[kind]}:s3cret@{self.server.host}:{self.server.port}/0"
+
+    def close(self) -> None:
+        """Take the restricted users away again."""
+        admin = redis.Redis(host=self.server.host, port=self.server.port)
+        admin.acl_deluser("locker", "worker")
+        admin.close()
+
+
+def queues(key: str) -> list[str]:
+    """Every kind's queue of ``key`` (each kind waits in its own)."""
+    return [queue_keys(key, kind)[0] for kind in Kind]
+
+
+def queue_and_places(key: str) -> list[str]:
+    return [name for kind in Kind for name in queue_keys(key, kind)[:2]]
+
+
+def leaves_nothing(admin: redis.Redis, key: str) -> None:
+    """Neither the key nor anything of its queue is left once every holder released."""
+    assert admin.exists(key, *queue_and_places(key)) == 0
+    assert [w for kind in Kind for w in admin.keys(queue_keys(key, kind)[2] + "*")] == []

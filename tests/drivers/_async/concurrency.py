@@ -20,6 +20,7 @@ from redis.backoff import NoBackoff
 import distlock
 from distlock.signal import AsyncLeaseSignal
 from distlock.tools.servers.topologies import Cluster
+from tests.client_matrix import AsyncMade, ClientConfig
 from tests.failing_clients import AsyncFailsOneRenewal
 from tests.redis_server import RedisServer, free_port
 
@@ -50,6 +51,11 @@ def cluster_client(cluster: Cluster, **kwargs: Any) -> aredis.RedisCluster:
     return aredis.RedisCluster(
         startup_nodes=[ClusterNode(h, p) for h, p in cluster.startup_nodes], **kwargs
     )
+
+
+def made_client(config: ClientConfig, url: str) -> AsyncMade:
+    """What the config gives a primitive (a client or a URL), and how to let go of it."""
+    return config.asyncio(url)
 
 
 def no_retry() -> Retry:

@@ -17,6 +17,7 @@ from redis.retry import Retry
 
 from distlock.signal import LeaseSignal
 from distlock.tools.servers.topologies import Cluster
+from tests.client_matrix import ClientConfig, SyncMade
 from tests.failing_clients import FailsOneRenewal as FailsOneRenewal  # re-exported
 from tests.redis_server import RedisServer, free_port
 
@@ -43,6 +44,11 @@ def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
 
 def cluster_client(cluster: Cluster, **kwargs: Any) -> redis.RedisCluster:
     return cluster.client(**kwargs)
+
+
+def made_client(config: ClientConfig, url: str) -> SyncMade:
+    """What the config gives a primitive (a client or a URL), and how to let go of it."""
+    return config.sync(url)
 
 
 def no_retry() -> Retry:
