@@ -5,7 +5,8 @@ Before, ``Lock.close()`` returned at once; the caller's ``client.close()`` then 
 the renewal's connection under it, redis-py's ``Retry`` reconnected and sent it again, and
 the new connection went back to the closed pool, open, and nobody ever closed it (the
 process kept the socket and Redis kept the client).  Now close() lets the renewal finish
-first, and no renewal of a closed Lock starts a round trip.
+first, and no renewal of a closed Lock starts a round trip.  (The sync driver only: its
+renewals run on worker threads, which a close on the caller's thread can race.)
 
 The hang is the one thing made up here: the connection holds the first renewal reply it
 is asked for until its socket timeout passes or its socket is closed under it, as a reply
