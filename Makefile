@@ -46,7 +46,8 @@ PURE_TESTS ?= \
 	tests/drivers/_async/test_reentrant.py tests/drivers/_sync/test_reentrant.py \
 	tests/drivers/test_reentrant_asyncio.py tests/drivers/test_reentrant_threads.py \
 	tests/drivers/_async/test_semaphore.py tests/drivers/_sync/test_semaphore.py \
-	tests/drivers/test_semaphore_asyncio.py tests/test_semaphore_wait.py \
+	tests/drivers/test_semaphore_asyncio.py \
+	tests/drivers/_async/test_semaphore_wait.py tests/drivers/_sync/test_semaphore_wait.py \
 	tests/drivers/_async/test_wait.py tests/drivers/_sync/test_wait.py \
 	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py tests/test_wait_handoff.py \
 	tests/test_wait_recheck.py \

@@ -1,6 +1,7 @@
-"""The asyncio Semaphore only: a lost permit cancels the body, and a blocked event loop is
-caught at the body's end (a thread is neither cancelled nor blocks a loop; what both
-drivers share is in ``tests/drivers/_async/test_semaphore.py``)."""
+"""The asyncio Semaphore only: a lost permit cancels the body, a blocked event loop is
+caught at the body's end, and a waiter cancelled in the queue leaves nothing behind (a
+thread is neither cancelled nor blocks a loop; what both drivers share is in
+``tests/drivers/_async/test_semaphore.py`` and ``tests/drivers/_async/test_semaphore_wait.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import redis.asyncio as aredis
 from distlock import LockLeaseLostError, LossReason
 from distlock.asyncio import PermitHandle, Semaphore
 from tests.redis_server import RedisServer
+from tests.waiting import FOREVER_MS, queue, until_async, waiting_keys
 
 T = TypeVar("T")
 WAIT = 10.0
@@ -89,3 +91,31 @@ def test_the_completion_check_catches_a_loop_blocked_past_the_permit(
             assert r.exists("sem:k") == 0
 
     arun(main)
+
+
+def test_asyncio_waiter_is_woken_and_a_cancelled_one_leaves_nothing(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async def queued(n: int) -> bool:
+        return len(queue(r, "sa:k")) == n
+
+    async def main() -> None:
+        client = aredis.Redis(port=redis_server.port)
+        async with Semaphore(client, prefix="sa", limit=1, ttl_ms=30_000) as sems:
+            holder = await sems.acquire("k")
+            assert holder is not None
+            woken = asyncio.ensure_future(sems.acquire("k", wait_ms=FOREVER_MS))
+            await until_async(lambda: queued(1), "the first waiter queued")
+            cancelled = asyncio.ensure_future(sems.acquire("k", wait_ms=FOREVER_MS))
+            await until_async(lambda: queued(2), "the second waiter queued")
+            cancelled.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+            assert len(queue(r, "sa:k")) == 1  # the cancelled waiter's place is gone
+            assert await holder.release() is True
+            permit = await woken
+            assert permit is not None and await permit.release() is True
+        await client.aclose()
+
+    arun(main)
+    assert waiting_keys(r) == [] and r.exists("sa:k") == 0
