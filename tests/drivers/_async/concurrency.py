@@ -41,6 +41,7 @@ ConnectionPool = aredis.ConnectionPool
 BlockingConnectionPool = aredis.BlockingConnectionPool
 #: The driver's redis-py connection (a test subclasses it to count connects).
 Connection = aredis.Connection
+RedisCluster = aredis.RedisCluster
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> aredis.Redis:
@@ -77,6 +78,22 @@ def disconnected(client: Any) -> bool:
     """Whether every connection in ``client``'s pool is closed."""
     connections = client.connection_pool._available_connections
     return bool(connections) and not any(c.is_connected for c in connections)
+
+
+def connected(conn: Any) -> bool:
+    """Whether a connection of the driver's is connected."""
+    return bool(conn.is_connected)
+
+
+async def unread(conn: Any) -> bool:
+    """Whether a connection of the driver's has a reply (or part of one) left unread."""
+    return bool(conn.is_connected and await conn.can_read())
+
+
+def local_address(conn: Any) -> str:
+    """``host:port`` of a connected connection's own end, as ``CLIENT LIST`` shows it."""
+    host, port = conn._writer.get_extra_info("sockname")[:2]
+    return f"{host}:{port}"
 
 
 def timers_stopped(locks: Any) -> bool:

@@ -36,6 +36,7 @@ ConnectionPool = redis.ConnectionPool
 BlockingConnectionPool = redis.BlockingConnectionPool
 #: The driver's redis-py connection (a test subclasses it to count connects).
 Connection = redis.Connection
+RedisCluster = redis.RedisCluster
 
 
 def client_for(server: RedisServer, **kwargs: Any) -> redis.Redis:
@@ -70,6 +71,22 @@ def disconnected(client: Any) -> bool:
     """Whether every connection in ``client``'s pool is closed."""
     connections = client.connection_pool._available_connections
     return bool(connections) and all(c._sock is None for c in connections)
+
+
+def connected(conn: Any) -> bool:
+    """Whether a connection of the driver's is connected."""
+    return conn._sock is not None
+
+
+def unread(conn: Any) -> bool:
+    """Whether a connection of the driver's has a reply (or part of one) left unread."""
+    return bool(conn._sock is not None and conn.can_read())
+
+
+def local_address(conn: Any) -> str:
+    """``host:port`` of a connected connection's own end, as ``CLIENT LIST`` shows it."""
+    host, port = conn._sock.getsockname()[:2]
+    return f"{host}:{port}"
 
 
 def timers_stopped(locks: Any) -> bool:

@@ -1,0 +1,299 @@
+"""Scripts go straight onto a pooled connection when the client's ``execute_command`` has
+nothing to do for them (distlock/_direct.py), on both drivers against a real redis-server.
+
+Which path a command took is observed from outside: redis-py's own ``execute_command``
+(sync: ``_execute_command``) is wrapped on its class with a counter, which the direct send
+never calls and which every client that must keep ``execute_command`` still goes through.
+What must not change on the direct path: NOSCRIPT falls back to EVAL, the client's
+``Retry`` retries a killed connection as it says, decoded replies, and a connection
+interrupted mid-command goes back to the pool disconnected.  Each runtime's own ways are
+in ``tests/drivers/test_direct_send_asyncio.py`` (a cancellation, a connection's own
+``pack_command``) and ``tests/drivers/test_direct_send_threads.py`` (a
+``KeyboardInterrupt``, a connection's own command packer).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, ClassVar
+
+import pytest
+import redis
+import redis.asyncio as aredis
+
+from distlock._direct import plain_client
+from distlock.asyncio import Lock
+from distlock.tools.servers.topologies import Cluster
+from tests.redis_server import RedisServer
+
+from .concurrency import (
+    Connection,
+    ConnectionPool,
+    Redis,
+    RedisCluster,
+    connected,
+    local_address,
+    retrying,
+    unread,
+)
+
+TTL_MS = 30_000
+
+
+@pytest.fixture
+def through_execute() -> Iterator[list[str]]:
+    """The names of the commands sent through redis-py's ``execute_command``, sync and
+    asyncio (the class's own method, wrapped in place, so that a plain client still counts
+    as plain)."""
+    names: list[str] = []
+    sync_send: Callable[..., Any] = redis.Redis._execute_command
+    async_send: Callable[..., Awaitable[Any]] = aredis.Redis.execute_command
+
+    def counted(self: Any, *args: Any, **options: Any) -> Any:
+        names.append(str(args[0]))
+        return sync_send(self, *args, **options)
+
+    async def acounted(self: Any, *args: Any, **options: Any) -> Any:
+        names.append(str(args[0]))
+        return await async_send(self, *args, **options)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(redis.Redis, "_execute_command", counted)
+        patch.setattr(aredis.Redis, "execute_command", acounted)
+        yield names
+
+
+def scripts(names: list[str]) -> list[str]:
+    return [n for n in names if n in ("EVALSHA", "EVAL")]
+
+
+async def cycle(locks: Lock) -> int:
+    handle = await locks.acquire("k")
+    assert handle is not None
+    fence = handle.fence
+    assert await handle.release() is True
+    return fence
+
+
+def connections(pool: Any) -> int:
+    return len(pool._available_connections) + len(pool._in_use_connections)
+
+
+# -- which clients take the direct path ----------------------------------------------------
+
+
+@pytest.mark.usefixtures("r")
+async def test_a_plain_client_sends_its_scripts_directly(
+    redis_server: RedisServer, through_execute: list[str]
+) -> None:
+    for decode in (False, True):
+        client = Redis(port=redis_server.port, decode_responses=decode)
+        async with Lock(client, prefix=f"plain{decode}", ttl_ms=TTL_MS) as locks:
+            first = await cycle(locks)
+            # Fences decoded to ints, whatever the client decodes.
+            assert await cycle(locks) > first
+        assert scripts(through_execute) == []
+        assert not client.connection_pool._in_use_connections
+        await client.aclose()
+
+
+@pytest.mark.usefixtures("r", "through_execute")
+async def test_a_client_that_wraps_execute_command_sees_every_command(
+    redis_server: RedisServer,
+) -> None:
+    seen: list[str] = []
+
+    class Wrapped(Redis):
+        async def execute_command(self, *args: Any, **options: Any) -> Any:
+            seen.append(str(args[0]))
+            send: Callable[..., Awaitable[Any]] = super().execute_command
+            return await send(*args, **options)
+
+    wrapped = Wrapped(port=redis_server.port)
+    async with Lock(wrapped, prefix="wrapped", ttl_ms=TTL_MS) as locks:
+        await cycle(locks)
+    assert scripts(seen) == ["EVALSHA", "EVALSHA"]
+    await wrapped.aclose()
+
+    # Wrapped on the instance, not the class: the same.
+    instance = Redis(port=redis_server.port)
+    plain_send: Callable[..., Awaitable[Any]] = instance.execute_command
+
+    async def wrapper(*args: Any, **options: Any) -> Any:
+        seen.append(f"instance {args[0]}")
+        return await plain_send(*args, **options)
+
+    instance.execute_command = wrapper  # type: ignore[method-assign]
+    async with Lock(instance, prefix="wrapped", ttl_ms=TTL_MS) as locks:
+        await cycle(locks)
+    assert seen.count("instance EVALSHA") == 2
+    await instance.aclose()
+
+
+@pytest.mark.usefixtures("r")
+async def test_a_single_connection_client_keeps_to_its_one_connection(
+    redis_server: RedisServer, through_execute: list[str]
+) -> None:
+    client = Redis(port=redis_server.port, single_connection_client=True)
+    async with Lock(client, prefix="single", ttl_ms=TTL_MS) as locks:
+        await cycle(locks)
+    assert scripts(through_execute) == ["EVALSHA", "EVALSHA"]
+    assert connections(client.connection_pool) == 1  # the pool never lent a second one
+    await client.aclose()
+
+
+async def test_a_cluster_client_is_never_sent_to_directly(redis_cluster: Cluster) -> None:
+    seen: list[str] = []
+
+    class Wrapped(RedisCluster):
+        async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(str(args[0]))
+            send: Callable[..., Awaitable[Any]] = super().execute_command
+            return await send(*args, **kwargs)
+
+    client = Wrapped.from_url(redis_cluster.url)
+    assert plain_client(client, Redis) is False
+    async with Lock(client, prefix="{cl}", ttl_ms=TTL_MS) as locks:
+        await cycle(locks)
+    # Both scripts went through it (each after an EVAL too if the node had not seen it).
+    assert scripts(seen).count("EVALSHA") == 2
+    await client.aclose()
+
+
+@pytest.mark.usefixtures("r")
+async def test_redis_py_observability_once_on_sends_through_execute_command(
+    redis_server: RedisServer, through_execute: list[str]
+) -> None:
+    """redis-py's metrics are process-wide and may be switched on at any time: each
+    command asks."""
+    from redis.observability import providers
+
+    instance = providers.get_observability_instance()
+    client = Redis(port=redis_server.port)
+    async with Lock(client, prefix="otel", ttl_ms=TTL_MS) as locks:
+        await cycle(locks)
+        assert scripts(through_execute) == []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(instance, "_provider_manager", object())
+            await cycle(locks)
+        assert scripts(through_execute) == ["EVALSHA", "EVALSHA"]
+    await client.aclose()
+
+
+# -- what the direct path keeps ----------------------------------------------------------------
+
+
+async def test_noscript_after_script_flush_falls_back_to_eval(
+    redis_server: RedisServer, r: redis.Redis, through_execute: list[str]
+) -> None:
+    client = Redis(port=redis_server.port)
+    async with Lock(client, prefix="flush", ttl_ms=TTL_MS) as locks:
+        first = await cycle(locks)
+        evals = r.info("commandstats").get("cmdstat_eval", {}).get("calls", 0)
+        r.script_flush()
+        assert await cycle(locks) > first
+    assert r.info("commandstats")["cmdstat_eval"]["calls"] == evals + 2  # acquire, release
+    assert scripts(through_execute) == []
+    await client.aclose()
+
+
+class PausedThenKilled(Connection):
+    """The first script sent is held by CLIENT PAUSE WRITE, and the connection killed by
+    the server while it waits: the command was sent and never answered."""
+
+    admin: ClassVar[redis.Redis]
+    killed: ClassVar[threading.Event]
+
+    async def send_command(self, *args: Any, **kwargs: Any) -> None:
+        first = args[0] == "EVALSHA" and not self.killed.is_set()
+        if first:
+            self.admin.client_pause(30_000, all=False)
+        send: Callable[..., Awaitable[None]] = super().send_command
+        await send(*args, **kwargs)
+        if first:
+            self.admin.client_kill_filter(addr=local_address(self))
+            self.killed.set()
+            self.admin.client_unpause()
+
+
+class NotingRelease(ConnectionPool):
+    """Notes whether each connection was still connected when it came back."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.returned: list[tuple[Any, bool]] = []
+
+    async def release(self, connection: Any) -> None:
+        self.returned.append((connection, connected(connection)))
+        release: Callable[..., Awaitable[None]] = super().release
+        await release(connection)
+
+
+def killing_client(server: RedisServer, r: redis.Redis, retries: int) -> Redis:
+    connection: Any = type("Killed", (PausedThenKilled,), {"admin": r, "killed": threading.Event()})
+    return Redis(
+        connection_pool=NotingRelease(
+            port=server.port, connection_class=connection, retry=retrying(retries)
+        )
+    )
+
+
+async def clean(pool: Any) -> bool:
+    """No connection lent out, and none with anything unread on it."""
+    if pool._in_use_connections:
+        return False
+    return not [c for c in pool._available_connections if await unread(c)]
+
+
+async def test_a_connection_killed_mid_command_is_retried_as_the_client_s_retry_says(
+    redis_server: RedisServer, r: redis.Redis, through_execute: list[str]
+) -> None:
+    client = killing_client(redis_server, r, retries=1)
+    pool: Any = client.connection_pool
+    async with Lock(client, prefix="killed", ttl_ms=TTL_MS) as locks:
+        handle = await locks.acquire("k")
+        assert handle is not None
+        # The one retry reconnected the same connection and sent the script again, within
+        # the one send: the flow never saw the error.
+        assert [was_connected for _, was_connected in pool.returned] == [True]
+        assert r.get("killed:k") == handle.token.encode()
+        assert await handle.release() is True
+    assert await clean(pool)
+    assert scripts(through_execute) == []
+    await client.aclose()
+    await pool.disconnect()
+
+    client = killing_client(redis_server, r, retries=0)
+    pool = client.connection_pool
+    async with Lock(client, prefix="killed0", ttl_ms=TTL_MS) as locks:
+        with pytest.raises(redis.ConnectionError):
+            await locks.acquire("k")
+        assert [was_connected for _, was_connected in pool.returned] == [False]
+        assert r.exists("killed0:k") == 0
+    assert await clean(pool)
+    await client.aclose()
+    await pool.disconnect()
+
+
+async def test_a_connection_that_sends_its_own_way_sees_every_script(
+    redis_server: RedisServer,
+) -> None:
+    sent: list[str] = []
+
+    class Counting(Connection):
+        async def send_command(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(str(args[0]))
+            send: Callable[..., Awaitable[None]] = super().send_command
+            await send(*args, **kwargs)
+
+    pool = ConnectionPool(connection_class=Counting, port=redis_server.port)
+    client = Redis(connection_pool=pool)
+    async with Lock(client, prefix="counting", ttl_ms=TTL_MS) as locks:
+        await cycle(locks)  # the scripts loaded: no NOSCRIPT fallback below
+        sent.clear()
+        first = await cycle(locks)
+        assert await cycle(locks) > first
+        assert scripts(sent) == ["EVALSHA"] * 4
+    await client.aclose()
+    await pool.disconnect()
