@@ -205,3 +205,19 @@ def test_sync_run_refuses_an_async_def_body_before_any_command(
                 _run_body(locks, kind, fn)
     assert trace.actions == []
     client.close()
+
+
+def test_an_async_body_given_to_the_sync_run_is_refused_before_any_command(
+    redis_server: RedisServer,
+) -> None:
+    async def body(handle: distlock.LockHandle) -> None:
+        pass
+
+    r = redis.Redis.from_url(redis_server.url)
+    with distlock.Lock(r, prefix="coro") as locks:
+        with pytest.raises(ValidationError, match=r"distlock\.asyncio\.Lock"):
+            locks.run("k", body)  # type: ignore[unused-coroutine]
+        with pytest.raises(ValidationError, match=r"distlock\.asyncio\.Lock"):
+            locks.run_many(["a", "b"], body)  # type: ignore[arg-type, unused-coroutine]
+    assert r.keys("coro:*") == []
+    r.close()
