@@ -1,4 +1,6 @@
-"""Waiting through a ``RedisCluster`` client: a one-node cluster owning every slot.
+# Generated from tests/drivers/_async/test_wait_cluster.py by tools/unasync.py: do not edit.
+"""Waiting through a ``RedisCluster`` client, on both drivers: a one-node cluster owning
+every slot.
 
 A waiter blocks in ``BLPOP`` for as long as the holder may keep the key.  A client's
 ``socket_timeout`` bounds how long it waits for any reply, so a block longer than it reads
@@ -8,22 +10,19 @@ it was given.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.cluster import RedisCluster
 
 from distlock import Lock
-from distlock.asyncio import Lock as AsyncLock
 from tests.redis_server import REDIS_SERVER, RedisServer, free_port, stop_process
+
+from .concurrency import RedisCluster, sleep, spawn, until
 
 #: Long against every delay here: nothing expires while the test runs.
 TTL_MS = 60_000
@@ -88,24 +87,20 @@ def test_a_waiter_on_a_cluster_client_outwaits_its_socket_timeout(cluster_port: 
         ):
             held = holders.acquire("k")
             assert held is not None
-            outcome: list[object] = []
 
-            def wait() -> None:
+            def wait() -> object:
                 try:
-                    outcome.append(waiters.acquire("k", wait_ms=30_000))
-                except BaseException as exc:
-                    outcome.append(exc)
+                    return waiters.acquire("k", wait_ms=30_000)
+                except Exception as exc:
+                    return exc
 
-            waiter = threading.Thread(target=wait)
-            waiter.start()
-            give_up = time.monotonic() + 10
-            while not int(node.info("clients")["blocked_clients"]):
-                assert time.monotonic() < give_up, "the waiter never blocked"
-            time.sleep(HELD_S)
+            waiter = spawn(wait)
+            until(
+                lambda: int(node.info("clients")["blocked_clients"]), "the waiter blocked", 10
+            )
+            sleep(HELD_S)
             assert held.release()
-            waiter.join(30)
-            assert not waiter.is_alive()
-            [got] = outcome
+            got: object = waiter.result()
             assert not isinstance(got, BaseException), f"the wait failed: {got!r}"
             assert got is not None, "the wait timed out although the key was released"
             assert got.release()  # type: ignore[attr-defined]
@@ -113,47 +108,3 @@ def test_a_waiter_on_a_cluster_client_outwaits_its_socket_timeout(cluster_port: 
         holder_client.close()
         waiter_client.close()
         node.close()
-
-
-def test_an_asyncio_waiter_on_a_cluster_client_outwaits_its_socket_timeout(
-    cluster_port: int,
-) -> None:
-    """As above, in asyncio."""
-    node = redis.Redis(port=cluster_port)
-
-    async def main() -> object:
-        holder_client = AsyncRedisCluster(host="127.0.0.1", port=cluster_port)
-        waiter_client = AsyncRedisCluster(
-            host="127.0.0.1", port=cluster_port, socket_timeout=SOCKET_TIMEOUT
-        )
-        try:
-            async with (
-                AsyncLock(holder_client, prefix="wca", ttl_ms=TTL_MS) as holders,
-                AsyncLock(waiter_client, prefix="wca", ttl_ms=TTL_MS) as waiters,
-            ):
-                held = await holders.acquire("k")
-                assert held is not None
-                waiting = asyncio.create_task(waiters.acquire("k", wait_ms=30_000))
-                give_up = time.monotonic() + 10
-                while not int(node.info("clients")["blocked_clients"]):
-                    assert time.monotonic() < give_up, "the waiter never blocked"
-                    await asyncio.sleep(0.01)
-                await asyncio.sleep(HELD_S)
-                assert await held.release()
-                try:
-                    got = await asyncio.wait_for(waiting, 30)
-                except Exception as exc:
-                    return exc
-                if got is not None:
-                    assert await got.release()
-                return got
-        finally:
-            await holder_client.aclose()
-            await waiter_client.aclose()
-
-    try:
-        got = asyncio.run(main())
-    finally:
-        node.close()
-    assert not isinstance(got, BaseException), f"the wait failed: {got!r}"
-    assert got is not None, "the wait timed out although the key was released"
