@@ -86,6 +86,10 @@ async def call_async(
     script: Script, keys: list[str], args: list[str | int], replicas: int, timeout_ms: int,
 ) -> Pair:
     cluster: Any = client if isinstance(client, aredis.RedisCluster) else None
+    if cluster is not None:
+        # An asyncio cluster client maps the slots at its first command, not when made (a
+        # sync one does when made): this call, sent to the node itself, may be its first.
+        await cluster.initialize()
     target: Any = None if cluster is None else cluster.get_node_from_key(keys[0])
     asking = source = False
     for _ in range(_REDIRECTS + 2):

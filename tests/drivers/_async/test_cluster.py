@@ -1,0 +1,250 @@
+"""The lock against a real Redis Cluster, on both drivers: its contract, groups across
+slots, each primitive, the ways to hand it a cluster client, and grants acknowledged by
+replicas.  (A slot moved and failovers while locks are held: ``tests/test_cluster.py``.)
+
+Outcomes that depend on time use TTLs of seconds; every wait for the topology is a poll of
+what the nodes report, with a generous deadline.  The cluster is the session's: each test
+uses a prefix of its own and asks the cluster who serves a key *now*.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from distlock import (
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    NotReplicatedError,
+    ValidationError,
+)
+from distlock._slots import key_slot
+from distlock.asyncio import Lock, LockGroup, LockHandle, PermitHandle, ReentrantLock, Semaphore
+from distlock.events import Event, Renewed
+from distlock.tools.servers.topologies import Cluster
+from tests.test_cluster import ids_on_distinct_primaries
+
+from . import concurrency
+from .concurrency import UNCANCELLED, Redis, RedisCluster, cluster_client, signalled
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"c{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def rc(redis_cluster: Cluster) -> Iterator[redis.RedisCluster]:
+    """A sync client of the cluster, to look at its keys."""
+    client = redis_cluster.client(socket_timeout=5)
+    yield client
+    client.close()
+
+
+def renewal_seen() -> tuple[concurrency.Event, Any]:
+    renewed = concurrency.Event()
+
+    def seen(event: Event) -> None:
+        if isinstance(event, Renewed):
+            renewed.set()
+
+    return renewed, seen
+
+
+async def fence_of(h: LockHandle) -> int:
+    return h.fence
+
+
+async def nothing(g: object) -> None:
+    return None
+
+
+# -- the contract ----------------------------------------------------------------------------
+
+
+async def test_lock_contract_on_a_cluster(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with Lock(client, prefix=prefix, ttl_ms=10_000) as locks:
+        first = await locks.acquire("a")
+        assert first is not None
+        assert await locks.acquire("a") is None  # held: refused, fails fast
+        assert await first.extend(20_000) is True
+        assert await first.release() is True
+        second = await locks.acquire("a")
+        assert second is not None and second.fence > first.fence
+        assert await second.release() is True
+        # A key renewed while the body runs: wait for a renewal, then exit cleanly.
+        renewed, seen = renewal_seen()
+
+        async def body(h: LockHandle) -> bool:
+            await renewed.wait()
+            return True
+
+        async with Lock(client, prefix=prefix, ttl_ms=2_000, observers=[seen]) as watched:
+            assert await watched.run("b", body) is True
+        assert rc.exists(f"{prefix}:a", f"{prefix}:b") == 0
+    await client.aclose()
+
+
+async def test_a_key_deleted_behind_the_holders_back_fires_the_signal(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    async def body(handle: LockHandle) -> None:
+        rc.delete(handle.key)
+        await signalled(handle.signal)
+
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with Lock(client, prefix=prefix, ttl_ms=2_000) as locks:
+        with pytest.raises(LockLeaseLostError) as lost:
+            await locks.run("x", body, **UNCANCELLED)
+        assert lost.value.reason is LossReason.RENEW_REJECTED
+    await client.aclose()
+
+
+async def test_groups_spanning_slots_are_taken_in_one_global_order(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    ids = ids_on_distinct_primaries(redis_cluster, prefix, 3)
+    keys = [f"{prefix}:{id}" for id in ids]
+    assert len({key_slot(k) for k in keys}) == 3
+
+    async def keys_of(group: LockGroup) -> list[str]:
+        return group.keys
+
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with Lock(client, prefix=prefix, ttl_ms=10_000) as locks:
+        async with locks.hold_many(list(reversed(ids))) as group:
+            assert group.keys == sorted(keys)  # sorted keys, whatever slots they are in
+            assert rc.exists(*keys) == 3
+            # Another caller naming them in another order is refused at the first key,
+            # never holding one while waiting for another.
+            with pytest.raises(LockNotAcquiredError) as refused:
+                await locks.run_many(ids, nothing)
+            assert refused.value.key == sorted(keys)[0]
+        assert rc.exists(*keys) == 0
+        assert await locks.run_many(ids, keys_of) == sorted(keys)
+    await client.aclose()
+
+
+async def test_reentrant_lock_on_a_cluster(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with ReentrantLock(client, prefix=prefix, ttl_ms=10_000) as locks:
+        async with locks.hold("r") as outer:
+            async with locks.hold("r") as inner:
+                assert (outer.depth, inner.depth) == (1, 2)
+                assert rc.hget(outer.key, outer.token) == b"2"
+            assert rc.hget(outer.key, outer.token) == b"1"
+        assert rc.exists(f"{prefix}:r") == 0
+    await client.aclose()
+
+
+async def test_semaphore_on_a_cluster(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with Semaphore(client, prefix=prefix, limit=2, ttl_ms=10_000) as sems:
+        first, second = await sems.acquire("s"), await sems.acquire("s")
+        assert first is not None and second is not None
+        assert await sems.acquire("s") is None  # both permits live: refused
+        assert await first.extend(20_000) is True
+        assert await first.release() is True
+        async with sems.hold("s") as third:
+            assert rc.zscore(third.key, third.token) is not None
+        assert await second.release() is True
+    assert rc.exists(f"{prefix}:s") == 0  # gone with its last permit
+
+    async def key_of(permit: PermitHandle) -> str:
+        return permit.key
+
+    async with Semaphore(
+        client, prefix=prefix, limit=1, replicas=1, replica_timeout_ms=2_000
+    ) as sems:
+        assert await sems.run("w", key_of) == f"{prefix}:w"
+    await client.aclose()
+
+
+async def test_urls_with_cluster_true_and_factories(redis_cluster: Cluster, prefix: str) -> None:
+    async with Lock(redis_cluster.url, cluster=True, prefix=prefix) as locks:
+        assert isinstance(await locks.client(), RedisCluster)
+        assert await locks.run("u", fence_of) >= 1
+    async with Lock(
+        redis_cluster.url, cluster=True, prefix=prefix, replicas=1, replica_timeout_ms=2_000
+    ) as locks:
+        assert await locks.run("w", fence_of) >= 1
+
+    async def factory() -> RedisCluster:
+        return cluster_client(redis_cluster)
+
+    async with Lock(factory, prefix=prefix) as locks:
+        assert await locks.run("u", fence_of) >= 1
+    # The error names the driver's own cluster client class.
+    wanted = r"cluster=True needs a redis\.(asyncio\.)?cluster\.RedisCluster"
+    with pytest.raises(ValidationError, match=wanted):
+        Lock(Redis(), cluster=True)
+
+
+# -- replicas=N --------------------------------------------------------------------------------
+
+
+async def test_replicas_acknowledge_grants_and_renewals(
+    redis_cluster: Cluster, prefix: str
+) -> None:
+    renewed, seen = renewal_seen()
+
+    async def body(h: LockHandle) -> bool:
+        await renewed.wait()
+        return True
+
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with Lock(
+        client, prefix=prefix, ttl_ms=4_000, replicas=1, replica_timeout_ms=1_000, observers=[seen]
+    ) as locks:
+        assert await locks.run("k", body) is True
+    with pytest.raises(ValidationError, match="replica_timeout_ms must be at most half"):
+        Lock(client, replicas=1, replica_timeout_ms=600, ttl_ms=1_000)
+    await client.aclose()
+
+
+async def test_a_replicated_grant_is_the_first_command_of_a_new_client(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    """A cluster client that has sent nothing yet has no map of the slots: the grant that
+    waits for its replicas, sent to the key's primary itself, must not need one made."""
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    async with Lock(client, prefix=prefix, replicas=1, replica_timeout_ms=2_000) as locks:
+        handle = await locks.acquire("first")
+        assert handle is not None
+        assert rc.get(handle.key) == handle.token.encode()
+        assert await handle.release() is True
+    await client.aclose()
+
+
+async def test_a_grant_no_replica_acknowledged_is_released_and_not_acquired(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    key = f"{prefix}:n"
+    replica = redis_cluster.replica_of(redis_cluster.primary_for(key))
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    replica.pause()
+    try:
+        async with Lock(client, prefix=prefix, replicas=1, replica_timeout_ms=300) as locks:
+            with pytest.raises(NotReplicatedError) as refused:
+                await locks.acquire("n")
+            assert isinstance(refused.value, LockNotAcquiredError)
+            assert (refused.value.wanted, refused.value.acknowledged) == (1, 0)
+            assert rc.exists(key) == 0  # the grant was given back
+    finally:
+        replica.resume()
+        await client.aclose()
+    redis_cluster.wait_healthy()
