@@ -1,6 +1,9 @@
-"""The lock against a real Redis Cluster: its contract, groups across slots, a slot moved
-while a key in it is held (MIGRATING/IMPORTING, ASK and MOVED), and failovers (a
-coordinated ``CLUSTER FAILOVER`` and a killed primary) while locks are held.
+"""The lock against a real Redis Cluster while its topology changes: a slot moved while a
+key in it is held (MIGRATING/IMPORTING, ASK and MOVED), and failovers (a coordinated
+``CLUSTER FAILOVER`` and a killed primary) while locks are held.  Through the sync driver
+only: what they check is the scripts and redis-py's cluster routing across a changing
+topology, each case costs the shared cluster seconds of failover, and the contract on a
+cluster, on both drivers, is in ``tests/drivers/_async/test_cluster.py``.
 
 Outcomes that depend on time use TTLs of seconds; every wait for the topology is a poll of
 what the nodes report, with a generous deadline.  The cluster is the session's: each test
@@ -9,27 +12,18 @@ uses a prefix of its own and asks the cluster who serves a key *now*.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import threading
 from collections.abc import Iterator
 
 import pytest
 import redis
-import redis.asyncio as aredis
-from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 
-import distlock.asyncio
 from distlock import (
     Lock,
     LockHandle,
     LockLeaseLostError,
-    LockNotAcquiredError,
     LossReason,
-    NotReplicatedError,
-    ReentrantLock,
-    Semaphore,
-    ValidationError,
 )
 from distlock._slots import key_slot
 from distlock.events import Event, Renewed
@@ -64,162 +58,6 @@ def ids_on_distinct_primaries(cluster: Cluster, prefix: str, count: int) -> list
         found.setdefault(cluster.primary_for(f"{prefix}:{id}").port, id)
         n += 1
     return list(found.values())
-
-
-# -- the contract ----------------------------------------------------------------------------
-
-
-def test_lock_contract_on_a_cluster_sync(rc: redis.RedisCluster, prefix: str) -> None:
-    with Lock(rc, prefix=prefix, ttl_ms=10_000) as locks:
-        first = locks.acquire("a")
-        assert first is not None
-        assert locks.acquire("a") is None  # held: refused, fails fast
-        assert first.extend(20_000) is True
-        assert first.release() is True
-        second = locks.acquire("a")
-        assert second is not None and second.fence > first.fence
-        assert second.release() is True
-        # A key renewed while the body runs: wait for a renewal, then exit cleanly.
-        renewed = threading.Event()
-
-        def seen(event: Event) -> None:
-            if isinstance(event, Renewed):
-                renewed.set()
-
-        with Lock(rc, prefix=prefix, ttl_ms=2_000, observers=[seen]) as watched:
-            assert watched.run("b", lambda h: renewed.wait(30)) is True
-        assert rc.exists(f"{prefix}:a", f"{prefix}:b") == 0
-
-
-def test_a_key_deleted_behind_the_holders_back_fires_the_signal(
-    rc: redis.RedisCluster, prefix: str
-) -> None:
-    def body(handle: LockHandle) -> None:
-        rc.delete(handle.key)
-        assert handle.signal.wait(timeout=30)
-
-    with Lock(rc, prefix=prefix, ttl_ms=2_000) as locks:
-        with pytest.raises(LockLeaseLostError) as lost:
-            locks.run("x", body)
-        assert lost.value.reason is LossReason.RENEW_REJECTED
-
-
-def test_groups_spanning_slots_are_taken_in_one_global_order(
-    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
-) -> None:
-    ids = ids_on_distinct_primaries(redis_cluster, prefix, 3)
-    keys = [f"{prefix}:{id}" for id in ids]
-    assert len({key_slot(k) for k in keys}) == 3
-    with Lock(rc, prefix=prefix, ttl_ms=10_000) as locks:
-        with locks.hold_many(list(reversed(ids))) as group:
-            assert group.keys == sorted(keys)  # sorted keys, whatever slots they are in
-            assert rc.exists(*keys) == 3
-            # Another caller naming them in another order is refused at the first key,
-            # never holding one while waiting for another.
-            with pytest.raises(LockNotAcquiredError) as refused:
-                locks.run_many(ids, lambda g: None)
-            assert refused.value.key == sorted(keys)[0]
-        assert rc.exists(*keys) == 0
-
-
-def test_reentrant_lock_on_a_cluster(rc: redis.RedisCluster, prefix: str) -> None:
-    with ReentrantLock(rc, prefix=prefix, ttl_ms=10_000) as locks:
-        with locks.hold("r") as outer:
-            with locks.hold("r") as inner:
-                assert (outer.depth, inner.depth) == (1, 2)
-                assert rc.hget(outer.key, outer.token) == b"2"
-            assert rc.hget(outer.key, outer.token) == b"1"
-        assert rc.exists(f"{prefix}:r") == 0
-
-
-def test_semaphore_on_a_cluster(rc: redis.RedisCluster, prefix: str) -> None:
-    with Semaphore(rc, prefix=prefix, limit=2, ttl_ms=10_000) as sems:
-        first, second = sems.acquire("s"), sems.acquire("s")
-        assert first is not None and second is not None
-        assert sems.acquire("s") is None  # both permits live: refused
-        assert first.extend(20_000) is True
-        assert first.release() is True
-        with sems.hold("s") as third:
-            assert rc.zscore(third.key, third.token) is not None
-        assert second.release() is True
-    assert rc.exists(f"{prefix}:s") == 0  # gone with its last permit
-    with Semaphore(rc, prefix=prefix, limit=1, replicas=1, replica_timeout_ms=2_000) as sems:
-        assert sems.run("w", lambda permit: permit.key) == f"{prefix}:w"
-
-
-def test_urls_with_cluster_true_and_factories(redis_cluster: Cluster, prefix: str) -> None:
-    with Lock(redis_cluster.url, cluster=True, prefix=prefix) as locks:
-        assert isinstance(locks.client, redis.RedisCluster)
-        assert locks.run("u", lambda h: h.fence) >= 1
-    with Lock(lambda: redis_cluster.client(), prefix=prefix) as locks:
-        assert locks.run("u", lambda h: h.fence) >= 1
-    with pytest.raises(ValidationError, match=r"cluster=True needs a redis\.cluster\.RedisCluster"):
-        Lock(redis.Redis(), cluster=True)
-
-
-def test_asyncio_lock_on_a_cluster(redis_cluster: Cluster, prefix: str) -> None:
-    ids = ids_on_distinct_primaries(redis_cluster, prefix, 2)
-
-    async def main() -> None:
-        client = aredis.RedisCluster(
-            startup_nodes=[AsyncClusterNode(h, p) for h, p in redis_cluster.startup_nodes]
-        )
-        async with distlock.asyncio.Lock(client, prefix=prefix, ttl_ms=10_000) as locks:
-            handle = await locks.acquire("a")
-            assert handle is not None and await locks.acquire("a") is None
-            assert await handle.release() is True
-
-            async def body(group: distlock.asyncio.LockGroup) -> list[str]:
-                return group.keys
-
-            assert await locks.run_many(ids, body) == sorted(f"{prefix}:{i}" for i in ids)
-        await client.aclose()
-        async with distlock.asyncio.Lock(
-            redis_cluster.url, cluster=True, prefix=prefix, replicas=1, replica_timeout_ms=2_000
-        ) as locks:
-
-            async def fence(h: distlock.asyncio.LockHandle) -> int:
-                return h.fence
-
-            assert await locks.run("w", fence) >= 1
-
-    asyncio.run(main())
-
-
-# -- replicas=N --------------------------------------------------------------------------------
-
-
-def test_replicas_acknowledge_grants_and_renewals(rc: redis.RedisCluster, prefix: str) -> None:
-    renewed = threading.Event()
-
-    def seen(event: Event) -> None:
-        if isinstance(event, Renewed):
-            renewed.set()
-
-    with Lock(
-        rc, prefix=prefix, ttl_ms=4_000, replicas=1, replica_timeout_ms=1_000, observers=[seen]
-    ) as locks:
-        assert locks.run("k", lambda h: renewed.wait(30)) is True
-    with pytest.raises(ValidationError, match="replica_timeout_ms must be at most half"):
-        Lock(rc, replicas=1, replica_timeout_ms=600, ttl_ms=1_000)
-
-
-def test_a_grant_no_replica_acknowledged_is_released_and_not_acquired(
-    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
-) -> None:
-    key = f"{prefix}:n"
-    replica = redis_cluster.replica_of(redis_cluster.primary_for(key))
-    replica.pause()
-    try:
-        with Lock(rc, prefix=prefix, replicas=1, replica_timeout_ms=300) as locks:
-            with pytest.raises(NotReplicatedError) as refused:
-                locks.acquire("n")
-            assert isinstance(refused.value, LockNotAcquiredError)
-            assert (refused.value.wanted, refused.value.acknowledged) == (1, 0)
-            assert rc.exists(key) == 0  # the grant was given back
-    finally:
-        replica.resume()
-    redis_cluster.wait_healthy()
 
 
 # -- a slot moved while a key in it is held ------------------------------------------------------
