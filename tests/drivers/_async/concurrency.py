@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 
 import distlock
 from distlock.signal import AsyncLeaseSignal
-from distlock.tools.servers.topologies import Cluster
+from distlock.tools.servers.topologies import Cluster, SentinelTopology
 from tests.client_matrix import AsyncMade, ClientConfig
 from tests.failing_clients import AsyncFailsOneRenewal
 from tests.redis_server import RedisServer, free_port
@@ -57,6 +57,11 @@ def cluster_client(cluster: Cluster, **kwargs: Any) -> aredis.RedisCluster:
 def made_client(config: ClientConfig, url: str) -> AsyncMade:
     """What the config gives a primitive (a client or a URL), and how to let go of it."""
     return config.asyncio(url)
+
+
+def sentinel_client(topology: SentinelTopology, **kwargs: Any) -> Any:
+    """The driver's client that asks the sentinels where the primary is (redis-py's own)."""
+    return topology.async_master_for(**kwargs)
 
 
 def no_retry() -> Retry:

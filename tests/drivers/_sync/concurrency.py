@@ -16,7 +16,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distlock.signal import LeaseSignal
-from distlock.tools.servers.topologies import Cluster
+from distlock.tools.servers.topologies import Cluster, SentinelTopology
 from tests.client_matrix import ClientConfig, SyncMade
 from tests.failing_clients import FailsOneRenewal as FailsOneRenewal  # re-exported
 from tests.redis_server import RedisServer, free_port
@@ -50,6 +50,11 @@ def cluster_client(cluster: Cluster, **kwargs: Any) -> redis.RedisCluster:
 def made_client(config: ClientConfig, url: str) -> SyncMade:
     """What the config gives a primitive (a client or a URL), and how to let go of it."""
     return config.sync(url)
+
+
+def sentinel_client(topology: SentinelTopology, **kwargs: Any) -> Any:
+    """The driver's client that asks the sentinels where the primary is (redis-py's own)."""
+    return topology.master_for(**kwargs)
 
 
 def no_retry() -> Retry:
