@@ -50,7 +50,7 @@ PURE_TESTS ?= \
 	tests/drivers/_async/test_semaphore_wait.py tests/drivers/_sync/test_semaphore_wait.py \
 	tests/drivers/_async/test_wait.py tests/drivers/_sync/test_wait.py \
 	tests/drivers/test_wait_asyncio.py tests/drivers/test_wait_threads.py \
-	tests/drivers/_async/test_wait_handoff.py tests/drivers/_sync/test_wait_handoff.py \
+	tests/drivers/_async/test_wait_handoff.py tests/drivers/_sync/test_wait_handoff.py tests/drivers/test_wait_handoff_asyncio.py \
 	tests/test_wait_recheck.py \
 	tests/properties/test_core_stateful.py tests/properties/test_twins.py \
 	tests/properties/test_redis_stateful.py tests/properties/test_reentrant_stateful.py \

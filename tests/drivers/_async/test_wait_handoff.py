@@ -8,7 +8,7 @@ the moment ``BLPOP`` answers, on the same connection, with no pool round trip.  
 not change: an error there is thrown into the flow at the attempt, which cleans up as for
 any attempt whose reply never came (no place left in the queue, no key left held), and the
 connection goes back to the pool, disconnected if it failed.  (A cancellation there:
-``tests/drivers/test_wait_asyncio.py``.)
+``tests/drivers/test_wait_handoff_asyncio.py``.)
 """
 
 from __future__ import annotations
