@@ -6,7 +6,9 @@ closed end once idle (asyncio has no threads of its own)."""
 from __future__ import annotations
 
 import ctypes
-import threading
+import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -51,34 +53,50 @@ def test_gil_held_past_the_ttl_is_caught(r: redis.Redis) -> None:
     )
 
 
-def test_threads_of_a_lock_never_closed_end_when_idle(
-    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+#: Run in a process of its own: the timer thread of the test process also serves every
+#: earlier test's Locks, whose entries (a disarmed renewal waits in its bucket until its
+#: instant) may keep it up for a lease after their last use.
+_IDLE_THREADS = """
+import sys, threading
+import redis
+import distlock
+from distlock import _scheduler
+from distlock._sync import backend
+
+_scheduler.IDLE_SECONDS = 0.1
+backend.WORKERS._idle_seconds = 0.1
+client = redis.Redis.from_url(sys.argv[1])
+
+def alive():
+    return [t for t in threading.enumerate() if t.name.startswith("distlock-")]
+
+for i in range(20):
+    distlock.Lock(client, prefix="drop", ttl_ms=2_000).run(str(i), lambda h: None)
+assert backend.TIMERS.running and alive(), "the renewal timers started no thread"
+ended = threading.Event()
+
+def poll():
+    while alive():
+        if ended.wait(0.05):
+            return
+    ended.set()
+
+poller = threading.Thread(target=poll)
+poller.start()
+assert ended.wait(30), f"{alive()} still alive"
+poller.join()
+client.close()
+print("ended")
+"""
+
+
+def test_threads_of_a_lock_never_closed_end_when_idle(redis_server: RedisServer) -> None:
     # The redis-py habit: a Lock made per use and dropped, never closed.  The timer
     # thread and the workers are the process's: they end once idle, Locks closed or not.
-    from distlock import _scheduler
-    from distlock._sync import backend
-
-    monkeypatch.setattr(_scheduler, "IDLE_SECONDS", 0.1)
-    monkeypatch.setattr(backend.WORKERS, "_idle_seconds", 0.1)
-    client = redis.Redis.from_url(redis_server.url)
-
-    def alive() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name.startswith("distlock-")]
-
-    for i in range(20):
-        Lock(client, prefix="drop", ttl_ms=2_000).run(str(i), lambda h: None)
-    assert backend.TIMERS.running and alive()  # the renewal timers did start a thread...
-    ended = threading.Event()
-
-    def poll() -> None:
-        while alive():
-            if ended.wait(0.05):
-                return
-        ended.set()
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    assert ended.wait(30), f"{alive()} still alive"
-    poller.join()
-    client.close()
+    proc = subprocess.run(
+        [sys.executable, "-c", _IDLE_THREADS, redis_server.url],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ended"
