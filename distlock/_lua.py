@@ -34,12 +34,16 @@ from typing import Final
 
 from distlock._core.waiting import LONGEST_BLOCK_MS
 from distlock._fence_floor import FENCE_EPOCH_MS, FENCES_PER_MS
+from distlock._queue_names import QUEUE_PREFIX, WAKE_PREFIX
 
-#: The numbers the scripts take from Python, by placeholder (``${LONGEST_BLOCK_MS}``).
-PARAMS: Final[Mapping[str, int]] = {
+#: The values the scripts take from Python, by placeholder (``${LONGEST_BLOCK_MS}``): numbers,
+#: and names, written in as they are (the script quotes them).
+PARAMS: Final[Mapping[str, int | str]] = {
     "LONGEST_BLOCK_MS": LONGEST_BLOCK_MS,
     "FENCE_EPOCH_MS": FENCE_EPOCH_MS,
     "FENCES_PER_MS": FENCES_PER_MS,
+    "QUEUE_PREFIX_LEN": len(QUEUE_PREFIX),
+    "WAKE_PREFIX": WAKE_PREFIX,
 }
 
 #: The folder of the pieces, inside the scripts' folder.
@@ -101,7 +105,9 @@ def header(text: str) -> list[str]:
     return lines
 
 
-def assemble(name: str, files: Mapping[str, str], params: Mapping[str, int] = PARAMS) -> str:
+def assemble(
+    name: str, files: Mapping[str, str], params: Mapping[str, int | str] = PARAMS
+) -> str:
     """The text Redis runs for script ``name`` (``"acquire"``): its file with each include
     line replaced by the pieces it names, placeholders written in, comments left out."""
     if name not in files:
@@ -117,7 +123,7 @@ def assemble(name: str, files: Mapping[str, str], params: Mapping[str, int] = PA
 
 
 def assemble_all(
-    files: Mapping[str, str] | None = None, params: Mapping[str, int] = PARAMS
+    files: Mapping[str, str] | None = None, params: Mapping[str, int | str] = PARAMS
 ) -> dict[str, str]:
     """Every script of ``files`` (the package's by default), assembled, by file name.
     Every value in ``params`` must be used by some script."""

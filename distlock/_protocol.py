@@ -21,6 +21,7 @@ from typing import Any, Final
 from distlock._core.commands import Command, Kind, Op
 from distlock._core.waiting import QUEUE_GRACE_MS
 from distlock._lua import assemble_all
+from distlock._queue_names import PLACES_PREFIX, QUEUE_PREFIX, WAKE_PREFIX
 from distlock._slots import key_slot, slot_tag
 
 
@@ -154,9 +155,9 @@ def queue_keys(key: str, kind: Kind = Kind.LOCK) -> tuple[str, str, str]:
     tag = slot_tag(key_slot(key))
     mark = _QUEUE_MARK[kind]
     return (
-        f"distlock:queue:{mark}{{{tag}}}:{key}",
-        f"distlock:queued:{mark}{{{tag}}}:{key}",
-        f"distlock:wake:{mark}{{{tag}}}:{key}:",
+        f"{QUEUE_PREFIX}{mark}{{{tag}}}:{key}",
+        f"{PLACES_PREFIX}{mark}{{{tag}}}:{key}",
+        f"{WAKE_PREFIX}{mark}{{{tag}}}:{key}:",
     )
 
 

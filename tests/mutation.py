@@ -195,14 +195,14 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "R4", "RELEASE", "the release wakes the first waiter instead of handing it the key",
-        "hand_head(KEYS[3], KEYS[4], 'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':', handed)",
-        "hand_head(KEYS[3], KEYS[4], 'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':', nil)",
+        "hand_head(KEYS[3], KEYS[4], wake, handed)",
+        "hand_head(KEYS[3], KEYS[4], wake, nil)",
         (EDGES, *WAIT),
     ),
     Mutant(
         "R5", "RELEASE", "the release hands the key over on a wake list nobody blocks on",
-        "'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':'",
-        "'distlock:wake:' .. string.sub(KEYS[3], 15) .. ':'",
+        "string.sub(KEYS[3], ${QUEUE_PREFIX_LEN} + 1)",
+        "string.sub(KEYS[3], ${QUEUE_PREFIX_LEN})",
         (EDGES, *WAIT),
     ),
     # -- the reentrant lock ------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 from distlock import _lua, _protocol
 from distlock._core.waiting import LONGEST_BLOCK_MS
+from distlock._queue_names import QUEUE_PREFIX, WAKE_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = _lua.read_files()
@@ -146,7 +147,7 @@ def test_the_lock_release_names_the_wake_lists_as_queue_keys_does(key: str) -> N
     """The lock's release makes its wake lists' prefix from its queue's name (KEYS[3]),
     rather than taking it as an argument: the same name queue_keys gives the waiters."""
     queue, _, wake = _protocol.queue_keys(key)
-    made = "'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':'"
+    made = f"'{WAKE_PREFIX}' .. string.sub(KEYS[3], {len(QUEUE_PREFIX)} + 1) .. ':'"
     assert made in _protocol.RELEASE.source
-    assert queue.startswith("distlock:queue:") and len("distlock:queue:") + 1 == 16
-    assert "distlock:wake:" + queue[15:] + ":" == wake
+    assert queue.startswith(QUEUE_PREFIX)
+    assert WAKE_PREFIX + queue[len(QUEUE_PREFIX):] + ":" == wake

@@ -16,10 +16,11 @@
 -- KEYS: [1] the lock key, [2] this token's release record, [3] the key's queue, [4] its
 --   places, [5] the fence counter.
 -- ARGV: [1] token, [2] the record's life, ms (RELEASE_MEMORY_MS).  The wake lists'
---   prefix is the queue's name with 'queue' made 'wake' ('distlock:queue:{t}:key' gives
---   'distlock:wake:{t}:key:', as queue_keys names them), made only where there is a
+--   prefix is the queue's name with its prefix made the wake lists' (the names of
+--   distlock/_queue_names.py, as queue_keys makes them), made only where there is a
 --   queue: each argument costs every release a slot in Redis's ARGV table, and a third
 --   one made it grow twice, not once.
+-- Substitutes: ${WAKE_PREFIX} and ${QUEUE_PREFIX_LEN}, from distlock/_queue_names.py.
 -- Returns: 1 if deleted now, or if this token's release already deleted it (a resend);
 --   0 if the key is not ours and we did not release it.
 -- Spec: DistLock.tla RedisStep (m.kind = "release"); Wait.tla RedisRelease
@@ -31,7 +32,8 @@ if v == ARGV[1] then
     -- include: queue
     local FENCES = KEYS[5]
     -- include: claim hands_off
-    hand_head(KEYS[3], KEYS[4], 'distlock:wake:' .. string.sub(KEYS[3], 16) .. ':', handed)
+    local wake = '${WAKE_PREFIX}' .. string.sub(KEYS[3], ${QUEUE_PREFIX_LEN} + 1) .. ':'
+    hand_head(KEYS[3], KEYS[4], wake, handed)
   end
   return 1
 end
