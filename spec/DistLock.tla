@@ -55,6 +55,9 @@ Mutants == {"none", "release_plain_del", "extend_without_token_check",
             \* (held_as without PEXPIRE); the handoff reuses the releaser's fence (no INCR)
             "hand_releasers_ttl", "handed_lease_from_wakeup", "regrant_keeps_ttl",
             "hand_reuses_fence",
+            \* the release deletes the key and leaves the queue be: no waiter is handed it nor
+            \* woken (spec/Election.tla refutes the bound on a campaign's wait with it)
+            "release_forgets_queue",
             \* a lost counter starts again at 0: no floor from Redis's clock (lib/fence.lua)
             "no_fence_floor"}
 
@@ -765,7 +768,7 @@ RedisStep(m) ==
                   again == /\ m.tok \in released
                            /\ Mutant # "release_without_record"
                   \* deleting our key, it hands it to the first waiter (Handoff)
-                  hand == key_holder = m.tok /\ queue # <<>>
+                  hand == key_holder = m.tok /\ queue # <<>> /\ Mutant # "release_forgets_queue"
               IN /\ IF hand
                     THEN /\ HandTo(Head(queue), IF Mutant = "hand_releasers_ttl" THEN key_ttl
                                                 ELSE HandedTTL)

@@ -143,6 +143,26 @@ def _fenced_refutes(name: str, config: str, prop: str) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, module="FencedResource")
 
 
+#: What the models of leader election check (spec/Election.tla, the lock's lease and
+#: handoff with a leader record and the observer's read): one leader at a time, leaders
+#: act only within their lease, leader() reports a granted candidate with its fence, the
+#: fences increase, and the lock's SignalSound, SignalOnTime and RejectionSignals.
+ELECTION = ("AtMostOneLeader, ActsOnlyWithinLease, LeaderReadSound, FencesIncrease, "
+            "SignalSound, SignalOnTime, RejectionSignals")
+#: ... and in the timed model, the bound on a campaign once the leader is gone.
+ELECTION_SERVED = "CampaignServed, AtMostOneLeader, LeaderReadSound, FencesIncrease"
+
+
+def _election_holds(name: str, config: str, min_states: int,
+                    checks: str = ELECTION) -> Run:
+    return Run(name, config, checks, "holds", min_states=min_states, module="Election",
+               short=True)
+
+
+def _election_refutes(name: str, config: str, prop: str) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, module="Election")
+
+
 #: Every run of ``verify``, in the order of the report (see :func:`schedule` for the order
 #: they are started in).
 RUNS: tuple[Run, ...] = (
@@ -374,6 +394,31 @@ RUNS: tuple[Run, ...] = (
                     "ProbeHolderWroteTwice"),
     _fenced_refutes("fenced-probe-stale-refused", "FencedProbeStaleRefused.cfg",
                     "ProbeStaleRefused"),
+    # -- leader election (spec/Election.tla): campaigns on the lock's queue with the
+    # handoff, the leader record and leader(), a leader killed ----------------------------
+    _election_holds("election", "Election.cfg", 40_000),
+    _election_holds("election-drift", "ElectionDrift.cfg", 30_000),
+    _election_holds("election-three", "ElectionThree.cfg", 70_000),
+    # every reply in time, blocks of at most LongestBlock: the bound on a campaign
+    _election_holds("election-served", "ElectionServed.cfg", 7_000, ELECTION_SERVED),
+    _election_refutes("election-mutant-deadline-from-reply",
+                      "ElectionMutantDeadlineFromReply.cfg", "AtMostOneLeader"),
+    _election_refutes("election-mutant-hand-reuses-fence", "ElectionMutantReusesFence.cfg",
+                      "FencesIncrease"),
+    _election_refutes("election-mutant-resign-forgets-queue",
+                      "ElectionMutantResignForgetsQueue.cfg", "CampaignServed"),
+    _election_refutes("election-mutant-identity-before-grant",
+                      "ElectionMutantIdentityBeforeGrant.cfg", "LeaderReadSound"),
+    _election_refutes("election-mutant-two-step-read", "ElectionMutantTwoStepRead.cfg",
+                      "LeaderReadSound"),
+    _election_refutes("election-mutant-act-past-deadline",
+                      "ElectionMutantActPastDeadline.cfg", "ActsOnlyWithinLease"),
+    _election_refutes("election-probe-resign-handoff", "ElectionProbeResignHandoff.cfg",
+                      "ProbeResignHandoff"),
+    _election_refutes("election-probe-dead-replaced", "ElectionProbeDeadReplaced.cfg",
+                      "ProbeDeadReplaced"),
+    _election_refutes("election-probe-report-handed", "ElectionProbeReportHanded.cfg",
+                      "ProbeReportHanded"),
     # -- reachability probes: the states the properties talk about are reachable -------
     _refutes("probe-both-in-body", "ProbeBothInBody.cfg", "ProbeBothInBody"),
     _refutes("probe-renewed", "ProbeRenewed.cfg", "ProbeRenewed"),
