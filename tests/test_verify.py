@@ -116,6 +116,28 @@ def test_every_run_names_an_existing_config_and_a_refuted_property() -> None:
             assert run.refutes in (specfiles.spec_dir() / run.config).read_text(), run.name
 
 
+def test_every_config_in_the_spec_is_a_run() -> None:
+    # A model written and not listed is never checked: only the tests' own smoke model is
+    # left out of verify.
+    listed = {run.config for run in verify.RUNS}
+    configs = {path.name for path in specfiles.spec_dir().glob("*.cfg")}
+    assert configs - listed == {"Smoke.cfg"}
+
+
+def test_each_election_property_holds_and_has_a_run_that_refutes_it() -> None:
+    runs = [run for run in verify.RUNS if run.module == "Election"]
+    refuted = {run.refutes for run in runs if "-mutant-" in run.name}
+    assert refuted == {"AtMostOneLeader", "FencesIncrease", "CampaignServed",
+                       "LeaderReadSound", "ActsOnlyWithinLease"}
+    checked = {
+        name
+        for run in runs if run.expected == "holds"
+        for name in (specfiles.spec_dir() / run.config).read_text().split()
+    }
+    assert refuted <= checked
+    assert all(run.config.startswith("Election") for run in runs)
+
+
 def test_select_by_prefix() -> None:
     chosen = verify.select(["mutant"])
     assert chosen and all(run.name.startswith("mutant") for run in chosen)
