@@ -74,10 +74,15 @@ RecheckAge == MaxDelay + LongestBlock
 (* lives at most TTL ticks more; the head campaigner's last attempt        *)
 (* before it expired ran before the tick that expired it, so it was sent   *)
 (* at least a tick before; the next is sent within RecheckAge of it and    *)
-(* answered within MaxDelay.  Both bounds are tight: one tick less is      *)
-(* refuted in ElectionServed.cfg's world.                                  *)
+(* answered within MaxDelay.  After a lease that lapsed on its leader's    *)
+(* clock with a renewal in flight (a handed lease counts from the          *)
+(* campaigner's last attempt, so it may be short): that renewal may still  *)
+(* run, up to MaxDelay later, and the leader die then: MaxDelay more.      *)
+(* ResignBound and DeathBound are tight: one tick less is refuted in       *)
+(* ElectionServed.cfg's world.                                             *)
 ResignBound == 3 * MaxDelay
 DeathBound  == TTL - 1 + RecheckAge + MaxDelay
+LossBound   == DeathBound + MaxDelay
 
 VARIABLES
     rec,         \* the leader record at Redis: [tok, id, fence] of the last grant (id: the
@@ -87,7 +92,8 @@ VARIABLES
     dead,        \* candidates killed
     vacant_for,  \* timed model: ticks since the last leader stopped leading while some
                  \* candidate campaigns (0 while someone leads or nobody campaigns)
-    cause        \* what ended the last leadership: "start", "resign", "death", "loss"
+    cause        \* what ended the last leadership: "start", "resign", "death", "loss"; or
+                 \* "withdraw": the campaigner first in line gave up
 
 evars    == <<rec, obs, dead, vacant_for, cause>>
 allvars  == <<vars, evars>>
@@ -180,6 +186,9 @@ RedisRun(m) ==
 ETick ==
     /\ Tick
     /\ Timed => \A c \in Clients : phase[c] = "waiting" => sent_ago[c] < RecheckAge
+    \* nothing waits for a withdrawal's reply, so the lock's Timely world does not bound
+    \* its delay: in the timed model it runs before time moves on
+    /\ Timed => ~\E m \in net : m.kind = "withdraw" /\ m.st = "sent"
     /\ IF Timed
        THEN /\ vacant_for' = IF Vacant' THEN vacant_for + 1 ELSE 0
             /\ cause' = IF \E c \in Clients : Leading(c) /\ ~(Leading(c))'
@@ -207,6 +216,16 @@ EnvOther ==
     /\ UNCHANGED <<rec, obs, dead>>
     /\ Track
 
+(* A campaigner gives up (its deadline, a cancellation) while the lease is *)
+(* handed to it, or while it is first in line for a free lease: its        *)
+(* withdrawal gives the lease back or passes its turn on, handing the      *)
+(* lease to the next campaigner as a resignation does, and the vacancy     *)
+(* counts again from here.                                                 *)
+GaveUpFirst(c) ==
+    /\ phase[c] = "waiting" /\ phase'[c] = "done"
+    /\ \/ key_holder = token[c]
+       \/ key_holder = NoToken /\ queue # <<>> /\ Head(queue) = token[c]
+
 (* A candidate's own step: the lock's Section methods.  In the timed       *)
 (* model a block does not end by its time-out while a wake-up is in the    *)
 (* campaigner's list: BLPOP returns an element that is there (the lock's   *)
@@ -217,7 +236,10 @@ CandidateStep(c) ==
     /\ (Timed /\ phase[c] = "waiting" /\ WakeupsOf(token[c]) # {})
            => phase'[c] # "acquiring"
     /\ UNCHANGED <<rec, obs, dead>>
-    /\ Track
+    /\ IF Timed /\ GaveUpFirst(c)
+       THEN /\ vacant_for' = 0
+            /\ cause' = "withdraw"
+       ELSE Track
 
 (* The leader's process is killed: nothing more runs on its side (no       *)
 (* renewal, no release, no signal); its key lives until its TTL.  In the   *)
@@ -283,7 +305,7 @@ ETypeOK ==
     /\ obs \in Tokens \cup {NoToken}
     /\ dead \subseteq Clients
     /\ vacant_for \in Nat
-    /\ cause \in {"start", "resign", "death", "loss"}
+    /\ cause \in {"start", "resign", "withdraw", "death", "loss"}
 
 (* At most one candidate leads: acting as leader with its lease valid on   *)
 (* its own clock.  (Unless Redis lost the key under one and no reply has   *)
@@ -308,10 +330,13 @@ LeaderReadSound ==
 
 (* The timed model: while a candidate campaigns (within its wait) and      *)
 (* nobody leads, a leader is in place within ResignBound ticks of a        *)
-(* resignation, and within DeathBound of a death, a lost lease or the      *)
-(* start.                                                                  *)
+(* resignation (or of the withdrawal of the campaigner first in line for   *)
+(* the lease, or handed it), within DeathBound of a death or the start,    *)
+(* and within LossBound of a lease that lapsed on its leader's clock.      *)
 CampaignServed ==
-    vacant_for <= (IF cause = "resign" THEN ResignBound ELSE DeathBound)
+    vacant_for <= CASE cause \in {"resign", "withdraw"} -> ResignBound
+                    [] cause = "loss"                  -> LossBound
+                    [] OTHER                           -> DeathBound
 
 (***************************************************************************)
 (* Reachability probes: TLC must VIOLATE them.                             *)
