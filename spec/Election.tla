@@ -35,7 +35,7 @@
 EXTENDS DistLock
 
 CONSTANTS
-    ElectionMutant, \* "none", "identity_before_grant", "two_step_read", "act_past_deadline"
+    ElectionMutant, \* "none" or a broken variant of ElectionMutants
     LongestBlock,   \* > 0: a campaigner blocks at most this many ticks (its next attempt
                     \* is sent within MaxDelay + LongestBlock of its last); 0: any time
     Kills           \* a leader's process may be killed (at most MaxFaults faults in all)
@@ -46,6 +46,8 @@ ElectionMutants == {"none",
     "identity_before_grant",
     \* leader() reads the identity with one command and the fence and the TTL with another
     "two_step_read",
+    \* leader() reports the record without checking its token against the lease key's
+    "read_without_token_check",
     \* the handle lets its leader act while no signal has fired, without reading its clock
     "act_past_deadline"}
 
@@ -70,16 +72,16 @@ RecheckAge == MaxDelay + LongestBlock
 (* attempt ran before the handoff has its refusal within MaxDelay more,    *)
 (* and then reads the wake-up within MaxDelay; an attempt that runs after  *)
 (* the handoff is granted the key handed to it (held_as).  After a death   *)
-(* (or a lease lost another way, or at the start): the dead leader's key   *)
-(* lives at most TTL ticks more; the head campaigner's last attempt        *)
+(* (or at the start): the dead leader's key lives at most TTL ticks more;  *)
+(* the head campaigner's last attempt                                      *)
 (* before it expired ran before the tick that expired it, so it was sent   *)
 (* at least a tick before; the next is sent within RecheckAge of it and    *)
 (* answered within MaxDelay.  After a lease that lapsed on its leader's    *)
 (* clock with a renewal in flight (a handed lease counts from the          *)
 (* campaigner's last attempt, so it may be short): that renewal may still  *)
 (* run, up to MaxDelay later, and the leader die then: MaxDelay more.      *)
-(* ResignBound and DeathBound are tight: one tick less is refuted in       *)
-(* ElectionServed.cfg's world.                                             *)
+(* Each is tight: one tick less is refuted, ResignBound and DeathBound in  *)
+(* ElectionServed.cfg's world, LossBound with a third candidate.           *)
 ResignBound == 3 * MaxDelay
 DeathBound  == TTL - 1 + RecheckAge + MaxDelay
 LossBound   == DeathBound + MaxDelay
@@ -127,10 +129,14 @@ LastFence(t) ==
 (* nothing, so every reachable state is an instant a read may run at, and  *)
 (* the invariant on LeaderRead checks every read.  two_step_read: the      *)
 (* identity came from an earlier command (obs), the fence and the TTL      *)
-(* come from this one.                                                     *)
+(* come from this one.  read_without_token_check: the record is reported   *)
+(* whatever the key holds (the record outlives its lease).                 *)
 Recorded == key_holder # NoToken /\ rec.tok = key_holder
 LeaderRead ==
-    IF ElectionMutant = "two_step_read"
+    IF ElectionMutant = "read_without_token_check"
+    THEN IF rec.tok # NoToken
+         THEN [id |-> rec.id, fence |-> rec.fence, holder |-> key_holder] ELSE NoReport
+    ELSE IF ElectionMutant = "two_step_read"
     THEN IF obs # NoToken /\ Recorded
          THEN [id |-> obs, fence |-> rec.fence, holder |-> key_holder] ELSE NoReport
     ELSE IF Recorded

@@ -411,6 +411,8 @@ RUNS: tuple[Run, ...] = (
                       "ElectionMutantIdentityBeforeGrant.cfg", "LeaderReadSound"),
     _election_refutes("election-mutant-two-step-read", "ElectionMutantTwoStepRead.cfg",
                       "LeaderReadSound"),
+    _election_refutes("election-mutant-read-without-token-check",
+                      "ElectionMutantReadWithoutTokenCheck.cfg", "LeaderReadSound"),
     _election_refutes("election-mutant-act-past-deadline",
                       "ElectionMutantActPastDeadline.cfg", "ActsOnlyWithinLease"),
     _election_refutes("election-probe-resign-handoff", "ElectionProbeResignHandoff.cfg",
