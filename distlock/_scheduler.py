@@ -254,11 +254,6 @@ class Scheduler:
                 if self._after_due and (not heap or heap[0] > now):
                     self._run_after_due()
                     continue
-                if heap and self._entries == 0:
-                    # Only empty buckets are left (bodies that ended before their first
-                    # heartbeat): nothing is due, so the thread may go idle and end.
-                    heap.clear()
-                    self._due.clear()
                 if not heap:
                     # Idle: end the thread after a while; the next call_at starts another.
                     # A Lock that is never closed then costs no thread while unused.
@@ -270,6 +265,11 @@ class Scheduler:
                         return
                     continue
                 if heap[0] > now:
+                    # Even when only empty buckets are left (bodies that ended before their
+                    # first heartbeat): dropping them now would leave the thread idle, so the
+                    # next cycle's arm, at that same instant, would push it again and wake
+                    # the thread (a GIL hand-off per lock cycle).  Asleep until the instant,
+                    # the thread is woken by no arm for it; it drops the bucket then.
                     self._wake_at = heap[0]
                     # At most IDLE_SECONDS: the instant may be an empty bucket's, far off,
                     # and the thread must find out that nothing is left, to end.

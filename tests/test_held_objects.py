@@ -6,8 +6,10 @@ instant order.  What else a held lock no longer carries, on both drivers, is in
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 
+from distlock._clock import now_ms
 from distlock._scheduler import Scheduler
 
 
@@ -109,6 +111,42 @@ def test_a_disarm_of_its_buckets_last_entry_takes_it_out_at_once() -> None:
         scheduler.disarm(first)  # not the last: dead where it is, counted for compaction
         assert scheduler._due == {later: [first, second]}
         assert scheduler._entries == 2 and scheduler._cancelled == 1
+    finally:
+        scheduler.close()
+
+
+def _asleep(scheduler: Scheduler) -> bool:
+    """Whether the timer thread waits on its condition (it sets ``_wake_at`` before it
+    waits, under the lock this takes, and resets it when it wakes)."""
+    with scheduler._lock:
+        return scheduler._wake_at != -math.inf
+
+
+def test_a_cycle_that_ends_before_its_heartbeat_does_not_wake_the_timer_thread() -> None:
+    """Lock cycles arm their handle for one instant and disarm it before it comes: the
+    thread, once asleep, must stay asleep through every later cycle.  (It used to drop an
+    instant whose bucket was empty and go idle, so the next cycle's arm pushed the instant
+    again and woke it: a GIL hand-off per lock cycle.)"""
+    scheduler = Scheduler("test-timer")
+    wakes: list[int] = []
+    try:
+        later = now_ms() + 3_600_000.0  # an hour away: never comes up during the test
+        item = _Item("cycle")
+        scheduler.arm(later, item)  # starts the thread
+        scheduler.disarm(item)
+        settled = threading.Event()
+        for _ in range(30_000):
+            if _asleep(scheduler):
+                break
+            settled.wait(0.001)
+        assert _asleep(scheduler), "the timer thread never went to sleep"
+        notify = scheduler._cond.notify
+        scheduler._cond.notify = lambda n=1: (wakes.append(n), notify(n))[1]  # type: ignore[method-assign]
+        for _ in range(100):
+            scheduler.arm(later, item)
+            scheduler.disarm(item)
+        assert wakes == []
+        assert scheduler._heap == [later]
     finally:
         scheduler.close()
 
