@@ -87,14 +87,16 @@ class HoldingBase:
     def __init__(self) -> None:
         self._entered = False
 
-    def _start(self, lock: LockBase, handles: Sequence[HandleBase]) -> None:
+    def _refuse_entry(self, lock: LockBase, handles: Sequence[HandleBase]) -> None:
+        """Raise why this hold may not be entered: it was already, or ``lock`` is closed.
+        Called only when one of the two is so (``self._entered or lock._closed``, tested
+        where the hold is entered: this call is then off every lock cycle's path)."""
         if self._entered:
             raise UsageError(
                 "this hold() was already entered; call hold() again for another section"
             )
         self._entered = True
-        if lock._closed:  # tested here first: the key is only the error's
-            lock._check_open(handles[0].key if len(handles) == 1 else None)
+        lock._check_open(handles[0].key if len(handles) == 1 else None)
 
     _conclude = staticmethod(conclude)
 

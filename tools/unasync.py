@@ -75,6 +75,13 @@ RULES: list[tuple[re.Pattern[str], str]] = [
         (r"\bdistlock\._async\b", "distlock._sync"),
         (r"^from distlock\.asyncio import\b", "from distlock import"),
         (r"\bAwaitable\[(\w+)\]", r"\1"),
+        # The sync cancellation accounting's constant answers, written in place: a call
+        # of a no-op is a Python call on every lock cycle.
+        (r"\bcancellation\.current_task\(\)", "None"),
+        (r"\bwatch and cancellation\.cancels_body\(\w+\)", "False"),
+        # A sync hold links no handle to itself (that link is asyncio's, for a loss's
+        # cancel), so there is nothing to let go.
+        (r"^(\s*)_let_go\(handles\)$", r"\1pass  # a sync hold links no handle to itself"),
     ]
 ]
 

@@ -139,7 +139,9 @@ class _Holding(HoldingBase):
         self.task: cancellation.Task | None = None
 
     async def _enter(self, lock: Primitive[Any], handles: Sequence[Handle]) -> None:
-        self._start(lock, handles)
+        if self._entered or lock._closed:
+            self._refuse_entry(lock, handles)
+        self._entered = True
         # Linked only from here to the exit: a hold never entered (a  # unasync: async only
         # reentrant re-entry's) is freed as soon as it is dropped.  # unasync: async only
         for handle in handles:  # unasync: async only
@@ -163,10 +165,13 @@ class _Holding(HoldingBase):
         ev: BaseException | None,
     ) -> None:
         task = self.task
-        # The loss's cancel is taken back; one from outside wins.  # unasync: async only
-        c = self._cancelling  # unasync: async only
-        end = await cancellation.receive_loss_cancel(machine, task, ev)  # unasync: async only
-        outside = cancellation.outside_cancel(machine, task, c, end)  # unasync: async only
+        # unasync: begin async only
+        end, outside = ev, False
+        if machine.body_cancelled:  # tested here: a lock cycle pays no call for a loss
+            # The loss's cancel is taken back; one from outside wins.
+            end = await cancellation.receive_loss_cancel(machine, task, ev)
+            outside = cancellation.outside_cancel(machine, task, self._cancelling, end)
+        # unasync: end
         try:
             await lock._run(flows.finish_all(lock, handles), None, task)
         finally:

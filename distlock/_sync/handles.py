@@ -140,14 +140,16 @@ class _Holding(HoldingBase):
         self.task: cancellation.Task | None = None
 
     def _enter(self, lock: Primitive[Any], handles: Sequence[Handle]) -> None:
-        self._start(lock, handles)
-        task = cancellation.current_task()
+        if self._entered or lock._closed:
+            self._refuse_entry(lock, handles)
+        self._entered = True
+        task = None
         try:
             lock._run(flows.acquire_all(lock, handles), None, task)
             if lock._closed:
                 lock._refuse_granted(handles)
         except BaseException:
-            _let_go(handles)
+            pass  # a sync hold links no handle to itself
             raise
 
     def _exit(
@@ -161,7 +163,7 @@ class _Holding(HoldingBase):
         try:
             lock._run(flows.finish_all(lock, handles), None, task)
         finally:
-            _let_go(handles)
+            pass  # a sync hold links no handle to itself
         self._conclude(machine, ev)
 
 

@@ -116,7 +116,7 @@ class Lock(Primitive[LockHandle]):
     ) -> tuple[Group, LockGroup]:
         opts = self._options(keys, options)
         machine, sections = self._sections_for(
-            ids, opts, watch=watch, cancel_on_loss=watch and cancellation.cancels_body(opts)
+            ids, opts, watch=watch, cancel_on_loss=False
         )
         make = self._handle_type
         handles = tuple([make(self, s, machine) for s in sections])

@@ -145,7 +145,7 @@ class Primitive(Runner, Generic[H]):
         """One section's handle, with no driver group around it (``acquire`` and ``hold``)."""
         opts = self._options(keys, options)
         machine, sections = self._sections_for(
-            [id], opts, watch=watch, cancel_on_loss=watch and cancellation.cancels_body(opts)
+            [id], opts, watch=watch, cancel_on_loss=False
         )
         return self._handle_type(self, sections[0], machine)
 
