@@ -89,7 +89,10 @@ _BEGIN = "# unasync: begin async only"
 _END = "# unasync: end"
 _ONLY = "# unasync: async only"
 #: An import of names from the standard library's typing modules, on one line.
-_TYPING_IMPORT = re.compile(r"^from (collections\.abc|types|typing) import (.+)$")
+#: One-line imports whose names the replacements may leave unused: typing names
+#: (``Awaitable``, ``CoroutineType``) and sibling modules (``cancellation``, once every
+#: call of it became a constant).
+_PRUNED_IMPORT = re.compile(r"^from (collections\.abc|types|typing|\.) import (.+)$")
 
 
 def header(source: Path) -> str:
@@ -114,17 +117,20 @@ def unasync(text: str) -> str:
         for pattern, replacement in RULES:
             line = pattern.sub(replacement, line)
         lines.append(line)
-    return _prune_typing_imports("".join(lines))
+    return _prune_imports("".join(lines))
 
 
-def _prune_typing_imports(text: str) -> str:
-    """Drop the typing names the replacements left unused (``Awaitable``, ``CoroutineType``)."""
+def _prune_imports(text: str) -> str:
+    """Drop the imported names the replacements left unused."""
     out: list[str] = []
     for line in text.splitlines(keepends=True):
-        match = _TYPING_IMPORT.match(line.rstrip("\n"))
+        match = _PRUNED_IMPORT.match(line.rstrip("\n"))
         if match is not None:
             names = [n.strip() for n in match.group(2).split(",")]
-            kept = [n for n in names if len(re.findall(rf"\b{re.escape(n)}\b", text)) > 1]
+            if match.group(1) == ".":  # a module: used as ``name.attribute``, not in prose
+                kept = [n for n in names if re.search(rf"\b{re.escape(n)}\.\w", text)]
+            else:
+                kept = [n for n in names if len(re.findall(rf"\b{re.escape(n)}\b", text)) > 1]
             if not kept:
                 continue
             line = f"from {match.group(1)} import {', '.join(kept)}\n"

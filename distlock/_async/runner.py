@@ -124,8 +124,15 @@ class Runner(LockBase):
         if command.best_effort and isinstance(client, backend.Redis):
             return decode(command, await wire.call_once(client, script, keys, args))
         if self._route.direct(client):
-            plain: Any = client  # a Redis (an annotation, not a cast() call)
-            return decode(command, await wire.direct(plain, script, keys, args))
+            # Sent on a connection of the client's pool (see distlock._direct), which
+            # on_connection gives back.  A Redis (route.direct says so), and its pool
+            # carries no annotations: Any, an annotation rather than a cast() call.
+            plain: Any = client
+            pool: Any = plain.connection_pool
+            conn = await pool.get_connection()
+            return decode(
+                command, await wire.on_connection(client, conn, script, keys, args, pool)
+            )
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
         api: Any = client  # execute_command carries no annotations

@@ -26,20 +26,6 @@ async def eval_script(
         return await api.execute_command("EVAL", script.source, len(keys), *keys, *args)
 
 
-async def direct(
-    client: backend.Redis, script: Script, keys: list[str], args: list[str | int]
-) -> object:
-    """``script``'s reply, sent on a connection of the client's pool rather than through
-    ``execute_command`` (see :mod:`distlock._direct` for when, and what that leaves out)."""
-    # Typed Any: parts of redis-py's connection API carry no annotations.
-    pool: Any = client.connection_pool
-    conn: Any = await pool.get_connection()
-    try:
-        return await on_connection(client, conn, script, keys, args)
-    finally:
-        await backend.give_back(pool, conn)
-
-
 async def call_once(
     client: backend.Redis, script: Script, keys: list[str], args: list[str | int]
 ) -> object:
@@ -56,10 +42,18 @@ async def call_once(
 
 
 async def on_connection(
-    client: object, conn: Any, script: Script, keys: list[str], args: list[str | int]
+    client: object,
+    conn: Any,
+    script: Script,
+    keys: list[str],
+    args: list[str | int],
+    pool: Any = None,
 ) -> object:
     """``script``'s reply on ``conn``, retried as the connection's ``Retry`` says (the
     errors and backoff of execute_command's retry, disconnecting after each failure).
+    With ``pool``, ``conn`` was taken from that pool (the direct send of
+    :mod:`distlock._direct`) and goes back to it at the end, whatever happened: one call
+    does the whole send, rather than a second around it, on every lock cycle's commands.
 
     A connection interrupted mid-command (a cancellation, ``KeyboardInterrupt``, or any
     error but a reply Redis sent whole) is disconnected here, so that it goes back to the
@@ -73,6 +67,9 @@ async def on_connection(
     except BaseException:
         await backend.drop(conn)
         raise
+    finally:
+        if pool is not None:
+            await backend.give_back(pool, conn)
 
 
 async def script_reply(

@@ -14,7 +14,7 @@ from distlock.options import (
     HoldOptions,
 )
 
-from . import backend, cancellation
+from . import backend
 from .handles import LockGroup, LockHandle, _Hold, _HoldMany
 from .primitive import Primitive
 
