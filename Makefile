@@ -2,7 +2,7 @@
 PY ?= python3
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: setup verify test quick test-compiled test-pure test-oldest-redis lint unit chaos test-deep mutation bench bench-instructions bench-plot
+.PHONY: setup verify test quick test-compiled test-pure test-oldest-redis lint unit chaos test-deep mutation bench bench-pure bench-suites bench-instructions bench-plot
 
 setup:
 	@bash .ci/setup
@@ -106,11 +106,21 @@ mutation: setup
 	$(PY) -m tests.mutation $(MUTANTS)
 
 # Benchmarks (never run by CI): each suite prints its table and writes bench-results/NAME.json.
-# Needs the peers: pip install -e '.[bench]'.  BENCH_ARGS=--pin puts redis-server and the
-# client on CPUs of their own; BENCH_ARGS=--quick for a short run.
+# Needs the peers: pip install -e '.[bench]'.  `make bench` measures the build users install,
+# the compiled one (.ci/with-compiled builds it in a scratch copy and runs the suites there);
+# `make bench-pure` the pure one (the fallback where no C compiler is found), into
+# bench-results/pure/.  BENCH_ARGS=--pin puts redis-server and the client on CPUs of their
+# own; BENCH_ARGS=--quick for a short run.
 BENCH_DIR ?= bench-results
 BENCH_ARGS ?=
 bench:
+	PYTHON=$(PY) bash .ci/with-compiled $(MAKE) --no-print-directory bench-suites \
+	  PY=$(PY) BENCH_DIR=$(abspath $(BENCH_DIR)) BENCH_ARGS="$(BENCH_ARGS)"
+bench-pure:
+	$(MAKE) --no-print-directory bench-suites BENCH_DIR=$(abspath $(BENCH_DIR))/pure \
+	  BENCH_ARGS="$(BENCH_ARGS)"
+# The suites, on whichever build this checkout imports (bench and bench-pure choose).
+bench-suites:
 	$(PY) benchmarks/cycles.py --json $(BENCH_DIR)/cycles.json $(BENCH_ARGS)
 	$(PY) benchmarks/roundtrips.py --json $(BENCH_DIR)/roundtrips.json $(BENCH_ARGS)
 	$(PY) benchmarks/held.py --json $(BENCH_DIR)/held.json $(BENCH_ARGS)

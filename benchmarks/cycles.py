@@ -49,6 +49,7 @@ from harness import (
     FLOOR,
     Turns,
     arguments,
+    build_label,
     conditions,
     interleave,
     paired_turns,
@@ -348,7 +349,8 @@ def main() -> dict[str, Any]:
             names.append(name)
     headers = ["contender", "sync cycle", "sync cycle, renewal armed",
                "asyncio " + " / ".join(map(str, TASKS)) + " tasks"]
-    print(f"\nUncontended cycles, median ratio to the floor over {args.rounds} interleaved rounds")
+    print(f"\nUncontended cycles ({build_label()}), median ratio to the floor over "
+          f"{args.rounds} interleaved rounds")
     print(f"(floor: sync {sync[FLOOR]['us']:.0f} µs/cycle; asyncio "
           + " / ".join(f"{asynchronous[t][FLOOR]['us']:.0f}" for t in TASKS)
           + " µs/cycle at " + " / ".join(map(str, TASKS)) + " tasks)")

@@ -90,14 +90,24 @@ def pin_client() -> None:
 
 
 def conditions(args: argparse.Namespace) -> dict[str, Any]:
-    """What a reader needs to judge the numbers: load, CPUs, pinning."""
+    """What a reader needs to judge the numbers: load, CPUs, pinning, which build."""
     load = os.getloadavg()
+    build = distlock.build_info()
     return {
         "cpus": os.cpu_count(),
         "pinned": bool(args.pin),
         "loadavg_1m": round(load[0], 2),
         "python": sys.version.split()[0],
+        "distlock": build.version,
+        "build": build.build,
     }
+
+
+def build_label() -> str:
+    """Which distlock is measured, for a table's title: its version and its build (the
+    compiled one is what ``pip install`` builds; ``make bench`` measures it)."""
+    build = distlock.build_info()
+    return f"distlock {build.version}, {build.build} build"
 
 
 def peer(name: str) -> ModuleType | None:

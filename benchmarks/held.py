@@ -29,7 +29,17 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
-from harness import FLOOR, arguments, conditions, peer, redis_url, rss_bytes, table, write_json
+from harness import (
+    FLOOR,
+    arguments,
+    build_label,
+    conditions,
+    peer,
+    redis_url,
+    rss_bytes,
+    table,
+    write_json,
+)
 
 import distlock.asyncio
 from distlock import Lock
@@ -232,6 +242,7 @@ def main() -> dict[str, Any]:
             run["reads_per_tick"] = run["reads"] / ticks
             renewal[name] = run
             redis.Redis.from_url(url).flushall()
+    print(f"\n{build_label()}")
     print(f"\nMemory per held lock: RSS of a process holding {args.locks} against one holding none")
     print(table(
         ["contender", "bytes per held lock"],

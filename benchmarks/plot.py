@@ -62,8 +62,9 @@ def main() -> None:
     ax.set_ylabel("time per cycle ÷ hand-written floor")
     conditions = cycles.get("conditions", {})
     ax.set_title(
-        f"Uncontended lock cycles, median of {cycles['rounds']} interleaved rounds "
-        f"(lower is better; pinned={conditions.get('pinned')}, "
+        f"Uncontended lock cycles, distlock {conditions.get('distlock', '?')} "
+        f"({conditions.get('build', '?')} build), median of {cycles['rounds']} interleaved "
+        f"rounds\n(lower is better; pinned={conditions.get('pinned')}, "
         f"load {conditions.get('loadavg_1m')})",
         fontsize=9,
     )

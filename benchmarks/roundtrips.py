@@ -21,8 +21,8 @@ from functools import partial
 from typing import Any
 
 import redis
-from cycles import FLOOR_RELEASE, every_sync_contender
-from harness import arguments, conditions, redis_url, table, write_json
+from cycles import every_sync_contender, load_scripts
+from harness import arguments, build_label, conditions, redis_url, table, write_json
 
 from distlock import Lock
 
@@ -91,7 +91,7 @@ def main() -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     with redis_url(args) as url:
         r = redis.Redis.from_url(url)
-        r.script_load(FLOOR_RELEASE)
+        load_scripts(r)  # the floor's release and distlock's scripts, for the by-hand rows
         with Lock(r, prefix="bench") as locks:
             contenders = every_sync_contender(r, locks)
             for name, fn in contenders.items():
@@ -100,7 +100,8 @@ def main() -> dict[str, Any]:
                 used = server_us(r, fn, args.cycles, names)
                 rows[name] = {"round_trips": total, "commands": names, "server_us": used}
         r.close()
-    print("\nRound trips per uncontended cycle (sync), counted by MONITOR; Redis's time in them")
+    print(f"\nRound trips per uncontended cycle (sync, {build_label()}), counted by MONITOR; "
+          "Redis's time in them")
     print(table(
         ["contender", "round trips", "commands", "Redis µs"],
         [[n, v["round_trips"], ", ".join(f"{k}×{c}" for k, c in sorted(v["commands"].items())),

@@ -40,7 +40,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
-from harness import arguments, conditions, redis_url, table, write_json
+from harness import arguments, build_label, conditions, redis_url, table, write_json
 
 import distlock.asyncio
 from distlock import Lock
@@ -245,6 +245,7 @@ def main() -> dict[str, Any]:
             )
     for row in rows.values():
         derive(row)
+    print(f"\n{build_label()}")
     print(f"\n{args.locks:,} held locks, heartbeat {args.heartbeat_ms} ms "
           f"(grid step {args.heartbeat_ms / RENEW_STEPS:.0f} ms), {args.seconds:.0f} s window")
     print(table(
