@@ -50,6 +50,22 @@ def _result(replies: list[object]) -> Pair:
     return reply, int(acked)  # type: ignore[call-overload]
 
 
+#: What a reply asks of the loop that sends a script and its WAIT: nothing (the result),
+#: to send again from the source, to follow an ASK, or to refresh the slots (MOVED).
+_DONE, _SOURCE, _ASK, _MOVED = "done", "source", "ask", "moved"
+
+
+def _next(reply: object, cluster: Any, source: bool) -> str:
+    """The one decision of both drivers' loops, on the script's reply."""
+    if isinstance(reply, NoScriptError) and not source:
+        return _SOURCE
+    if cluster is not None and isinstance(reply, AskError):
+        return _ASK
+    if cluster is not None and isinstance(reply, MovedError):
+        return _MOVED
+    return _DONE
+
+
 def call_sync(
     client: redis.Redis | redis.RedisCluster,
     script: Script, keys: list[str], args: list[str | int], replicas: int, timeout_ms: int,
@@ -64,20 +80,19 @@ def call_sync(
         for call in _calls(script, keys, args, replicas, timeout_ms, source=source, asking=asking):
             pipe.execute_command(*call)
         replies = pipe.execute(raise_on_error=False)
-        reply = replies[-2]
-        if isinstance(reply, NoScriptError) and not source:
+        reply: Any = replies[-2]
+        step = _next(reply, cluster, source)
+        if step == _DONE:
+            return _result(replies)
+        if step == _SOURCE:
             source = True
-            continue
-        if cluster is not None and isinstance(reply, AskError):
+        elif step == _ASK:
             target = cluster.get_node(reply.host, reply.port) or target
             asking = True
-            continue
-        if cluster is not None and isinstance(reply, MovedError):
+        else:
             cluster.nodes_manager.initialize()
             target = cluster.get_node_from_key(keys[0])
             asking = False
-            continue
-        return _result(replies)
     return _result(replies)
 
 
@@ -101,20 +116,19 @@ async def call_async(
             replies = list(await pipe.execute(raise_on_error=False))
         else:
             replies = await _on_node(target, calls)
-        reply = replies[-2]
-        if isinstance(reply, NoScriptError) and not source:
+        reply: Any = replies[-2]
+        step = _next(reply, cluster, source)
+        if step == _DONE:
+            return _result(replies)
+        if step == _SOURCE:
             source = True
-            continue
-        if cluster is not None and isinstance(reply, AskError):
+        elif step == _ASK:
             target = cluster.get_node(reply.host, reply.port) or target
             asking = True
-            continue
-        if cluster is not None and isinstance(reply, MovedError):
+        else:
             await cluster.nodes_manager.initialize()
             target = cluster.get_node_from_key(keys[0])
             asking = False
-            continue
-        return _result(replies)
     return _result(replies)
 
 
