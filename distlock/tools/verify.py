@@ -133,6 +133,26 @@ def _semaphore_refutes(name: str, config: str, prop: str) -> Run:
     return Run(name, config, prop, "violates", refutes=prop, module="Semaphore")
 
 
+#: What the models of the read-write lock check (spec/ReadWrite.tla): a writer alone at Redis
+#: and among successful sections, readers' leases on their own expiry, writers' fences above
+#: every fence before them, no upgrade, and the semaphore's shapes of the Lock's safety.
+READWRITE = (
+    "TypeOK, WriterExclusive, ValidWriterAlone, ReaderReclaimedAtOwnExpiry, "
+    "WriterFenceIncreases, SignalSound, OkWithinLease, NoForeignWrite, RefusalHoldsNothing, "
+    "NoUpgrade"
+)
+
+
+def _readwrite_holds(name: str, config: str, min_states: int,
+                     checks: str = READWRITE) -> Run:
+    return Run(name, config, checks, "holds", min_states=min_states, module="ReadWrite",
+               short=True)
+
+
+def _readwrite_refutes(name: str, config: str, prop: str) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, module="ReadWrite")
+
+
 #: What the models of the fenced resource check (spec/FencedResource.tla): the resource's
 #: history is a serial one, the latest valid holder's writes are admitted, and the lock's
 #: fences increase (what the guard relies on).
@@ -376,6 +396,43 @@ RUNS: tuple[Run, ...] = (
                        "ProbeLimitInBody"),
     _semaphore_refutes("semaphore-probe-dead-reclaimed", "SemaphoreProbeDeadReclaimed.cfg",
                        "ProbeDeadReclaimed"),
+    # -- the read-write lock (spec/ReadWrite.tla): readers each on their own lease, one
+    # writer alone with a new fence, writer preference once a writer queues -------------
+    _readwrite_holds("readwrite-contention", "ReadWrite.cfg", 60_000),
+    _readwrite_holds("readwrite-faults", "ReadWriteFaults.cfg", 20_000),
+    _readwrite_holds("readwrite-drift", "ReadWriteDrift.cfg", 5_000),
+    _readwrite_holds("readwrite-writers", "ReadWriteWriters.cfg", 3_000),
+    _readwrite_holds("readwrite-renewals", "ReadWriteRenewals.cfg", 50_000),
+    # liveness: a patient writer is granted, however the reader keeps coming
+    _readwrite_holds("readwrite-liveness", "ReadWriteLiveness.cfg", 20_000, "WriterNotStarved"),
+    _readwrite_refutes("readwrite-mutant-write-ignores-readers",
+                       "ReadWriteMutantWriteIgnoresReaders.cfg", "WriterExclusive"),
+    _readwrite_refutes("readwrite-mutant-shared-ttl", "ReadWriteMutantSharedTTL.cfg",
+                       "ReaderReclaimedAtOwnExpiry"),
+    _readwrite_refutes("readwrite-mutant-fence-after-readers",
+                       "ReadWriteMutantFenceAfterReaders.cfg", "WriterFenceIncreases"),
+    _readwrite_refutes("readwrite-mutant-reader-preference",
+                       "ReadWriteMutantReaderPreference.cfg", "WriterNotStarved"),
+    _readwrite_refutes("readwrite-mutant-upgrade-allowed", "ReadWriteMutantUpgradeAllowed.cfg",
+                       "NoUpgrade"),
+    _readwrite_refutes("readwrite-mutant-release-plain-del",
+                       "ReadWriteMutantReleasePlainDel.cfg", "NoForeignWrite"),
+    _readwrite_refutes("readwrite-mutant-deadline-from-reply",
+                       "ReadWriteMutantDeadlineFromReply.cfg", "SignalSound"),
+    _readwrite_refutes("readwrite-mutant-no-completion-check",
+                       "ReadWriteMutantNoCompletionCheck.cfg", "OkWithinLease"),
+    _readwrite_refutes("readwrite-mutant-acquire-not-idempotent",
+                       "ReadWriteMutantAcquireNotIdempotent.cfg", "RefusalHoldsNothing"),
+    _readwrite_refutes("readwrite-probe-readers-share", "ReadWriteProbeReadersShare.cfg",
+                       "ProbeReadersShare"),
+    _readwrite_refutes("readwrite-probe-dead-reader-reclaimed",
+                       "ReadWriteProbeDeadReaderReclaimed.cfg", "ProbeDeadReaderReclaimed"),
+    _readwrite_refutes("readwrite-probe-reader-held-back", "ReadWriteProbeReaderHeldBack.cfg",
+                       "ProbeReaderHeldBack"),
+    _readwrite_refutes("readwrite-probe-writer-after-wait", "ReadWriteProbeWriterAfterWait.cfg",
+                       "ProbeWriterAfterWait"),
+    _readwrite_refutes("readwrite-probe-upgrade-refused", "ReadWriteProbeUpgradeRefused.cfg",
+                       "ProbeUpgradeRefused"),
     # -- a resource fenced by distlock.fencing (spec/FencedResource.tla): the lock's model
     # (every fault; drift in a model of its own), and writes at any point of a body, past
     # its lease too -----------------------------------------------------------------------
