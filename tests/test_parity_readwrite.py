@@ -1,0 +1,76 @@
+"""``spec/ReadWrite.tla`` speaks the lock's vocabulary, before the read-write lock's code exists.
+
+A read or write section is a lease with exactly the lock's client actions and guards, and
+two more: a waiter's withdrawal (``Wait.tla``'s ``Withdraw``) and a reader's upgrade, which
+the core refuses (``UpgradeReply`` is the broken upgrade's only).  The core class to come
+must take them one for one; these tests hold the spec's lists to the lock's, so that it
+cannot drift from them unnoticed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distlock._core.actions import CLIENT_ACTIONS, ENVIRONMENT_ACTIONS
+from tests.test_parity_semaphore import _COMMENT, _DEFINITION, _DISJUNCT
+
+SPEC = Path(__file__).resolve().parent.parent / "spec" / "ReadWrite.tla"
+
+#: Client actions of the read-write lock's spec that the lock's has not, and why.
+READWRITE_CLIENT = {
+    "Withdraw": "a waiter gives up between attempts (Wait.tla's withdraw)",
+    "Upgrade": "a reader asks for the write lock on the key it reads: refused by the core",
+    "UpgradeReply": "the broken upgrade_allowed only: the upgrade's reply",
+}
+#: Environment actions of the read-write lock's spec that the lock's has not, and why.
+READWRITE_ENVIRONMENT = {
+    "Die": "a client process killed mid-section: its lease must end at its own TTL",
+}
+#: Environment actions of the lock's spec that the read-write lock's has not, and why.
+NOT_IN_READWRITE = {
+    "SharedIncr": "the fences' order is checked without other keys of the slot",
+    "KeyLost": "Redis losing the keys is left out of this spec (see spec/README.md)",
+    "ResendRelease": "no release memory is modelled: a resent release is reported lost",
+}
+
+
+def _text() -> str:
+    text = _COMMENT.sub("", SPEC.read_text())
+    return "\n".join(line.split("\\*")[0] for line in text.splitlines())
+
+
+def _disjuncts(name: str) -> list[str]:
+    """The operators named by the disjuncts of definition ``name``."""
+    text = _text()
+    starts = [(m.group(1), m.start(), m.end()) for m in _DEFINITION.finditer(text)]
+    for i, (defined, _, end) in enumerate(starts):
+        if defined == name:
+            stop = starts[i + 1][1] if i + 1 < len(starts) else len(text)
+            return [
+                found.group(1)
+                for line in text[end:stop].splitlines()
+                if (found := _DISJUNCT.match(line))
+            ]
+    raise AssertionError(f"{name} is not defined in {SPEC.name}")
+
+
+def test_client_actions_are_the_lock_s_then_withdraw_and_upgrade() -> None:
+    spec = _disjuncts("ClientStep")
+    assert len(spec) == len(set(spec)), f"an action twice in ClientStep: {spec}"
+    assert spec == [*CLIENT_ACTIONS, *READWRITE_CLIENT]
+
+
+def test_environment_actions_are_the_lock_s_and_the_death_of_a_client() -> None:
+    spec = _disjuncts("EnvStep")
+    assert len(spec) == len(set(spec)), f"an action twice in EnvStep: {spec}"
+    expected = (set(ENVIRONMENT_ACTIONS) - set(NOT_IN_READWRITE)) | set(READWRITE_ENVIRONMENT)
+    assert set(spec) == expected, (
+        f"in ReadWrite.tla only: {sorted(set(spec) - expected)}; "
+        f"missing there: {sorted(expected - set(spec))}"
+    )
+
+
+def test_every_action_named_is_defined() -> None:
+    defined = {m.group(1) for m in _DEFINITION.finditer(_text())}
+    named = set(_disjuncts("ClientStep")) | set(_disjuncts("EnvStep"))
+    assert not named - defined, f"named but not defined: {sorted(named - defined)}"
