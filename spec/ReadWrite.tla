@@ -84,6 +84,7 @@ CONSTANTS
 Mutants == {"none",
             \* one per property the design names
             "write_ignores_readers", "shared_ttl", "write_fence_after_readers",
+            "resend_reuses_fence",
             "reader_preference", "upgrade_allowed",
             \* the Lock's and the semaphore's properties, broken through these scripts
             "release_plain_del", "deadline_from_reply", "no_completion_check",
@@ -681,13 +682,18 @@ Refuse(m) ==
     /\ place' = IF m.waits THEN [place EXCEPT ![m.tok] = PlaceTTL] ELSE place
     /\ Answer(m, 0, 0)
 
-(* The write grant: RW_ACQUIRE's INCR (the broken write_fence_after_readers *)
+(* The write grant: RW_ACQUIRE's INCR.  The broken write_fence_after_readers *)
 (* skips it when the last grant was a reader's and hands out the fence the  *)
-(* readers were given).                                                   *)
+(* readers were given; the broken resend_reuses_fence keeps a record token  *)
+(* -> fence past the grant (for idempotent resends; the ghost issued is     *)
+(* that record) and a resend whose first grant expired gets its old fence.  *)
 WriteGrant(m) ==
     LET new == IF Mutant = "write_fence_after_readers" /\ last_read /\ fence_ctr > 0
-               THEN fence_ctr ELSE fence_ctr + 1
-    IN /\ fence_ctr' = new
+               THEN fence_ctr
+               ELSE IF Mutant = "resend_reuses_fence" /\ issued[m.tok] > 0
+               THEN issued[m.tok]
+               ELSE fence_ctr + 1
+    IN /\ fence_ctr' = Max(fence_ctr, new)
        /\ wtok' = m.tok /\ w_ttl' = TTL /\ wfence' = new
        /\ queue' = Dequeued(m.tok) /\ place' = [place EXCEPT ![m.tok] = 0]
        /\ last_read' = FALSE

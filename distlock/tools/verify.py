@@ -411,6 +411,8 @@ RUNS: tuple[Run, ...] = (
                        "ReaderReclaimedAtOwnExpiry"),
     _readwrite_refutes("readwrite-mutant-fence-after-readers",
                        "ReadWriteMutantFenceAfterReaders.cfg", "WriterFenceIncreases"),
+    _readwrite_refutes("readwrite-mutant-resend-reuses-fence",
+                       "ReadWriteMutantResendReusesFence.cfg", "WriterFenceIncreases"),
     _readwrite_refutes("readwrite-mutant-reader-preference",
                        "ReadWriteMutantReaderPreference.cfg", "WriterNotStarved"),
     _readwrite_refutes("readwrite-mutant-upgrade-allowed", "ReadWriteMutantUpgradeAllowed.cfg",
