@@ -623,7 +623,7 @@ def add_ratios(rows: Sequence[Stats]) -> None:
         }
 
 
-#: The targets distlock's waiting is held to (see docs/performance.md).
+#: The targets distlock's waiting is held to (benchmarks/README.md, "Waiting, measured").
 TARGETS = {"handoff_p50": 1.1, "fairness": 1.2, "wait_p99": 1.2, "round_trips_max": 4}
 
 
