@@ -588,3 +588,51 @@ def test_cli_wrong_credentials_are_one_line_and_nonzero(fresh_redis: RedisServer
     assert line.startswith("error: Redis refused the credentials")
     right = cli("inspect", f"redis://inspector:right@127.0.0.1:{fresh_redis.port}/0")
     assert (right.returncode, right.stdout) == (0, "nothing held under prefix 'lock'\n")
+
+
+# -- the sample on the documentation's page ----------------------------------------------------
+
+#: The columns whose values change from run to run: a holder's TTL, token and fences.
+_VARYING = {"TTL_MS", "TOKEN", "FENCE", "FENCE_COUNTER"}
+
+
+def _shape(output: str) -> list[list[str]]:
+    """The printed table and notes, a row per line, with each varying value (a number, or a
+    token's hex digits) replaced by its column's name: what must match the page exactly."""
+    lines = [line.split() for line in output.strip().splitlines()]
+    header = lines[0]
+    rows = []
+    for words in lines:
+        if len(words) == len(header) and words is not header:
+            words = [
+                f"<{name}>" if name in _VARYING and words[i] not in ("-", "none!") else words[i]
+                for i, name in enumerate(header)
+            ]
+        rows.append(words)
+    return rows
+
+
+def test_the_inspect_page_shows_what_the_command_prints(
+    r: redis.Redis, redis_server: RedisServer
+) -> None:
+    page = (ROOT / "docs" / "inspect.md").read_text(encoding="utf-8")
+    block = page.split("```console\n", 1)[1].split("```", 1)[0]
+    command, printed = block.split("\n", 1)
+    assert command == "$ python -m distlock inspect redis://localhost:6379/0 --prefix order"
+    # What the sample shows: two locks, a reentrant lock entered twice, and a lock whose
+    # key lost its TTL (a PERSIST by hand: the stuck key the warning is about).
+    with (
+        distlock.Lock(r, prefix="order", ttl_ms=30_000) as locks,
+        distlock.ReentrantLock(r, prefix="order", ttl_ms=30_000) as reentrant,
+        reentrant.hold("7"),
+        reentrant.hold("7"),
+    ):
+        handles = [locks.acquire(id) for id in ("1187", "42", "9")]
+        assert all(h is not None for h in handles)
+        assert r.persist("order:9")
+        done = cli("inspect", redis_server.url, "--prefix", "order")
+        for handle in handles:
+            assert handle is not None
+            r.delete(handle.key)  # order:9 never expires; the others go with it
+    assert done.returncode == 0, done.stderr
+    assert _shape(done.stdout) == _shape(printed)
