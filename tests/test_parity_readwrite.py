@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distlock._core.actions import CLIENT_ACTIONS, ENVIRONMENT_ACTIONS
-from tests.test_parity_semaphore import _COMMENT, _DEFINITION, _DISJUNCT
+from tests.spec_text import defined, disjuncts
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "ReadWrite.tla"
 
@@ -34,34 +34,15 @@ NOT_IN_READWRITE = {
 }
 
 
-def _text() -> str:
-    text = _COMMENT.sub("", SPEC.read_text())
-    return "\n".join(line.split("\\*")[0] for line in text.splitlines())
-
-
-def _disjuncts(name: str) -> list[str]:
-    """The operators named by the disjuncts of definition ``name``."""
-    text = _text()
-    starts = [(m.group(1), m.start(), m.end()) for m in _DEFINITION.finditer(text)]
-    for i, (defined, _, end) in enumerate(starts):
-        if defined == name:
-            stop = starts[i + 1][1] if i + 1 < len(starts) else len(text)
-            return [
-                found.group(1)
-                for line in text[end:stop].splitlines()
-                if (found := _DISJUNCT.match(line))
-            ]
-    raise AssertionError(f"{name} is not defined in {SPEC.name}")
-
 
 def test_client_actions_are_the_lock_s_then_withdraw_and_upgrade() -> None:
-    spec = _disjuncts("ClientStep")
+    spec = disjuncts(SPEC, "ClientStep")
     assert len(spec) == len(set(spec)), f"an action twice in ClientStep: {spec}"
     assert spec == [*CLIENT_ACTIONS, *READWRITE_CLIENT]
 
 
 def test_environment_actions_are_the_lock_s_and_the_death_of_a_client() -> None:
-    spec = _disjuncts("EnvStep")
+    spec = disjuncts(SPEC, "EnvStep")
     assert len(spec) == len(set(spec)), f"an action twice in EnvStep: {spec}"
     expected = (set(ENVIRONMENT_ACTIONS) - set(NOT_IN_READWRITE)) | set(READWRITE_ENVIRONMENT)
     assert set(spec) == expected, (
@@ -71,6 +52,6 @@ def test_environment_actions_are_the_lock_s_and_the_death_of_a_client() -> None:
 
 
 def test_every_action_named_is_defined() -> None:
-    defined = {m.group(1) for m in _DEFINITION.finditer(_text())}
-    named = set(_disjuncts("ClientStep")) | set(_disjuncts("EnvStep"))
-    assert not named - defined, f"named but not defined: {sorted(named - defined)}"
+    names = defined(SPEC)
+    named = set(disjuncts(SPEC, "ClientStep")) | set(disjuncts(SPEC, "EnvStep"))
+    assert not named - names, f"named but not defined: {sorted(named - names)}"

@@ -9,16 +9,15 @@ process killed while it holds a permit (``Die``), which no core method stands fo
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from distlock._core import section as core
 from distlock._core.actions import CLIENT_ACTIONS, ENVIRONMENT_ACTIONS, method_name
+from distlock._core.semaphore import SemaphoreSection
+from tests.spec_text import defined, disjuncts, text
 from tests.test_parity import NOT_ACTIONS
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "Semaphore.tla"
@@ -32,33 +31,11 @@ NOT_IN_SEMAPHORE = {
     "SharedIncr": "moves the fence counter of the key's slot; a permit has no fence",
 }
 
-_COMMENT = re.compile(r"\(\*.*?\*\)", re.S)
-_DEFINITION = re.compile(r"^(\w+)(?:\([^)]*\))?\s*==", re.M)
-_DISJUNCT = re.compile(r"\s*\\/\s*(?:\\E\s+\w+\s+\\in\s+\w+\s*:\s*)?([A-Z]\w*)")
 
-
-def _text() -> str:
-    text = _COMMENT.sub("", SPEC.read_text())
-    return "\n".join(line.split("\\*")[0] for line in text.splitlines())
-
-
-def _disjuncts(name: str) -> list[str]:
-    """The operators named by the disjuncts of definition ``name``."""
-    text = _text()
-    starts = [(m.group(1), m.start(), m.end()) for m in _DEFINITION.finditer(text)]
-    for i, (defined, _, end) in enumerate(starts):
-        if defined == name:
-            stop = starts[i + 1][1] if i + 1 < len(starts) else len(text)
-            return [
-                found.group(1)
-                for line in text[end:stop].splitlines()
-                if (found := _DISJUNCT.match(line))
-            ]
-    raise AssertionError(f"{name} is not defined in {SPEC.name}")
 
 
 def test_client_actions_are_the_lock_s_one_for_one() -> None:
-    spec = _disjuncts("ClientStep")
+    spec = disjuncts(SPEC, "ClientStep")
     assert len(spec) == len(set(spec)), f"an action twice in ClientStep: {spec}"
     assert spec == list(CLIENT_ACTIONS), (
         f"in Semaphore.tla only: {sorted(set(spec) - set(CLIENT_ACTIONS))}; "
@@ -67,7 +44,7 @@ def test_client_actions_are_the_lock_s_one_for_one() -> None:
 
 
 def test_environment_actions_are_the_lock_s_and_the_death_of_a_client() -> None:
-    spec = _disjuncts("EnvStep")
+    spec = disjuncts(SPEC, "EnvStep")
     assert len(spec) == len(set(spec)), f"an action twice in EnvStep: {spec}"
     expected = (set(ENVIRONMENT_ACTIONS) - set(NOT_IN_SEMAPHORE)) | set(SEMAPHORE_ENVIRONMENT)
     assert set(spec) == expected, (
@@ -77,15 +54,15 @@ def test_environment_actions_are_the_lock_s_and_the_death_of_a_client() -> None:
 
 
 def test_next_is_client_and_environment_steps() -> None:
-    body = _text().split("\nNext ==", 1)[1].split("\n\n", 1)[0]
+    body = text(SPEC).split("\nNext ==", 1)[1].split("\n\n", 1)[0]
     assert "ClientStep" in body
     assert "EnvStep" in body
 
 
 def test_every_action_named_is_defined() -> None:
-    defined = {m.group(1) for m in _DEFINITION.finditer(_text())}
-    named = set(_disjuncts("ClientStep")) | set(_disjuncts("EnvStep"))
-    assert not named - defined, f"named but not defined: {sorted(named - defined)}"
+    names = defined(SPEC)
+    named = set(disjuncts(SPEC, "ClientStep")) | set(disjuncts(SPEC, "EnvStep"))
+    assert not named - names, f"named but not defined: {sorted(named - names)}"
 
 
 @pytest.mark.parametrize("action", list(CLIENT_ACTIONS))
@@ -94,22 +71,14 @@ def test_the_lock_s_section_has_a_method_per_permit_action(action: str) -> None:
     assert callable(getattr(core.Section, method_name(action), None)), action
 
 
-def _semaphore_core() -> ModuleType:
-    """The semaphore's pure core; skips the test until it is part of the checkout."""
-    try:
-        return importlib.import_module("distlock._core.semaphore")
-    except ModuleNotFoundError:
-        pytest.skip("distlock._core.semaphore is not in this checkout yet")
-
-
 @pytest.mark.parametrize("action", list(CLIENT_ACTIONS))
 def test_semaphore_section_has_a_method_per_action(action: str) -> None:
-    section = _semaphore_core().SemaphoreSection
+    section = SemaphoreSection
     assert callable(getattr(section, method_name(action), None)), action
 
 
 def test_semaphore_section_adds_no_action() -> None:
-    section = _semaphore_core().SemaphoreSection
+    section = SemaphoreSection
     assert issubclass(section, core.Section), "a permit must take the lock's actions"
     own = {
         name
