@@ -141,7 +141,12 @@ def test_a_cycle_that_ends_before_its_heartbeat_does_not_wake_the_timer_thread()
             settled.wait(0.001)
         assert _asleep(scheduler), "the timer thread never went to sleep"
         notify = scheduler._cond.notify
-        scheduler._cond.notify = lambda n=1: (wakes.append(n), notify(n))[1]  # type: ignore[method-assign]
+
+        def counted(n: int = 1) -> None:
+            wakes.append(n)
+            notify(n)
+
+        scheduler._cond.notify = counted  # type: ignore[method-assign]
         for _ in range(100):
             scheduler.arm(later, item)
             scheduler.disarm(item)
