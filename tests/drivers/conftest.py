@@ -8,6 +8,9 @@ import inspect
 from typing import Any
 
 import pytest
+import redis
+
+from tests.redis_server import RedisServer
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -23,3 +26,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
     asyncio.run(main())
     return True
+
+
+@pytest.fixture
+def url(redis_server: RedisServer, r: redis.Redis) -> str:
+    """The server's URL, its data flushed (by ``r``)."""
+    return redis_server.url

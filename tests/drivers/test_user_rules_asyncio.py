@@ -18,41 +18,15 @@ import redis.asyncio as aredis
 
 import distlock.asyncio
 from distlock import ValidationError
-from tests.redis_server import RedisServer
+from tests.drivers.rules import BODY_KINDS, Recorder
+from tests.waiting import arun
 
 T = TypeVar("T")
 
 
-def arun(fn: Callable[[], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with asyncio.timeout(30):
-            return await fn()
-
-    return asyncio.run(main())
 
 
-class Recorder:
-    """The trace of a Lock: every transition, by action."""
 
-    def __init__(self) -> None:
-        self.actions: list[str] = []
-
-    def __call__(self, transition: dict[str, Any]) -> None:
-        self.actions.append(transition["action"])
-
-    def count(self, action: str) -> int:
-        return self.actions.count(action)
-
-
-@pytest.fixture
-def url(redis_server: RedisServer, r: redis.Redis) -> str:
-    """The server's URL, its data flushed (by ``r``)."""
-    return redis_server.url
-
-
-KINDS = ["lock", "reentrant", "semaphore"]
-#: The primitives whose run takes a body, and "many": a Lock's run_many.
-BODY_KINDS = [*KINDS, "many"]
 
 AsyncPrimitive: TypeAlias = (
     distlock.asyncio.Lock | distlock.asyncio.ReentrantLock | distlock.asyncio.Semaphore

@@ -15,7 +15,7 @@ import redis
 
 from distlock import LockNotAcquiredError, UsageError, ValidationError
 from distlock.asyncio import Lock, ReentrantHandle, ReentrantLock, Semaphore
-from tests.redis_server import RedisServer
+from tests.drivers.rules import KINDS, Recorder
 
 from .concurrency import Redis
 
@@ -34,30 +34,12 @@ def primitive(kind: str, client: Any, **options: Any) -> Primitive:
     return Lock(client, **options)
 
 
-KINDS = ["lock", "reentrant", "semaphore"]
 #: (primitive, how the lock is taken): only a Lock takes several keys at once.
 CALLS = [(kind, how) for kind in KINDS for how in ("acquire", "hold", "run")] + [
     ("lock", "run_many")
 ]
 
 
-class Recorder:
-    """The trace of a Lock: every transition, by action."""
-
-    def __init__(self) -> None:
-        self.actions: list[str] = []
-
-    def __call__(self, transition: dict[str, Any]) -> None:
-        self.actions.append(transition["action"])
-
-    def count(self, action: str) -> int:
-        return self.actions.count(action)
-
-
-@pytest.fixture
-def url(redis_server: RedisServer, r: redis.Redis) -> str:
-    """The server's URL, its data flushed (by ``r``)."""
-    return redis_server.url
 
 
 async def nothing(_: object) -> None:
