@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
+from tests.drivers.sent import through_execute_command
 from tests.redis_server import RedisServer
 
 
@@ -32,3 +34,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 def url(redis_server: RedisServer, r: redis.Redis) -> str:
     """The server's URL, its data flushed (by ``r``)."""
     return redis_server.url
+
+
+@pytest.fixture
+def through_execute() -> Iterator[list[str]]:
+    """The names of the commands sent through redis-py's ``execute_command`` during the
+    test (:func:`tests.drivers.sent.through_execute_command`)."""
+    with through_execute_command() as names:
+        yield names

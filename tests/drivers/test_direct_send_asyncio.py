@@ -6,7 +6,6 @@ is in ``tests/drivers/_async/test_direct_send.py``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -14,37 +13,13 @@ import redis
 import redis.asyncio as aredis
 
 from distlock.asyncio import Lock as AsyncLock
+from tests.drivers.sent import scripts
 from tests.redis_server import RedisServer
 from tests.waiting import arun
 
 TTL_MS = 30_000
 
 
-@pytest.fixture
-def through_execute() -> Iterator[list[str]]:
-    """The names of the commands sent through redis-py's ``execute_command``, sync and
-    asyncio (the class's own method, wrapped in place, so that a plain client still counts
-    as plain)."""
-    names: list[str] = []
-    sync_send: Callable[..., Any] = redis.Redis._execute_command
-    async_send: Callable[..., Awaitable[Any]] = aredis.Redis.execute_command
-
-    def counted(self: Any, *args: Any, **options: Any) -> Any:
-        names.append(str(args[0]))
-        return sync_send(self, *args, **options)
-
-    async def acounted(self: Any, *args: Any, **options: Any) -> Any:
-        names.append(str(args[0]))
-        return await async_send(self, *args, **options)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(redis.Redis, "_execute_command", counted)
-        patch.setattr(aredis.Redis, "execute_command", acounted)
-        yield names
-
-
-def _scripts(names: list[str]) -> list[str]:
-    return [n for n in names if n in ("EVALSHA", "EVAL")]
 
 
 async def _acycle(locks: AsyncLock) -> int:
@@ -110,7 +85,7 @@ def test_asyncio_cancelled_mid_command_disconnects_the_connection(
             # key back, and the pool's connections still serve.
             assert r.exists("acancel:k") == 0
             await _acycle(locks)
-        assert _scripts(through_execute) == []
+        assert scripts(through_execute) == []
         await client.aclose()
 
     arun(main)
@@ -140,7 +115,7 @@ def test_a_connection_with_its_own_pack_command_sees_every_script(
                 sent.clear()
                 first = await _acycle(locks)
                 assert await _acycle(locks) > first
-                assert _scripts(sent) == ["EVALSHA"] * 4
+                assert scripts(sent) == ["EVALSHA"] * 4
             await client.aclose()
 
     arun(main)

@@ -13,13 +13,11 @@ import redis
 from redis._parsers import Encoder
 
 from distlock import Lock
+from tests.drivers.sent import scripts
 from tests.redis_server import RedisServer
 
 TTL_MS = 30_000
 
-
-def _scripts(names: list[str]) -> list[str]:
-    return [n for n in names if n in ("EVALSHA", "EVAL")]
 
 
 def _cycle(locks: Lock) -> int:
@@ -114,5 +112,5 @@ def test_a_connection_with_its_own_command_packer_sees_every_script(
             sent.clear()
             first = _cycle(locks)
             assert _cycle(locks) > first
-            assert _scripts(sent) == ["EVALSHA"] * 4
+            assert scripts(sent) == ["EVALSHA"] * 4
         client.close()

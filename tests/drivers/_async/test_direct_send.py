@@ -15,16 +15,16 @@ in ``tests/drivers/test_direct_send_asyncio.py`` (a cancellation, a connection's
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import pytest
 import redis
-import redis.asyncio as aredis
 
 from distlock._direct import plain_client
 from distlock.asyncio import Lock
 from distlock.tools.servers.topologies import Cluster
+from tests.drivers.sent import scripts
 from tests.redis_server import RedisServer
 
 from .concurrency import (
@@ -41,31 +41,6 @@ from .concurrency import (
 TTL_MS = 30_000
 
 
-@pytest.fixture
-def through_execute() -> Iterator[list[str]]:
-    """The names of the commands sent through redis-py's ``execute_command``, sync and
-    asyncio (the class's own method, wrapped in place, so that a plain client still counts
-    as plain)."""
-    names: list[str] = []
-    sync_send: Callable[..., Any] = redis.Redis._execute_command
-    async_send: Callable[..., Awaitable[Any]] = aredis.Redis.execute_command
-
-    def counted(self: Any, *args: Any, **options: Any) -> Any:
-        names.append(str(args[0]))
-        return sync_send(self, *args, **options)
-
-    async def acounted(self: Any, *args: Any, **options: Any) -> Any:
-        names.append(str(args[0]))
-        return await async_send(self, *args, **options)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(redis.Redis, "_execute_command", counted)
-        patch.setattr(aredis.Redis, "execute_command", acounted)
-        yield names
-
-
-def scripts(names: list[str]) -> list[str]:
-    return [n for n in names if n in ("EVALSHA", "EVAL")]
 
 
 async def cycle(locks: Lock) -> int:
