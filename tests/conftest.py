@@ -53,6 +53,22 @@ def sentinel_topology() -> Iterator[SentinelTopology]:
         yield topology
 
 
+@pytest.fixture
+def rc(redis_cluster: Cluster) -> Iterator[redis.RedisCluster]:
+    """A sync client of the session's cluster, to look at its keys."""
+    client = redis_cluster.client(socket_timeout=5)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def primary(sentinel_topology: SentinelTopology) -> Iterator[redis.Redis]:
+    """A sync client of the Sentinel topology's primary, to look at its keys."""
+    client = sentinel_topology.master_for(socket_timeout=2)
+    yield client
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the session (as an unprivileged user when we are root);

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -37,12 +36,6 @@ pytestmark = pytest.mark.timeout(240)
 def prefix() -> str:
     return f"c{secrets.token_hex(4)}"
 
-
-@pytest.fixture
-def rc(redis_cluster: Cluster) -> Iterator[redis.RedisCluster]:
-    client = redis_cluster.client(socket_timeout=5)
-    yield client
-    client.close()
 
 
 def _node(server: RedisServer) -> redis.Redis:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.timeout(240)
 def prefix() -> str:
     return f"s{secrets.token_hex(4)}"
 
-
-@pytest.fixture
-def primary(sentinel_topology: SentinelTopology) -> Iterator[redis.Redis]:
-    client = sentinel_topology.master_for(socket_timeout=2)
-    yield client
-    client.close()
 
 
 def test_a_killed_primary_while_a_lock_is_held(

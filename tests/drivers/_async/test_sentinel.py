@@ -5,7 +5,6 @@ lock is held: ``tests/test_sentinel.py``.)"""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -22,13 +21,6 @@ pytestmark = pytest.mark.timeout(240)
 def prefix() -> str:
     return f"s{secrets.token_hex(4)}"
 
-
-@pytest.fixture
-def primary(sentinel_topology: SentinelTopology) -> Iterator[redis.Redis]:
-    """A sync client of the primary, to look at its keys."""
-    client = sentinel_topology.master_for(socket_timeout=2)
-    yield client
-    client.close()
 
 
 async def fence_of(handle: LockHandle) -> int:

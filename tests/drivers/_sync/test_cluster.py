@@ -11,7 +11,6 @@ uses a prefix of its own and asks the cluster who serves a key *now*.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,13 +39,6 @@ pytestmark = pytest.mark.timeout(240)
 def prefix() -> str:
     return f"c{secrets.token_hex(4)}"
 
-
-@pytest.fixture
-def rc(redis_cluster: Cluster) -> Iterator[redis.RedisCluster]:
-    """A sync client of the cluster, to look at its keys."""
-    client = redis_cluster.client(socket_timeout=5)
-    yield client
-    client.close()
 
 
 def renewal_seen() -> tuple[concurrency.Event, Any]:

@@ -6,7 +6,6 @@ lock is held: ``tests/test_sentinel.py``.)"""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -23,13 +22,6 @@ pytestmark = pytest.mark.timeout(240)
 def prefix() -> str:
     return f"s{secrets.token_hex(4)}"
 
-
-@pytest.fixture
-def primary(sentinel_topology: SentinelTopology) -> Iterator[redis.Redis]:
-    """A sync client of the primary, to look at its keys."""
-    client = sentinel_topology.master_for(socket_timeout=2)
-    yield client
-    client.close()
 
 
 def fence_of(handle: LockHandle) -> int:
