@@ -88,8 +88,26 @@ def _holds(
                short=short)
 
 
-def _refutes(name: str, config: str, prop: str, quick: bool = False) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, quick=quick)
+def _refutes(
+    name: str, config: str, prop: str, quick: bool = False, module: str = MODULE
+) -> Run:
+    return Run(name, config, prop, "violates", refutes=prop, quick=quick, module=module)
+
+
+def _refuting(module: str) -> Callable[[str, str, str], Run]:
+    """``_refutes`` for the broken variants and probes of ``module``'s spec."""
+    return lambda name, config, prop: _refutes(name, config, prop, module=module)
+
+
+def _holding(module: str, default_checks: str) -> Callable[..., Run]:
+    """The models of ``module``'s spec that hold (short runs, each with its least count
+    of distinct states), checking ``default_checks`` unless a model names its own."""
+
+    def holds(name: str, config: str, min_states: int, checks: str = default_checks) -> Run:
+        return Run(name, config, checks, "holds", min_states=min_states, module=module,
+                   short=True)
+
+    return holds
 
 
 #: What the models of the reentrant lock check (spec/Reentrant.tla).
@@ -99,8 +117,7 @@ REENTRANT = ("FreedOnlyAtOutermost, DepthMirrored, NoReentryAfterLoss, NoSpuriou
              "safety")
 
 
-def _reentrant_refutes(name: str, config: str, prop: str) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, module="Reentrant")
+_reentrant_refutes = _refuting("Reentrant")
 
 
 #: What the models of waiting check (spec/Wait.tla).
@@ -108,8 +125,7 @@ WAIT = "TypeOK NoOverlappingSuccess NoForeignWrite NoLostWakeup HeldInBody NoOrp
        "NoStaleGrant; ReturnsByDeadline GrantsInArrivalOrder LeaveGivesBack"
 
 
-def _wait_refutes(name: str, config: str, prop: str) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, module="Wait")
+_wait_refutes = _refuting("Wait")
 
 
 #: What the models of the semaphore check (spec/Semaphore.tla): the limit on overlapping
@@ -124,13 +140,10 @@ SEMAPHORE = (
 SEMAPHORE_RELEASES = SEMAPHORE + ", NoSpuriousReleaseLoss"
 
 
-def _semaphore_holds(name: str, config: str, min_states: int, checks: str = SEMAPHORE) -> Run:
-    return Run(name, config, checks, "holds", min_states=min_states, module="Semaphore",
-               short=True)
+_semaphore_holds = _holding("Semaphore", SEMAPHORE)
 
 
-def _semaphore_refutes(name: str, config: str, prop: str) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, module="Semaphore")
+_semaphore_refutes = _refuting("Semaphore")
 
 
 #: What the models of the read-write lock check (spec/ReadWrite.tla): a writer alone at Redis
@@ -143,14 +156,10 @@ READWRITE = (
 )
 
 
-def _readwrite_holds(name: str, config: str, min_states: int,
-                     checks: str = READWRITE) -> Run:
-    return Run(name, config, checks, "holds", min_states=min_states, module="ReadWrite",
-               short=True)
+_readwrite_holds = _holding("ReadWrite", READWRITE)
 
 
-def _readwrite_refutes(name: str, config: str, prop: str) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, module="ReadWrite")
+_readwrite_refutes = _refuting("ReadWrite")
 
 
 #: What the models of the fenced resource check (spec/FencedResource.tla): the resource's
@@ -159,8 +168,7 @@ def _readwrite_refutes(name: str, config: str, prop: str) -> Run:
 FENCED = "SerialHistory, HolderAdmitted, ResourceTypeOK, TypeOK, FencesIncrease"
 
 
-def _fenced_refutes(name: str, config: str, prop: str) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, module="FencedResource")
+_fenced_refutes = _refuting("FencedResource")
 
 
 #: What the models of leader election check (spec/Election.tla, the lock's lease and
@@ -173,14 +181,10 @@ ELECTION = ("AtMostOneLeader, ActsOnlyWithinLease, LeaderReadSound, FencesIncrea
 ELECTION_SERVED = "CampaignServed, AtMostOneLeader, LeaderReadSound, FencesIncrease"
 
 
-def _election_holds(name: str, config: str, min_states: int,
-                    checks: str = ELECTION) -> Run:
-    return Run(name, config, checks, "holds", min_states=min_states, module="Election",
-               short=True)
+_election_holds = _holding("Election", ELECTION)
 
 
-def _election_refutes(name: str, config: str, prop: str) -> Run:
-    return Run(name, config, prop, "violates", refutes=prop, module="Election")
+_election_refutes = _refuting("Election")
 
 
 #: Every run of ``verify``, in the order of the report (see :func:`schedule` for the order
