@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -233,3 +235,20 @@ def test_tlc_refutes_the_broken_fence_guards() -> None:
     assert [(row.model, row.verdict, row.property) for row in rows] == [
         (run.name, "violates", run.refutes) for run in runs
     ], [row.detail for row in rows]
+
+
+@pytest.mark.tlc
+@needs_java
+@pytest.mark.timeout(120)
+def test_tlc_checks_liveness_once_after_the_search_never_in_the_middle(tmp_path: Path) -> None:
+    # A check in the middle of the search stops TLC's workers, and this TLC can miss a
+    # worker's notification there and hang until the timeout: a hung mutant made a whole
+    # `make verify` fail.  The mutant below used to be checked mid-search after 3,000 states.
+    (run,) = verify.select(["readwrite-mutant-reader-preference"])
+    command = verify.tlc_command(run, 1, tmp_path)
+    out = subprocess.run(command, cwd=specfiles.spec_dir(), capture_output=True, text=True,
+                         timeout=100, check=False)
+    assert out.returncode == 13, out.stdout[-2000:]
+    assert "Temporal properties were violated" in out.stdout
+    checks = re.findall(r"Checking temporal properties for the (\w+) state space", out.stdout)
+    assert checks == ["complete"]

@@ -633,26 +633,18 @@ def _temporal_property(config: Path) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
-def run_tlc(
-    run: Run,
-    workers: int,
-    workdir: Path,
-    spec_dir: Path | None = None,
-    java: str = "java",
-    timeout: float = 900.0,
-    archive: Path | None = None,
-) -> Row:
-    """Check one configuration with TLC and compare with what it must give.
+def tlc_command(
+    run: Run, workers: int, workdir: Path, java: str = "java", archive: Path | None = None
+) -> list[str]:
+    """The command that checks ``run`` with TLC, from the spec's directory.
 
     ``archive`` is a class-data archive of TLC (:mod:`distlock.tools.tlcjvm`) the JVM
     maps its classes from; without one it loads them from the jar.
     """
-    spec_dir = specfiles.spec_dir() if spec_dir is None else spec_dir
-    config = spec_dir / run.config
     meta = workdir / "meta"
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    command = [
+    return [
         java,
         *tlcjvm.BASE_FLAGS,
         *tlcjvm.archive_flags(archive),
@@ -674,10 +666,33 @@ def run_tlc(
         "-metadir",
         str(meta),
         *([] if run.deadlock_check else ["-deadlock"]),
+        # Liveness is checked once, after the search, never in the middle of it: a check in
+        # the middle stops the workers, and this TLC can miss a worker's notification there
+        # and wait for ever (about one run in fifty of a liveness mutant hung until the
+        # timeout).  No checkpoints either: they stop the workers the same way.
+        "-lncheck",
+        "final",
+        "-checkpoint",
+        "0",
         "-config",
         run.config,
         run.module,
     ]
+
+
+def run_tlc(
+    run: Run,
+    workers: int,
+    workdir: Path,
+    spec_dir: Path | None = None,
+    java: str = "java",
+    timeout: float = 900.0,
+    archive: Path | None = None,
+) -> Row:
+    """Check one configuration with TLC and compare with what it must give."""
+    spec_dir = specfiles.spec_dir() if spec_dir is None else spec_dir
+    config = spec_dir / run.config
+    command = tlc_command(run, workers, workdir, java, archive)
     start = time.monotonic()
     try:
         proc = subprocess.run(
