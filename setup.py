@@ -2,7 +2,7 @@
 
 Building distlock (``pip install .``, ``pip wheel .``, ``python -m build``) compiles the
 modules listed in ``distlock/_build.py`` (``COMPILED_MODULES``: the pure core, the wire
-encoding, the flows and the clock) with mypyc whenever it can: mypyc importable (it comes
+encoding, the flows, the clock and the making of each section) with mypyc whenever it can: mypyc importable (it comes
 with mypy, which pyproject.toml's build requirements bring), and a C compiler that builds
 against Python's headers.  When it cannot, it builds the pure-Python package and says why
 in one line; the build never fails for want of them.  ``DISTLOCK_BUILD`` decides instead:

@@ -7,7 +7,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast
 
 from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
@@ -15,6 +15,7 @@ from distlock._core.group import Group, acquisition_order
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Section, SectionConfig, lock_section
 from distlock._core.semaphore import SemaphoreSection
+from distlock._mypyc import mypyc_attr
 from distlock._scheduler import Timers
 from distlock.errors import LockClosedError, ValidationError
 from distlock.events import Event, Lost, Observer, RenewFailed, Transition
@@ -207,6 +208,8 @@ class RenewErrorObserver:
             self.hook(event.error)
 
 
+# Compiled, the base classes stay open to the drivers' classes, which are not compiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HandleBase:
     """What a sync and an asyncio handle of any primitive have in common: the section and
     its group.  No fence: a lock's handle adds it (a semaphore's permit has none)."""
@@ -259,12 +262,15 @@ def _token() -> int:
     return int.from_bytes(os.urandom(16), "big")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LockBase:
     """Defaults and naming for one lock namespace (``<prefix>:<id>`` keys)."""
 
     #: The machine of each acquisition: a lock's section, a reentrant one, or a permit's
     #: (:meth:`_new_section` makes it).
-    _section_type: type[Section] = Section
+    #: A class variable, not an instance field: compiled, an instance field would keep this
+    #: default whatever a subclass sets, and a ReentrantLock would make a plain Section.
+    _section_type: ClassVar[type[Section]] = Section
 
     def __init__(self, allowed: frozenset[str], options: Mapping[str, object]) -> None:
         self.defaults: Options = DEFAULTS.override(allowed, options)
@@ -298,8 +304,10 @@ class LockBase:
         else:
             self._timers.disarm(handle)
 
-    def key(self, id: str) -> str:
-        """The Redis key of lock ``id``."""
+    def _key(self, id: object) -> str:
+        """The Redis key of lock ``id``, which is checked here (the public ``key`` is the
+        drivers': compiled, a parameter typed ``str`` would turn a wrong id into a
+        TypeError before this check could say what is wrong with it)."""
         return f"{self.prefix}:{check_id(id)}"
 
     def _check_open(self, key: str | None = None) -> None:
@@ -371,7 +379,7 @@ class LockBase:
         return made
 
     def _sections_for(
-        self, ids: Sequence[str], opts: Options, *, watch: bool, cancel_on_loss: bool
+        self, ids: Sequence[object], opts: Options, *, watch: bool, cancel_on_loss: bool
     ) -> tuple[Group, tuple[Section, ...]]:
         """Fresh sections for ``ids`` in acquisition order, and the group that holds them."""
         config = self._config(opts, watch=watch, cancel_on_loss=cancel_on_loss)
@@ -383,7 +391,7 @@ class LockBase:
         label = self._label
         # The token: 128 random bits, kept as an int; on the wire, 32 hex digits (Section.token).
         if len(ids) == 1:  # one hold(): no ordering, no list of keys
-            key = self.key(ids[0])
+            key = self._key(ids[0])
             if self._closed:  # tested here first: every lock cycle passes
                 self._check_open(key)
             if named:
@@ -392,7 +400,7 @@ class LockBase:
                 new_section(key, _token(), config, label, record),
             )
         else:
-            keys = acquisition_order([self.key(id) for id in ids])
+            keys = acquisition_order([self._key(id) for id in ids])
             self._check_open(None)
             serial = self._sections
             sections = tuple(
@@ -445,6 +453,7 @@ class LockBase:
                     log.exception("distlock observer %r failed on %r", observer, event)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SemaphoreBase(LockBase):
     """What a sync and an asyncio ``Semaphore`` add to a lock namespace: the limit, given
     to every permit's section (the driver's ``Primitive`` does the rest)."""

@@ -16,9 +16,14 @@ from distlock._version import __version__
 
 #: What a compiled build compiles with mypyc: the modules of the pure core (no IO, no
 #: threads, typed throughout), the wire encoding every command goes through (``_protocol``:
-#: the packing of each script's EVALSHA), and the flows, whose ``act`` every transition of
-#: both drivers passes through, with the clock it reads.  The flows never re-raise with a
-#: bare ``raise`` after a yield in a handler: compiled, that raises nothing (see _flows).
+#: the packing of each script's EVALSHA, and ``_direct``: the choice to send it on a pool
+#: connection), the flows, whose ``act`` every transition of both drivers passes through,
+#: with the clock it reads, and the birth of every lock cycle's section (``_base``: the
+#: options, the config, the key and the token).  The flows never re-raise with a bare
+#: ``raise`` after a yield in a handler: compiled, that raises nothing (see _flows).
+#: ``_base``'s classes are the drivers' bases, which stay Python: they allow interpreted
+#: subclasses, and what a subclass overrides of them is a ``ClassVar`` (an instance field
+#: of a compiled class keeps its own default whatever the subclass sets).
 COMPILED_MODULES: tuple[str, ...] = (
     "distlock._core.actions",
     "distlock._core.commands",
@@ -33,6 +38,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "distlock._protocol",
     "distlock._flows",
     "distlock._clock",
+    "distlock._direct",
+    "distlock._base",
 )
 
 Build = Literal["compiled", "pure", "mixed"]

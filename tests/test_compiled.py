@@ -88,3 +88,28 @@ def test_the_version_is_written_once() -> None:
         if "__version__ =" in path.read_text(encoding="utf-8")
     ]
     assert assignments == ["distlock/_version.py"], assignments
+
+
+def test_each_primitive_makes_its_own_section_in_either_build() -> None:
+    # The compiled build compiles the drivers' base class and not the drivers: a class
+    # attribute a driver's class sets must reach the compiled base's methods (an instance
+    # field of a compiled class would keep the base's default, a plain Section).
+    import redis
+    import redis.asyncio as aredis
+
+    import distlock.asyncio
+    from distlock._core.reentrant import ReentrantSection
+    from distlock._core.section import Section
+    from distlock._core.semaphore import SemaphoreSection
+
+    sync_client, async_client = redis.Redis(), aredis.Redis()
+    made = {
+        "Lock": Section, "ReentrantLock": ReentrantSection, "Semaphore": SemaphoreSection,
+    }
+    for module, client in ((distlock, sync_client), (distlock.asyncio, async_client)):
+        for name, expected in made.items():
+            cls = getattr(module, name)
+            primitive = cls(client, limit=2) if name == "Semaphore" else cls(client)
+            config = primitive._config(primitive.defaults, watch=False, cancel_on_loss=False)
+            section = primitive._new_section("k", 1, config, "c", False)
+            assert type(section) is expected, (module.__name__, name, type(section))

@@ -54,6 +54,10 @@ class Primitive(Runner, Generic[H]):
         return self.defaults.cancel_on_loss
 
     # unasync: end
+    def key(self, id: str) -> str:
+        """The Redis key of lock ``id``."""
+        return self._key(id)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def aclose(self) -> None:

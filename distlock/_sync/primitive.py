@@ -49,6 +49,10 @@ class Primitive(Runner, Generic[H]):
     ) -> None:
         super().__init__(client, LOCK_KEYS, options)
 
+    def key(self, id: str) -> str:
+        """The Redis key of lock ``id``."""
+        return self._key(id)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
