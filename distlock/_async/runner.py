@@ -7,7 +7,7 @@ the primitives share, and each primitive its own public calls."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -113,8 +113,24 @@ class Runner(LockBase):
 
     # -- IO: the flows of distlock._flows, run against Redis ---------------------------------
 
-    async def _call(self, command: Command) -> int:
+    def _call(self, command: Command) -> Awaitable[int]:
+        """``command``'s reply: by the direct send when the client allows it (almost every
+        command), else by :meth:`_send`.  Under asyncio the send's own coroutine is returned
+        for the caller to await: a coroutine fewer between a lock cycle and the socket."""
+        client = self._client
+        if (client is not None and not command.replicas and not command.best_effort
+                and self._route.direct(client)):
+            # A Redis (route.direct says so), and its pool carries no annotations: Any,
+            # an annotation rather than a cast() call.
+            plain: Any = client
+            return wire.send(client, command, pool=plain.connection_pool)
+        return self._send(command)
+
+    async def _send(self, command: Command) -> int:
         client = self._client if self._client is not None else await self.client()
+        if not command.replicas and not command.best_effort and self._route.direct(client):
+            plain: Any = client
+            return await wire.send(client, command, pool=plain.connection_pool)
         script, keys, args = encode(command)
         if command.replicas:
             reply, acked = await call_async(
@@ -123,16 +139,6 @@ class Runner(LockBase):
             return replicated(command, decode(command, reply), acked)
         if command.best_effort and isinstance(client, backend.Redis):
             return decode(command, await wire.call_once(client, script, keys, args))
-        if self._route.direct(client):
-            # Sent on a connection of the client's pool (see distlock._direct), which
-            # on_connection gives back.  A Redis (route.direct says so), and its pool
-            # carries no annotations: Any, an annotation rather than a cast() call.
-            plain: Any = client
-            pool: Any = plain.connection_pool
-            conn = await pool.get_connection()
-            return decode(
-                command, await wire.on_connection(client, conn, script, keys, args, pool)
-            )
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
         api: Any = client  # execute_command carries no annotations
@@ -260,10 +266,7 @@ class Runner(LockBase):
             try:
                 # Sent as _call sends directly (an attempt is idempotent for its token, so
                 # it is retried as any).
-                script, keys, args = encode(attempt)
-                fence = decode(
-                    attempt, await wire.on_connection(client, conn, script, keys, args)
-                )
+                fence = await wire.send(client, attempt, conn)
             finally:
                 await self._keep(conn)
             cancellation.raise_swallowed(task, cancels)

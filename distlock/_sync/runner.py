@@ -116,7 +116,23 @@ class Runner(LockBase):
     # -- IO: the flows of distlock._flows, run against Redis ---------------------------------
 
     def _call(self, command: Command) -> int:
+        """``command``'s reply: by the direct send when the client allows it (almost every
+        command), else by :meth:`_send`.  Under asyncio the send's own coroutine is returned
+        for the caller to await: a coroutine fewer between a lock cycle and the socket."""
+        client = self._client
+        if (client is not None and not command.replicas and not command.best_effort
+                and self._route.direct(client)):
+            # A Redis (route.direct says so), and its pool carries no annotations: Any,
+            # an annotation rather than a cast() call.
+            plain: Any = client
+            return wire.send(client, command, pool=plain.connection_pool)
+        return self._send(command)
+
+    def _send(self, command: Command) -> int:
         client = self._client if self._client is not None else self.client
+        if not command.replicas and not command.best_effort and self._route.direct(client):
+            plain: Any = client
+            return wire.send(client, command, pool=plain.connection_pool)
         script, keys, args = encode(command)
         if command.replicas:
             reply, acked = call_sync(
@@ -125,16 +141,6 @@ class Runner(LockBase):
             return replicated(command, decode(command, reply), acked)
         if command.best_effort and isinstance(client, backend.Redis):
             return decode(command, wire.call_once(client, script, keys, args))
-        if self._route.direct(client):
-            # Sent on a connection of the client's pool (see distlock._direct), which
-            # on_connection gives back.  A Redis (route.direct says so), and its pool
-            # carries no annotations: Any, an annotation rather than a cast() call.
-            plain: Any = client
-            pool: Any = plain.connection_pool
-            conn = pool.get_connection()
-            return decode(
-                command, wire.on_connection(client, conn, script, keys, args, pool)
-            )
         # execute_command rather than evalsha(): the same command, without the wrapper
         # redis-py puts around its command methods (a cost paid twice per lock cycle).
         api: Any = client  # execute_command carries no annotations
@@ -258,10 +264,7 @@ class Runner(LockBase):
             try:
                 # Sent as _call sends directly (an attempt is idempotent for its token, so
                 # it is retried as any).
-                script, keys, args = encode(attempt)
-                fence = decode(
-                    attempt, wire.on_connection(client, conn, script, keys, args)
-                )
+                fence = wire.send(client, attempt, conn)
             finally:
                 self._keep(conn)
             cancellation.raise_swallowed(task, cancels)

@@ -10,8 +10,9 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from distlock._core.commands import Command
 from distlock._direct import packed_evalsha
-from distlock._protocol import Script
+from distlock._protocol import Script, decode, encode
 
 from . import backend
 
@@ -42,25 +43,22 @@ def call_once(
         conn.disconnect()
 
 
-def on_connection(
-    client: object,
-    conn: Any,
-    script: Script,
-    keys: list[str],
-    args: list[str | int],
-    pool: Any = None,
-) -> object:
-    """``script``'s reply on ``conn``, retried as the connection's ``Retry`` says (the
-    errors and backoff of execute_command's retry, disconnecting after each failure).
-    With ``pool``, ``conn`` was taken from that pool (the direct send of
-    :mod:`distlock._direct`) and goes back to it at the end, whatever happened: one call
-    does the whole send, rather than a second around it, on every lock cycle's commands.
+def send(client: object, command: Command, conn: Any = None, pool: Any = None) -> int:
+    """``command``'s reply, decoded, sent on ``conn``, or on a connection taken from ``pool``
+    (the direct send of :mod:`distlock._direct`) and given back to it at the end, whatever
+    happened.  Retried as the connection's ``Retry`` says (the errors and backoff of
+    execute_command's retry, disconnecting after each failure).  One coroutine does the
+    whole send, its caller awaiting it directly: every coroutine between a lock cycle and
+    the socket is resumed on every reply.
 
     A connection interrupted mid-command (a cancellation, ``KeyboardInterrupt``, or any
     error but a reply Redis sent whole) is disconnected here, so that it goes back to the
     pool with nothing unread on it and Redis forgets whatever it was still doing for it."""
+    if conn is None:
+        conn = pool.get_connection()
+    script, keys, args = encode(command)
     try:
-        return backend.call_with_retry(
+        reply = backend.call_with_retry(
             conn, partial(script_reply, client, conn, script, keys, args)
         )
     except ResponseError:
@@ -71,6 +69,7 @@ def on_connection(
     finally:
         if pool is not None:
             backend.give_back(pool, conn)
+    return decode(command, reply)
 
 
 def script_reply(
