@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -274,6 +275,32 @@ def test_corrupted_traces_are_rejected(redis_server: RedisServer, tmp_path: Path
         assert proc.returncode == status, proc.stdout + proc.stderr
     assert "REJECTED" in proc.stdout
     assert "ReleaseReply" in proc.stdout  # it names the first event no behaviour explains
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_chaos_report_of_a_rejected_trace_carries_the_trace_and_its_check(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # A trace TLC rejects in a CI run is on a machine gone since: the report itself must
+    # hold the events and the command that checks them again, with the suite's options.
+    from distlock.tools.chaos.tracing import rejection_report
+
+    good = _renewed_run(redis_server, tmp_path, delete=False)
+    i = [e["action"] for e in good].index("Release")
+    reordered = [*good[:i], good[i + 1], good[i], *good[i + 2 :]]
+    first, *lines = rejection_report(reordered, 1600.0).splitlines()
+    command = shlex.split(first.split(" and run ", 1)[1])
+    assert command[:4] == ["python", "-m", "distlock", "validate-trace"], first
+    assert "--hang-after-ms" in command and "--within-ms" in command
+    assert [json.loads(line) for line in lines] == reordered
+    trace = tmp_path / "TRACE.ndjson"
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = [sys.executable, *command[1:]]
+    argv[argv.index("TRACE.ndjson")] = str(trace)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REJECTED" in proc.stdout and "ReleaseReply" in proc.stdout
 
 
 #: The spec has one Retries for every section: the sections of one trace share it.

@@ -2263,6 +2263,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=TTL_TICKS,
         help=f"model ticks per TTL (default {TTL_TICKS}; fewer: faster and coarser)",
     )
+    parser.add_argument(
+        "--hang-after-ms",
+        type=float,
+        default=0.0,
+        help="a round trip that failed sooner than this failed on its connection and never "
+        "ran in Redis (the chaos suite passes its socket timeout)",
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -2278,6 +2285,7 @@ def run_cli(args: argparse.Namespace) -> int:
             condensed=args.condense,
             within_ms=args.within_ms,
             ticks=args.ticks,
+            hang_after_ms=args.hang_after_ms,
         )
     except (TraceError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         print(f"validate-trace: {exc}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import io
+import json
 import os
 import re
 import subprocess
@@ -69,6 +70,26 @@ SEMAPHORE_TRACE_TTLS = 2
 #: Model ticks per TTL for the chaos traces: coarser than the trace tests' model (whose
 #: corruptions need the finer one), and four times fewer states.
 TRACE_TICKS = 4
+
+def rejection_command(within_ms: float) -> str:
+    """The command that checks a traced trial's events as the chaos suite does."""
+    return (
+        "python -m distlock validate-trace TRACE.ndjson --condense "
+        f"--within-ms {within_ms:g} --ticks {TRACE_TICKS} "
+        f"--hang-after-ms {SOCKET_TIMEOUT * 1000.0:g}"
+    )
+
+
+def rejection_report(checked: list[dict[str, Any]], within_ms: float) -> str:
+    """The events TLC checked, as NDJSON, and the command that checks them again."""
+    out = io.StringIO()
+    for event in checked:
+        out.write(json.dumps(event, sort_keys=True) + "\n")
+    return (
+        f"the events TLC checked, to check again: save the lines below as TRACE.ndjson "
+        f"and run {rejection_command(within_ms)}\n{out.getvalue()}"
+    )
+
 
 class TrialTrace:
     """The trace of one scenario's traced trial, and what TLC made of it."""
@@ -218,11 +239,14 @@ class TrialTrace:
             return
         self.validated = sum(v.accepted for v in verdicts)
         self.seconds = sum(v.seconds for v in verdicts)
+        rejected = [v for v in verdicts if not v.accepted]
         self._problems += [
-            f"the recorded trace is no behaviour of the spec: {v.describe()}"
-            for v in verdicts
-            if not v.accepted
+            f"the recorded trace is no behaviour of the spec: {v.describe()}" for v in rejected
         ]
+        if rejected and params.settings.trace_dir is None:
+            # Nothing else keeps the trace: a rejection seen once, on a machine gone since
+            # (a CI run), can be checked again only from the report.
+            self._problems.append(rejection_report(checked, within))
 
     def _reentrant_unchecked(self, within_ms: float) -> str | None:
         """Why the part of a reentrant key's trace that TLC would check is outside what
