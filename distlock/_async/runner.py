@@ -114,23 +114,26 @@ class Runner(LockBase):
     # -- IO: the flows of distlock._flows, run against Redis ---------------------------------
 
     def _call(self, command: Command) -> Awaitable[int]:
+        """``command``'s reply: see :meth:`_call_on`."""
+        client = self._client
+        if client is None:
+            return self._first_call(command)
+        return self._call_on(client, command)
+
+    async def _first_call(self, command: Command) -> int:
+        """The first command of a Lock made from a URL or a factory: the client first."""
+        return await self._call_on(await self.client(), command)
+
+    def _call_on(self, client: Any, command: Command) -> Awaitable[int]:
         """``command``'s reply: by the direct send when the client allows it (almost every
         command), else by :meth:`_send`.  Under asyncio the send's own coroutine is returned
         for the caller to await: a coroutine fewer between a lock cycle and the socket."""
-        client = self._client
-        if (client is not None and not command.replicas and not command.best_effort
-                and self._route.direct(client)):
-            # A Redis (route.direct says so), and its pool carries no annotations: Any,
-            # an annotation rather than a cast() call.
-            plain: Any = client
-            return wire.send(client, command, pool=plain.connection_pool)
-        return self._send(command)
-
-    async def _send(self, command: Command) -> int:
-        client = self._client if self._client is not None else await self.client()
         if not command.replicas and not command.best_effort and self._route.direct(client):
-            plain: Any = client
-            return await wire.send(client, command, pool=plain.connection_pool)
+            # A Redis (route.direct says so), whose pool carries no annotations.
+            return wire.send(client, command, pool=client.connection_pool)
+        return self._send(client, command)
+
+    async def _send(self, client: Any, command: Command) -> int:
         script, keys, args = encode(command)
         if command.replicas:
             reply, acked = await call_async(
