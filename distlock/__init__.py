@@ -13,9 +13,13 @@ from distlock._sync import (
     LockGroup,
     LockHandle,
     PermitHandle,
+    ReadLock,
+    ReadWriteLock,
     ReentrantHandle,
     ReentrantLock,
+    RoleHandle,
     Semaphore,
+    WriteLock,
 )
 from distlock._version import __version__ as __version__
 from distlock.errors import (
@@ -26,7 +30,9 @@ from distlock.errors import (
     LossReason,
     NotReplicatedError,
     ProtocolError,
+    ReentryError,
     StaleFenceError,
+    UpgradeError,
     UsageError,
     ValidationError,
 )
@@ -58,12 +64,18 @@ __all__ = [
     "NotReplicatedError",
     "PermitHandle",
     "ProtocolError",
+    "ReadLock",
+    "ReadWriteLock",
     "ReentrantHandle",
     "ReentrantLock",
+    "ReentryError",
+    "RoleHandle",
     "Semaphore",
     "StaleFenceError",
+    "UpgradeError",
     "UsageError",
     "ValidationError",
+    "WriteLock",
     "build_info",
     "events",
 ]

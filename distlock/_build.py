@@ -30,6 +30,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "distlock._core.config",
     "distlock._core.group",
     "distlock._core.lease",
+    "distlock._core.readwrite",
     "distlock._core.reentrant",
     "distlock._core.section",
     "distlock._core.semaphore",

@@ -44,16 +44,21 @@ def owner_call(key: str) -> tuple[Script, list[str], list[str | int]]:
     return OWNER, [key], []
 
 
-def force_unlock_call(key: str) -> tuple[Script, list[str], list[str | int]]:
-    """The key, its fence counter, then each kind's queue and places; each kind's wake
-    lists' prefix: whatever kind held the key, the first waiter of every kind looks again."""
+def force_unlock_call(
+    key: str, *also: str
+) -> tuple[Script, list[str], list[str | int]]:
+    """The key, its fence counter, then each queue and places (a read-write lock's readers
+    and writers share one); each queue's wake lists' prefix: whatever kind held the key,
+    the first waiter of every kind looks again.  ``also``: keys deleted with the key (a
+    read-write lock's readers)."""
     keys = [key, fence_key(key)]
     wakes: list[str | int] = []
     for kind in Kind:
         queue, places, wake = queue_keys(key, kind)
-        keys += [queue, places]
-        wakes.append(wake)
-    return FORCE_UNLOCK, keys, wakes
+        if wake not in wakes:
+            keys += [queue, places]
+            wakes.append(wake)
+    return FORCE_UNLOCK, [*keys, *also], wakes
 
 
 def read_owner(key: str, reply: Any) -> LockOwner | None:

@@ -72,6 +72,12 @@ S_WITHDRAW: Final = Script(_SOURCES["s_withdraw"])
 S_RENEW: Final = Script(_SOURCES["s_renew"])
 S_RELEASE: Final = Script(_SOURCES["s_release"])
 
+# -- the read-write lock: a hash {rw, w, f, x} under the key, its readers in a sorted set --------
+RWLOCK_ACQUIRE: Final = Script(_SOURCES["rwlock_acquire"])
+RWLOCK_RENEW: Final = Script(_SOURCES["rwlock_renew"])
+RWLOCK_RELEASE: Final = Script(_SOURCES["rwlock_release"])
+RWLOCK_WITHDRAW: Final = Script(_SOURCES["rwlock_withdraw"])
+
 # -- for operators: who holds a key, and taking it away ------------------------------------
 #
 # Not part of any lock cycle: ``Lock.owner`` / ``locked`` (a Semaphore's) and
@@ -145,7 +151,14 @@ def permits_released_key(key: str) -> str:
 #: each other's keys, so a release must never hand a key to (or wake) another kind's
 #: waiter.  The lock's has no mark; a mark ends before the ``{`` of the slot's tag, which
 #: a key's own name cannot reach.
-_QUEUE_MARK: Final = {Kind.LOCK: "", Kind.REENTRANT: "r:", Kind.SEMAPHORE: "s:"}
+#: A read-write lock's readers and writers are one queue: FIFO across both roles.
+_QUEUE_MARK: Final = {
+    Kind.LOCK: "",
+    Kind.REENTRANT: "r:",
+    Kind.SEMAPHORE: "s:",
+    Kind.READ: "rw:",
+    Kind.WRITE: "rw:",
+}
 
 
 @functools.lru_cache(maxsize=KEY_NAME_CACHE)
@@ -161,6 +174,13 @@ def queue_keys(key: str, kind: Kind = Kind.LOCK) -> tuple[str, str, str]:
     )
 
 
+@functools.lru_cache(maxsize=KEY_NAME_CACHE)
+def readers_key(key: str) -> str:
+    """The sorted set of read-write lock ``key``'s readers (token -> the instant its lease
+    ends), in ``key``'s Cluster slot."""
+    return f"distlock:readers:{{{slot_tag(key_slot(key))}}}:{key}"
+
+
 def wake_key(key: str, token: str, kind: Kind = Kind.LOCK) -> str:
     """The list the waiter ``token`` blocks on for a wake-up from ``key``'s release."""
     return queue_keys(key, kind)[2] + token
@@ -170,12 +190,13 @@ def encode(command: Command) -> tuple[Script, list[str], list[str | int]]:
     """The script, KEYS and ARGV that carry out ``command``."""
     op = command.op
     key = command.key
+    kind = command.kind
+    if kind is not Kind.LOCK:
+        if op is Op.WITHDRAW and kind in _WITHDRAWALS:
+            return _encode_waiting(_WITHDRAWALS[kind], command)
+        return _ENCODERS[kind](command)
     if op is Op.WITHDRAW:
-        return _encode_waiting(_WITHDRAWALS[command.kind], command)
-    if command.kind is Kind.REENTRANT:
-        return _encode_reentrant(command)
-    if command.kind is Kind.SEMAPHORE:
-        return _encode_semaphore(command)
+        return _encode_waiting(WITHDRAW, command)
     if op is Op.ACQUIRE:
         if command.queue_ms is not None:
             return _encode_waiting(W_ACQUIRE, command)
@@ -255,6 +276,37 @@ def _encode_semaphore(command: Command) -> tuple[Script, list[str], list[str | i
             [command.token, RELEASE_MEMORY_MS, wake],
         )
     return S_RENEW, [key], [command.token, command.ttl_ms]
+
+
+def _encode_readwrite(command: Command) -> tuple[Script, list[str], list[str | int]]:
+    op = command.op
+    key = command.key
+    token = command.token
+    role = command.kind.value
+    if op is Op.RENEW or op is Op.EXTEND:
+        return RWLOCK_RENEW, [key, readers_key(key)], [token, command.ttl_ms, role]
+    queue, places, wake = queue_keys(key, command.kind)
+    if op is Op.RELEASE:
+        return (
+            RWLOCK_RELEASE,
+            [key, readers_key(key), released_key(key, token), queue, places],
+            [token, RELEASE_MEMORY_MS, role, wake],
+        )
+    queue_ms = -1 if command.queue_ms is None or op is not Op.ACQUIRE else command.queue_ms
+    return (
+        RWLOCK_ACQUIRE if op is Op.ACQUIRE else RWLOCK_WITHDRAW,
+        [key, readers_key(key), fence_key(key), queue, places],
+        [token, command.ttl_ms, role, queue_ms, QUEUE_GRACE_MS, wake],
+    )
+
+
+#: The encoding of every kind but the lock's (which :func:`encode` makes itself, first).
+_ENCODERS: Final = {
+    Kind.REENTRANT: _encode_reentrant,
+    Kind.SEMAPHORE: _encode_semaphore,
+    Kind.READ: _encode_readwrite,
+    Kind.WRITE: _encode_readwrite,
+}
 
 
 def pack_evalsha(

@@ -15,9 +15,13 @@ from distlock._async import (
     LockGroup,
     LockHandle,
     PermitHandle,
+    ReadLock,
+    ReadWriteLock,
     ReentrantHandle,
     ReentrantLock,
+    RoleHandle,
     Semaphore,
+    WriteLock,
 )
 
 __all__ = [
@@ -25,7 +29,11 @@ __all__ = [
     "LockGroup",
     "LockHandle",
     "PermitHandle",
+    "ReadLock",
+    "ReadWriteLock",
     "ReentrantHandle",
     "ReentrantLock",
+    "RoleHandle",
     "Semaphore",
+    "WriteLock",
 ]

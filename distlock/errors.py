@@ -123,6 +123,39 @@ class LockClosedError(UsageError):
         )
 
 
+class ReentryError(UsageError):
+    """A holder (the thread, or the asyncio task) asked a :class:`~distlock.ReadWriteLock`
+    for a key it already holds through that lock.  Refused before anything is sent: a
+    read-write lock is not reentrant, and the second acquisition would wait for the first
+    to end (a writer waiting for its own read or write, or a second read of ours queued
+    behind a writer that waits for our first).  Use the handle already held."""
+
+    def __init__(self, key: str, *, holds: str, wants: str) -> None:
+        super().__init__(
+            f"cannot take the {wants} lock of {key!r}: this holder holds its {holds} lock "
+            "through the same ReadWriteLock, and would wait for itself; use the handle it "
+            "holds, or release it first",
+            key,
+        )
+
+
+class UpgradeError(ReentryError):
+    """A holder of a read lock asked for the write lock of the same key (an upgrade).
+    Refused before anything is sent: two readers upgrading would each wait, for ever, for
+    the other's read to end.  Release the read lock, take the write lock, and read again
+    under it what the decision rests on (or take the write lock from the start)."""
+
+    def __init__(self, key: str) -> None:
+        UsageError.__init__(
+            self,
+            f"cannot upgrade the read lock of {key!r} to its write lock: two readers doing "
+            "so would wait for each other for ever; release the read lock, then take the "
+            "write lock and read again under it what the write depends on (or take the "
+            "write lock from the start)",
+            key,
+        )
+
+
 class ProtocolError(LockError, RuntimeError):
     """An event arrived that the state machine cannot take in its current phase (a driver bug)."""
 

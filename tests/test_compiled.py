@@ -98,6 +98,7 @@ def test_each_primitive_makes_its_own_section_in_either_build() -> None:
     import redis.asyncio as aredis
 
     import distlock.asyncio
+    from distlock._core.readwrite import ReadSection, WriteSection
     from distlock._core.reentrant import ReentrantSection
     from distlock._core.section import Section
     from distlock._core.semaphore import SemaphoreSection
@@ -113,3 +114,8 @@ def test_each_primitive_makes_its_own_section_in_either_build() -> None:
             config = primitive._config(primitive.defaults, watch=False, cancel_on_loss=False)
             section = primitive._new_section("k", 1, config, "c", False)
             assert type(section) is expected, (module.__name__, name, type(section))
+        rw = module.ReadWriteLock(client)
+        for side, expected_role in ((rw.read, ReadSection), (rw.write, WriteSection)):
+            config = side._config(side.defaults, watch=False, cancel_on_loss=False)
+            section = side._new_section("k", 1, config, "c", False)
+            assert type(section) is expected_role, (module.__name__, type(section))

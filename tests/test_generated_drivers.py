@@ -21,9 +21,13 @@ PUBLIC_ASYNCIO = {
     "LockGroup",
     "LockHandle",
     "PermitHandle",
+    "ReadLock",
+    "ReadWriteLock",
     "ReentrantHandle",
     "ReentrantLock",
+    "RoleHandle",
     "Semaphore",
+    "WriteLock",
 }
 
 

@@ -261,6 +261,12 @@ def holder(key: str) -> asyncio.Task[Any]:
     return task
 
 
+def caller() -> Holder | None:
+    """Who holds a read-write lock's section, for its reentry check: the current task
+    (None outside one: nothing to check against)."""
+    return asyncio.current_task()
+
+
 def check_body(fn: object) -> None:
     """Refuse, before any command, a body that certainly gives nothing to await.
 

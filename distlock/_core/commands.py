@@ -40,6 +40,11 @@ class Kind(enum.Enum):
     REENTRANT = "reentrant"
     #: A :class:`distlock.Semaphore`'s sorted set (``<token>`` -> expiry instant).
     SEMAPHORE = "semaphore"
+    #: A :class:`distlock.ReadWriteLock`'s reader: its token in the readers' sorted set
+    #: (token -> expiry instant), beside the key's hash.
+    READ = "read"
+    #: A :class:`distlock.ReadWriteLock`'s writer: the key's hash (``w``, ``f``, ``x``).
+    WRITE = "write"
 
 
 class Command:

@@ -14,6 +14,7 @@ background task, so cancelling a caller never drops the token before Redis has a
 
 from .handles import LockGroup, LockHandle
 from .lock import Lock
+from .readwrite import ReadLock, ReadWriteLock, RoleHandle, WriteLock
 from .reentrant import ReentrantHandle, ReentrantLock
 from .semaphore import PermitHandle, Semaphore
 
@@ -22,7 +23,11 @@ __all__ = [
     "LockGroup",
     "LockHandle",
     "PermitHandle",
+    "ReadLock",
+    "ReadWriteLock",
     "ReentrantHandle",
     "ReentrantLock",
+    "RoleHandle",
     "Semaphore",
+    "WriteLock",
 ]

@@ -270,6 +270,11 @@ def holder(key: str) -> threading.Thread:
     return threading.current_thread()
 
 
+def caller() -> Holder | None:
+    """Who holds a read-write lock's section, for its reentry check: the current thread."""
+    return threading.current_thread()
+
+
 def check_body(fn: Callable[..., object]) -> None:
     code = getattr(fn, "__code__", None)
     if type(fn) is FunctionType and code is not None and not code.co_flags & _ASYNC_FLAGS:
