@@ -19,7 +19,7 @@ import redis
 
 import distlock
 import distlock.errors
-from distlock import Lock, ReentrantLock, Semaphore
+from distlock import Lock, ReadWriteLock, ReentrantLock, Semaphore
 from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
 from distlock.errors import LossReason
@@ -203,6 +203,24 @@ def semaphore_waiting(client: redis.Redis, admin: redis.Redis) -> None:
         assert isinstance(got, distlock.PermitHandle) and got.release()
 
 
+def readwrite_calls(client: redis.Redis, admin: redis.Redis) -> None:
+    with ReadWriteLock(client, prefix="docs", ttl_ms=10_000) as rw:
+        assert rw.read.run("1", lambda h: h.held) is True
+        reader = rw.read.acquire("2")
+        assert reader is not None and reader.extend(20_000)
+        writer = ReadWriteLock(client, prefix="docs", ttl_ms=10_000)
+        got = handed_over(
+            admin, queue_keys("docs:2", Kind.WRITE)[0],
+            lambda: writer.write.acquire("2", wait_ms=60_000), reader.release,
+        )
+        assert isinstance(got, distlock.RoleHandle) and got.fence > reader.fence
+        assert writer.write.acquire("3") is not None
+        assert rw.read.acquire("3", wait_ms=50) is None  # queued behind the writer, gave up
+        assert writer.write.force_unlock("3")
+        assert got.release()
+        writer.close()
+
+
 def operator_calls(client: redis.Redis, admin: redis.Redis) -> None:
     with Lock(client, prefix="orders", ttl_ms=10_000) as locks:
         handle = locks.acquire("9")
@@ -232,6 +250,7 @@ EXERCISES: dict[str, Callable[[redis.Redis, redis.Redis], None]] = {
     "worker-waits": semaphore_waiting,
     "operator": operator_calls,
     "inspector": inspector,
+    "docs-rw": readwrite_calls,
 }
 
 
