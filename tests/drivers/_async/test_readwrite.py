@@ -412,6 +412,47 @@ async def test_a_dead_waiter_holds_up_the_queue_only_until_its_place_ends(
     assert dead not in queued(r) and r.hget(PLACES, dead) is None
 
 
+async def test_a_writer_that_gives_up_wakes_the_readers_it_kept_out(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    # A writer first in the queue keeps the readers behind it out, though a reader holds.
+    # Its last attempt, refused, takes it out of the queue: the reader behind it may come
+    # in now, and must be told so, as a withdrawal tells it, not left to find out at the
+    # end of its block.
+    async with rwlock(redis_server) as rw:
+        holder = await rw.read.acquire("k")
+        assert holder is not None
+        writer, reader = "w" * 32, "r" * 32
+        for token, kind in ((writer, Kind.WRITE), (reader, Kind.READ)):
+            reply = send(r, Command(Op.ACQUIRE, KEY, token, TTL, kind=kind, queue_ms=TTL))
+            assert reply[0] == 0
+        assert queued(r) == [writer, reader]
+        last = send(r, Command(Op.ACQUIRE, KEY, writer, TTL, kind=Kind.WRITE, queue_ms=0))
+        assert last == [0, 0]
+        assert queued(r) == [reader]
+        assert r.lrange(WAKE + reader, 0, -1) == [b"1"]
+        # Its attempt is granted: it shares the key with the holder.
+        granted = send(r, Command(Op.ACQUIRE, KEY, reader, TTL, kind=Kind.READ, queue_ms=TTL))
+        assert granted == [holder.fence, 0]
+        assert set(leases(r)) == {holder.token, reader} and queued(r) == []
+        assert await holder.release() is True
+
+
+async def test_readers_behind_a_writer_that_timed_out_are_let_in(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async with rwlock(redis_server) as rw:
+        holder = await spawn(rw.read.acquire, "k").result()
+        assert holder is not None
+        writer = await start_waiting(r, rw.write.acquire, "k", wait_ms=300)
+        reader = await start_waiting(r, rw.read.run, "k", fence_of, wait_ms=FOREVER_MS)
+        assert await writer.result() is None
+        # In while the first reader still holds: nothing keeps it out any more.
+        assert await reader.result() == holder.fence
+        assert holder.held and r.zscore(READERS, holder.token) is not None
+        assert queued(r) == [] and await holder.release() is True
+
+
 # -- one holder, one section per key -------------------------------------------------------
 
 
