@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio  # unasync: async only
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from .concurrency import (
     Task,
     client_for,
     disconnected,
+    gather,
     signalled,
     spawn,
     until,
@@ -551,7 +553,6 @@ async def test_locks_semaphores_and_read_write_locks_refuse_each_other_s_keys(
         for held in ("read", "write"):
             for p in others:
                 assert await p.acquire(held) is None
-                assert await p.acquire(held, wait_ms=50) is None
                 with pytest.raises(LockNotAcquiredError, match=f"rw:{held}"):
                     await p.run(held, nothing)
         theirs = [await p.acquire(name) for p, name in zip(others, ["l", "r", "s"], strict=True)]
@@ -559,9 +560,15 @@ async def test_locks_semaphores_and_read_write_locks_refuse_each_other_s_keys(
         for name in ("l", "r", "s"):
             for side in (rw.read, rw.write):
                 assert await spawn(side.acquire, name).result() is None
-                assert await spawn(side.acquire, name, wait_ms=50).result() is None
                 with pytest.raises(LockNotAcquiredError, match=f"rw:{name}"):
                     await spawn(side.run, name, nothing).result()
+        # Waiting attempts too (their scripts read the key's type as well), side by side.
+        waits: list[Callable[[], Any]] = [
+            *(partial(p.acquire, id, wait_ms=50) for p in others for id in ("read", "write")),
+            *(partial(side.acquire, id, wait_ms=50) for side in (rw.read, rw.write)
+              for id in ("l", "r", "s")),
+        ]
+        assert await gather(*waits) == [None] * len(waits)
         # Each key is still its holder's, in its own format.
         assert r.type("rw:l") == b"string" and r.type("rw:r") == b"hash"
         assert r.type("rw:s") == b"zset" and r.hget("rw:read", "rw") == b"1"
@@ -574,29 +581,30 @@ async def test_locks_semaphores_and_read_write_locks_refuse_each_other_s_keys(
 # -- release, extend, loss ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("role", ["read", "write"])
 async def test_release_is_true_only_while_the_lease_is_ours(
-    role: str, redis_server: RedisServer, r: redis.Redis
+    redis_server: RedisServer, r: redis.Redis
 ) -> None:
     async with rwlock(redis_server) as rw:
-        side = getattr(rw, role)
-        handle = await side.acquire("k")
-        assert handle is not None
-        assert await handle.release() is True
-        assert await handle.release() is False
-        # Expired by Redis's clock (the key may linger until Redis expires it).
-        handle = await side.acquire("k", ttl_ms=1_000)
-        assert handle is not None
-        await until_redis_passes(r, r.pexpiretime(KEY))
-        assert await handle.release() is False
-        # Taken away by an operator.
-        handle = await side.acquire("k")
-        assert handle is not None
-        assert await rw.read.force_unlock("k") is True
-        assert r.exists(KEY, READERS) == 0
-        assert await handle.extend() is False and handle.signal.aborted
-        assert await handle.release() is False
-        assert await rw.write.force_unlock("k") is False
+        sides = {"r": rw.read, "w": rw.write}  # a reader of rw:r, a writer of rw:w
+        for id, side in sides.items():
+            handle = await side.acquire(id)
+            assert handle is not None
+            assert await handle.release() is True
+            assert await handle.release() is False
+        # Expired by Redis's clock (the keys may linger until Redis expires them).
+        expiring = [await side.acquire(id, ttl_ms=1_000) for id, side in sides.items()]
+        await until_redis_passes(r, max(r.pexpiretime(f"rw:{id}") for id in sides))
+        for handle in expiring:
+            assert handle is not None and await handle.release() is False
+        # Taken away by an operator: every lease of the key, either role's.
+        for id, side in sides.items():
+            handle = await side.acquire(id)
+            assert handle is not None
+            assert await side.force_unlock(id) is True
+            assert r.exists(handle.key, readers_key(handle.key)) == 0
+            assert await handle.extend() is False and handle.signal.aborted
+            assert await handle.release() is False
+            assert await side.force_unlock(id) is False
 
 
 @pytest.mark.parametrize("role", ["read", "write"])
@@ -648,14 +656,13 @@ async def test_force_unlock_mid_section_fires_the_signal_and_fails_the_section(
 
 def lease_end(r: redis.Redis, handle: RoleHandle) -> float | None:
     """The instant ``handle``'s lease ends by Redis's clock (None: it has none)."""
-    if r.hget(KEY, "w") == handle.token.encode():
-        return float(r.hget(KEY, "x") or 0)
-    return r.zscore(READERS, handle.token)
+    if r.hget(handle.key, "w") == handle.token.encode():
+        return float(r.hget(handle.key, "x") or 0)
+    return r.zscore(readers_key(handle.key), handle.token)
 
 
-@pytest.mark.parametrize("role", ["read", "write"])
-async def test_renewal_keeps_the_lease_past_its_ttl(
-    role: str, redis_server: RedisServer, r: redis.Redis
+async def test_renewal_keeps_each_role_s_lease_past_its_ttl(
+    redis_server: RedisServer, r: redis.Redis
 ) -> None:
     async def body(handle: RoleHandle) -> bool:
         first = lease_end(r, handle)
@@ -666,8 +673,11 @@ async def test_renewal_keeps_the_lease_past_its_ttl(
         return handle.held and later is not None and later > first
 
     async with rwlock(redis_server, ttl_ms=1_000, heartbeat_ms=100) as rw:
-        assert await getattr(rw, role).run("k", body) is True
-    assert r.exists(KEY, READERS) == 0
+        # A reader of one key and a writer of another, side by side.
+        assert await gather(
+            lambda: rw.read.run("r", body), lambda: rw.write.run("w", body)
+        ) == [True, True]
+    assert r.keys("rw:*") == []
 
 
 # -- close ---------------------------------------------------------------------------------

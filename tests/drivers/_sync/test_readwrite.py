@@ -14,6 +14,7 @@ where an expiry is the point.  A caller that must be another holder than the tes
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from .concurrency import (
     Task,
     client_for,
     disconnected,
+    gather,
     signalled,
     spawn,
     until,
@@ -551,7 +553,6 @@ def test_locks_semaphores_and_read_write_locks_refuse_each_other_s_keys(
         for held in ("read", "write"):
             for p in others:
                 assert p.acquire(held) is None
-                assert p.acquire(held, wait_ms=50) is None
                 with pytest.raises(LockNotAcquiredError, match=f"rw:{held}"):
                     p.run(held, nothing)
         theirs = [p.acquire(name) for p, name in zip(others, ["l", "r", "s"], strict=True)]
@@ -559,9 +560,15 @@ def test_locks_semaphores_and_read_write_locks_refuse_each_other_s_keys(
         for name in ("l", "r", "s"):
             for side in (rw.read, rw.write):
                 assert spawn(side.acquire, name).result() is None
-                assert spawn(side.acquire, name, wait_ms=50).result() is None
                 with pytest.raises(LockNotAcquiredError, match=f"rw:{name}"):
                     spawn(side.run, name, nothing).result()
+        # Waiting attempts too (their scripts read the key's type as well), side by side.
+        waits: list[Callable[[], Any]] = [
+            *(partial(p.acquire, id, wait_ms=50) for p in others for id in ("read", "write")),
+            *(partial(side.acquire, id, wait_ms=50) for side in (rw.read, rw.write)
+              for id in ("l", "r", "s")),
+        ]
+        assert gather(*waits) == [None] * len(waits)
         # Each key is still its holder's, in its own format.
         assert r.type("rw:l") == b"string" and r.type("rw:r") == b"hash"
         assert r.type("rw:s") == b"zset" and r.hget("rw:read", "rw") == b"1"
@@ -574,29 +581,30 @@ def test_locks_semaphores_and_read_write_locks_refuse_each_other_s_keys(
 # -- release, extend, loss ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("role", ["read", "write"])
 def test_release_is_true_only_while_the_lease_is_ours(
-    role: str, redis_server: RedisServer, r: redis.Redis
+    redis_server: RedisServer, r: redis.Redis
 ) -> None:
     with rwlock(redis_server) as rw:
-        side = getattr(rw, role)
-        handle = side.acquire("k")
-        assert handle is not None
-        assert handle.release() is True
-        assert handle.release() is False
-        # Expired by Redis's clock (the key may linger until Redis expires it).
-        handle = side.acquire("k", ttl_ms=1_000)
-        assert handle is not None
-        until_redis_passes(r, r.pexpiretime(KEY))
-        assert handle.release() is False
-        # Taken away by an operator.
-        handle = side.acquire("k")
-        assert handle is not None
-        assert rw.read.force_unlock("k") is True
-        assert r.exists(KEY, READERS) == 0
-        assert handle.extend() is False and handle.signal.aborted
-        assert handle.release() is False
-        assert rw.write.force_unlock("k") is False
+        sides = {"r": rw.read, "w": rw.write}  # a reader of rw:r, a writer of rw:w
+        for id, side in sides.items():
+            handle = side.acquire(id)
+            assert handle is not None
+            assert handle.release() is True
+            assert handle.release() is False
+        # Expired by Redis's clock (the keys may linger until Redis expires them).
+        expiring = [side.acquire(id, ttl_ms=1_000) for id, side in sides.items()]
+        until_redis_passes(r, max(r.pexpiretime(f"rw:{id}") for id in sides))
+        for handle in expiring:
+            assert handle is not None and handle.release() is False
+        # Taken away by an operator: every lease of the key, either role's.
+        for id, side in sides.items():
+            handle = side.acquire(id)
+            assert handle is not None
+            assert side.force_unlock(id) is True
+            assert r.exists(handle.key, readers_key(handle.key)) == 0
+            assert handle.extend() is False and handle.signal.aborted
+            assert handle.release() is False
+            assert side.force_unlock(id) is False
 
 
 @pytest.mark.parametrize("role", ["read", "write"])
@@ -648,14 +656,13 @@ def test_force_unlock_mid_section_fires_the_signal_and_fails_the_section(
 
 def lease_end(r: redis.Redis, handle: RoleHandle) -> float | None:
     """The instant ``handle``'s lease ends by Redis's clock (None: it has none)."""
-    if r.hget(KEY, "w") == handle.token.encode():
-        return float(r.hget(KEY, "x") or 0)
-    return r.zscore(READERS, handle.token)
+    if r.hget(handle.key, "w") == handle.token.encode():
+        return float(r.hget(handle.key, "x") or 0)
+    return r.zscore(readers_key(handle.key), handle.token)
 
 
-@pytest.mark.parametrize("role", ["read", "write"])
-def test_renewal_keeps_the_lease_past_its_ttl(
-    role: str, redis_server: RedisServer, r: redis.Redis
+def test_renewal_keeps_each_role_s_lease_past_its_ttl(
+    redis_server: RedisServer, r: redis.Redis
 ) -> None:
     def body(handle: RoleHandle) -> bool:
         first = lease_end(r, handle)
@@ -666,8 +673,11 @@ def test_renewal_keeps_the_lease_past_its_ttl(
         return handle.held and later is not None and later > first
 
     with rwlock(redis_server, ttl_ms=1_000, heartbeat_ms=100) as rw:
-        assert getattr(rw, role).run("k", body) is True
-    assert r.exists(KEY, READERS) == 0
+        # A reader of one key and a writer of another, side by side.
+        assert gather(
+            lambda: rw.read.run("r", body), lambda: rw.write.run("w", body)
+        ) == [True, True]
+    assert r.keys("rw:*") == []
 
 
 # -- close ---------------------------------------------------------------------------------
