@@ -8,8 +8,9 @@
 -- holds or waits: a reader's re-scored, a writer's expiry re-set, with its fence.
 -- A refused waiting attempt keeps (or takes, at the tail) its place, which ends a grace
 -- after the longest block it may take (so a waiter that died is dropped within
--- LONGEST_BLOCK + grace of its last attempt); a refused fail-fast attempt leaves the
--- queue as it is.  A reader's grant wakes the next waiter if it is a reader (readers
+-- LONGEST_BLOCK + grace of its last attempt); a refused last attempt leaves the queue,
+-- waking the next waiter if it was first and the next may now be granted; a refused
+-- fail-fast attempt leaves the queue as it is.  A reader's grant wakes the next waiter if it is a reader (readers
 -- reach the key one after another, each woken by the one before).
 -- KEYS: [1] the key, [2] its readers, [3] the fence counter, [4] the key's queue, [5] its
 --   places.
@@ -89,6 +90,9 @@ end
 if left < 0 then return {0, 0} end
 if left == 0 then
   leave(queue, places, wake, token)
+  -- First in line, we kept out whoever is behind us (a writer keeps out the readers that
+  -- a live reader's lease does not): as RWLOCK_WITHDRAW, wake the next if it may come in.
+  if head == token and not foreign then wake_next(queue, places, wake, writer, readers) end
   return {0, 0}
 end
 local recheck = busy

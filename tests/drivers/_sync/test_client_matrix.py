@@ -6,8 +6,10 @@ Each case runs for Lock, ReentrantLock and Semaphore (limit 1), on each client o
 release), a renewal while ``hold``'s and ``run``'s body runs, a waiter blocked behind a
 holder and handed the lock by its release, and a key deleted under its holder firing the
 signal.  A long wait (longer than redis-py 8's hidden 5 s socket timeout) runs on the
-default ``from_url`` client and on a URL handed to the Lock.  (Asyncio's cancelled waiter:
-``tests/drivers/test_client_matrix_asyncio.py``.)
+default ``from_url`` client and on a URL handed to the Lock.  The ReadWriteLock runs the
+same contract, for both of its sides, on the clients whose replies differ in shape (a URL
+it owns, the defaults of ``from_url``, ``decode_responses``, RESP3).  (Asyncio's cancelled
+waiter: ``tests/drivers/test_client_matrix_asyncio.py``.)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 import redis
 
 from distlock import LockLeaseLostError, LockNotAcquiredError
-from distlock import Lock, LockHandle, ReentrantLock, Semaphore
+from distlock import Lock, LockHandle, ReadWriteLock, ReentrantLock, RoleHandle, Semaphore
 from distlock.errors import LossReason
 from distlock.events import Renewed
 from tests.client_matrix import (
@@ -239,3 +241,100 @@ def test_a_wait_longer_than_the_default_socket_timeout(
     for handle in outcomes.values():
         assert isinstance(handle, LockHandle)
         leaves_nothing(admin, handle.key)
+
+
+# -- the read-write lock ------------------------------------------------------------------
+
+#: The clients whose replies differ in shape, and the URL the read-write lock owns.
+RW_CONFIGS = [BY_NAME[name] for name in ("url", "from_url", "decode", "resp3")]
+
+
+@pytest.fixture(params=RW_CONFIGS, ids=[c.name for c in RW_CONFIGS])
+def rw_config(request: pytest.FixtureRequest) -> ClientConfig:
+    chosen: ClientConfig = request.param
+    return chosen
+
+
+def test_readwrite_readers_share_a_writer_waits_for_them(
+    rw_config: ClientConfig, endpoint: Endpoint, key_id: str, admin: redis.Redis
+) -> None:
+    client, close = made_client(rw_config, endpoint.url(rw_config, "lock"))
+    try:
+        with (
+            ReadWriteLock(client) as mine,
+            ReadWriteLock(client) as other,
+            ReadWriteLock(client) as writers,
+        ):
+            # Three objects: each is a holder of its own, on one task or thread.
+            reader = mine.read.acquire(key_id)
+            shared = other.read.acquire(key_id)
+            assert isinstance(reader, RoleHandle) and isinstance(shared, RoleHandle)
+            assert reader.fence == shared.fence >= 1
+            assert writers.write.acquire(key_id) is None
+            with pytest.raises(LockNotAcquiredError) as refused:
+                with writers.write.hold(key_id):
+                    pytest.fail("a writer's body ran beside readers")
+            assert refused.value.key == reader.key
+            assert shared.release() is True
+            writer = start_waiting(
+                admin, reader.key, writers.write.acquire, key_id, wait_ms=LONG_MS
+            )
+            assert reader.release() is True
+            assert reader.release() is False
+            written = writer.result()
+            assert isinstance(written, RoleHandle) and written.fence > reader.fence
+            assert other.read.acquire(key_id) is None
+            assert written.release() is True
+            leaves_nothing(admin, reader.key)
+    finally:
+        close()
+
+
+def test_readwrite_hold_and_run_are_renewed_on_both_sides(
+    rw_config: ClientConfig, endpoint: Endpoint, key_id: str, admin: redis.Redis
+) -> None:
+    renewed = Event()
+
+    def observe(event: object) -> None:
+        if isinstance(event, Renewed):
+            renewed.set()
+
+    def body(handle: Any) -> str:
+        renewed.wait()  # "no renewal while the body ran" otherwise
+        assert handle.held
+        return str(handle.key)
+
+    client, close = made_client(rw_config, endpoint.url(rw_config, "lock"))
+    try:
+        with ReadWriteLock(client, ttl_ms=SHORT_TTL_MS, observers=[observe]) as rw:
+            with rw.read.hold(key_id) as handle:
+                key = body(handle)
+            renewed.clear()
+            assert rw.write.run(key_id, body) == key
+        leaves_nothing(admin, key)
+    finally:
+        close()
+
+
+@pytest.mark.parametrize("role", ["read", "write"])
+def test_readwrite_force_unlock_fires_the_signal(
+    role: str, rw_config: ClientConfig, endpoint: Endpoint, key_id: str
+) -> None:
+    client, close = made_client(rw_config, endpoint.url(rw_config, "lock"))
+    try:
+        with ReadWriteLock(client, ttl_ms=SHORT_TTL_MS) as rw:
+            side = getattr(rw, role)
+            held: list[Any] = []
+
+            def section() -> None:
+                with side.hold(key_id, **UNCANCELLED) as handle:
+                    held.append(handle)
+                    assert rw.write.force_unlock(key_id) is True
+                    signalled(handle.signal)  # "the loss was never signalled" otherwise
+
+            with pytest.raises(LockLeaseLostError) as lost:
+                section()
+            assert lost.value.reason is LossReason.RENEW_REJECTED
+            assert held[0].signal.reason is lost.value
+    finally:
+        close()

@@ -23,8 +23,19 @@ from distlock import (
     NotReplicatedError,
     ValidationError,
 )
+from distlock._core.commands import Kind
+from distlock._protocol import fence_key, queue_keys, readers_key
 from distlock._slots import key_slot
-from distlock import Lock, LockGroup, LockHandle, PermitHandle, ReentrantLock, Semaphore
+from distlock import (
+    Lock,
+    LockGroup,
+    LockHandle,
+    PermitHandle,
+    ReadWriteLock,
+    ReentrantLock,
+    RoleHandle,
+    Semaphore,
+)
 from distlock.events import Event, Renewed
 from distlock.tools.servers.topologies import Cluster
 from tests.test_cluster import ids_on_distinct_primaries
@@ -164,6 +175,48 @@ def test_semaphore_on_a_cluster(
         client, prefix=prefix, limit=1, replicas=1, replica_timeout_ms=2_000
     ) as sems:
         assert sems.run("w", key_of) == f"{prefix}:w"
+    client.close()
+
+
+def test_read_write_lock_on_a_cluster(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    key = f"{prefix}:d"
+    queue, places, wake = queue_keys(key, Kind.WRITE)
+    # Every key a script touches is in the key's slot: no CROSSSLOT, on any node.
+    assert {key_slot(k) for k in (key, readers_key(key), fence_key(key), queue, places)} == {
+        key_slot(key)
+    }
+    assert key_slot(wake + "t") == key_slot(key)
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    # Four objects: each is a holder of its own, on one task or thread.
+    mine, theirs, writers, late = (
+        ReadWriteLock(client, prefix=prefix, ttl_ms=10_000) for _ in range(4)
+    )
+    with mine, theirs, writers, late:
+        first, second = mine.read.acquire("d"), theirs.read.acquire("d")
+        assert first is not None and second is not None
+        assert first.fence == second.fence and rc.zcard(readers_key(key)) == 2
+        assert first.extend(20_000) is True
+        elsewhere = mine.write.acquire("e")  # another id: another key, not a reentry
+        assert elsewhere is not None and elsewhere.release() is True
+        assert writers.write.acquire("d") is None
+        # A writer waits for both readers (it blocks on its wake list, on the key's node),
+        # and a reader that comes after it waits for it.
+        writer = concurrency.spawn(writers.write.acquire, "d", wait_ms=10_000)
+        concurrency.until(lambda: rc.llen(queue) == 1, "the writer queued")
+        assert late.read.acquire("d") is None
+        reader = concurrency.spawn(late.read.acquire, "d", wait_ms=10_000)
+        concurrency.until(lambda: rc.llen(queue) == 2, "the reader queued")
+        assert first.release() is True and second.release() is True
+        written = writer.result()
+        assert isinstance(written, RoleHandle) and written.fence > first.fence
+        assert rc.hget(key, "w") == written.token.encode()
+        assert written.release() is True
+        read = reader.result()
+        assert isinstance(read, RoleHandle) and read.fence == written.fence
+        assert read.release() is True
+    assert rc.exists(key, readers_key(key), queue, places) == 0
     client.close()
 
 
