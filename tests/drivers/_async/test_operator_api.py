@@ -165,7 +165,7 @@ async def test_owner_of_a_read_write_lock_under_the_operators_acl(
 ) -> None:
     # The documented operator has no rights on distlock:readers:*: the readers are not
     # counted, and nothing is refused.
-    r.execute_command("ACL", "SETUSER", "operator", *documented_acl("operator"))
+    r.execute_command("ACL", "SETUSER", "operator", *documented_acl("operator"))  # type: ignore[no-untyped-call]
     admin = Redis.from_url(redis_server.url)
     operator = Redis.from_url(redis_server.url, username="operator", password="s3cret")
     try:
@@ -178,7 +178,7 @@ async def test_owner_of_a_read_write_lock_under_the_operators_acl(
             assert (seen.kind, seen.readers, seen.token_prefix) == ("read-write", None, None)
             assert await reader.release() is True
     finally:
-        r.execute_command("ACL", "DELUSER", "operator")
+        r.execute_command("ACL", "DELUSER", "operator")  # type: ignore[no-untyped-call]
         await admin.aclose()
         await operator.aclose()
 
