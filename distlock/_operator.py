@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from distlock._core.commands import Kind
-from distlock._protocol import FORCE_UNLOCK, OWNER, Script, fence_key, queue_keys
+from distlock._protocol import FORCE_UNLOCK, OWNER, Script, fence_key, queue_keys, readers_key
 
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")
 _FENCE: Final = re.compile(r"[1-9][0-9]{0,18}")
@@ -28,12 +28,21 @@ class LockOwner:
     ``token_prefix`` is the first 8 digits of the holder's token (what the ``distlock``
     logger and ``python -m distlock inspect`` show), None when the key holds no token
     (another primitive's key): compare it with ``handle.token[:8]`` to tell your own.
+
+    ``kind`` is what holds the key, told by its Redis type and layout: ``"lock"``,
+    ``"reentrant"``, ``"semaphore"``, ``"read-write"`` or ``"unknown"``.  A read-write
+    lock's key reports its live writer as the holder (``token_prefix`` and ``fence``,
+    None while no writer holds it) and in ``readers`` how many readers are live by
+    Redis's clock (None for every other kind, and where the readers' set cannot be read:
+    a user without read rights on ``distlock:readers:*``).
     """
 
     key: str
     ttl_ms: int | None
     fence: int | None
     token_prefix: str | None
+    kind: str = "lock"
+    readers: int | None = None
 
 
 def _text(value: Any) -> str:
@@ -41,7 +50,7 @@ def _text(value: Any) -> str:
 
 
 def owner_call(key: str) -> tuple[Script, list[str], list[str | int]]:
-    return OWNER, [key], []
+    return OWNER, [key], [readers_key(key)]
 
 
 def force_unlock_call(
@@ -66,15 +75,39 @@ def read_owner(key: str, reply: Any) -> LockOwner | None:
     if not reply:
         return None
     kind, ttl, token, fence = _text(reply[0]), int(reply[1]), _text(reply[2]), _text(reply[3])
-    if kind == "zset" and int(reply[4]) == 0:
+    count = reply[4]
+    if kind == "zset" and int(count) == 0:
         return None  # a semaphore whose permits all expired holds nothing
     is_token = _TOKEN.fullmatch(token) is not None
+    readers = int(count) if kind == _READ_WRITE and isinstance(count, int) else None
+    if kind == _READ_WRITE and not is_token and readers == 0:
+        return None  # a read-write lock whose leases all ended holds nothing
     return LockOwner(
         key=key,
         ttl_ms=None if ttl < 0 else ttl,
-        fence=int(fence) if kind == "hash" and _FENCE.fullmatch(fence) else None,
+        fence=int(fence) if kind in ("hash", _READ_WRITE) and _FENCE.fullmatch(fence) else None,
         token_prefix=token[:8] if is_token else None,
+        kind=_kind(kind, is_token, count),
+        readers=readers,
     )
+
+
+#: OWNER's type for a read-write lock's hash.
+_READ_WRITE: Final = "read-write"
+
+
+def _kind(redis_type: str, is_token: bool, count: Any) -> str:
+    """What holds a key, from OWNER's reply: a reentrant lock's hash is the one OWNER
+    found of its layout (count 1)."""
+    if redis_type == _READ_WRITE:
+        return "read-write"
+    if redis_type == "string" and is_token:
+        return "lock"
+    if redis_type == "hash" and is_token and count == 1:
+        return "reentrant"
+    if redis_type == "zset":
+        return "semaphore"
+    return "unknown"
 
 
 def permits_full(reply: Any, limit: int) -> bool:

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import re
 import sys
@@ -75,7 +76,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distlock._base import _URL_SCHEMES
-from distlock._protocol import fence_key
+from distlock._core.commands import Kind
+from distlock._protocol import fence_key, queue_keys, readers_key
 from distlock.errors import LockError, ValidationError
 from distlock.options import DEFAULT_PREFIX, check_prefix
 
@@ -86,6 +88,8 @@ DEFAULT_COUNT: Final = 500
 LOCK: Final = "lock"
 REENTRANT: Final = "reentrant"
 SEMAPHORE: Final = "semaphore"
+READ_WRITE: Final = "read-write"
+READER_SET: Final = "readers"
 FENCE_COUNTER: Final = "fence-counter"
 RELEASE_RECORD: Final = "release-record"
 QUEUE: Final = "queue"
@@ -97,10 +101,19 @@ UNKNOWN: Final = "unknown"
 #: ``distlock:<word>:{<tag>}:<key>``.  The word says what the key is, read by its ending
 #: so that a family added later (a second queue, another release memory) is recognised:
 #: ``...released`` a release record or memory, ``...queue`` a waiting queue, ``...queued``
-#: a queue's places, ``...wake`` a waiter's wake list, ``fence`` a counter.  A queue's
-#: family may carry its kind's mark before the tag (``distlock:queue:r:{<tag>}:<key>``, a
-#: reentrant lock's; see ``distlock._protocol.queue_keys``).
-_INTERNAL: Final = re.compile(r"distlock:([a-z][a-z-]*):(?:[a-z]:)?\{[^}]*\}(?::(.*))?", re.S)
+#: a queue's places, ``...wake`` a waiter's wake list, ``fence`` a counter, ``readers`` a
+#: read-write lock's readers.  A queue's family may carry its kind's mark before the tag
+#: (``distlock:queue:r:{<tag>}:<key>``, a reentrant lock's; ``rw:``, a read-write lock's;
+#: see ``distlock._protocol.queue_keys``).
+_INTERNAL: Final = re.compile(
+    r"distlock:([a-z][a-z-]*):(?:([a-z]+):)?\{[^}]*\}(?::(.*))?", re.S
+)
+#: The mark of a read-write lock's queue family: its waiters' places say their role.
+_READ_WRITE_MARK: Final = "rw"
+#: A read-write lock's hash: ``rw`` -> "1", and while a writer holds it ``w`` -> its token,
+#: ``f`` -> its fence, ``x`` -> the instant its lease ends (ms of Redis's clock).  Read
+#: with one HMGET of these four fields, whatever the hash holds.
+_READ_WRITE_FIELDS: Final = ("rw", "w", "f", "x")
 _FENCE_PREFIX: Final = "distlock:fence:"
 
 #: How many waiters of one queue are read (the first ones: the head and those next).
@@ -164,13 +177,15 @@ class Permit:
 class Waiter:
     """One waiter of a queue, in arrival order: its token (first 8 characters), the time
     its place has left by Redis's clock (``place_ms``; 0 or less: expired, dropped by the
-    next script that reads the head; None: no place, it is leaving), and the TTL a release
+    next script that reads the head; None: no place, it is leaving), the TTL a release
     hands it the key with (``handoff_ttl_ms``; None: it is woken instead, a semaphore's
-    waiter or one that waits for replicas)."""
+    waiter, a read-write lock's, or one that waits for replicas), and in a read-write
+    lock's queue its ``role``, ``"read"`` or ``"write"`` (None in every other queue)."""
 
     token_prefix: str
     place_ms: int | None
     handoff_ttl_ms: int | None = None
+    role: str | None = None
 
     @property
     def live(self) -> bool:
@@ -181,6 +196,7 @@ class Waiter:
             "token_prefix": self.token_prefix,
             "place_ms": self.place_ms,
             "handoff_ttl_ms": self.handoff_ttl_ms,
+            "role": self.role,
             "live": self.live,
         }
 
@@ -205,6 +221,18 @@ class Held:
     how many it holds.  ``remembered`` and
     ``remembered_count`` are a release memory's (a sorted set): the releases it remembers
     (token, and the ms before it forgets each), soonest forgotten first.
+
+    A read-write lock's key (``read-write``) has its live writer's token in
+    ``token_prefix`` and fence in ``fence`` (None while no writer holds it), its slot's
+    counter in ``fence_counter`` (a reader's fence is that counter as it stood at its
+    grant), ``readers`` and ``reader_count`` (its readers, soonest to expire first, at
+    most :data:`PERMITS_READ`, and how many are live by Redis's clock), and ``waiters``
+    and ``waiter_count`` (its queue, readers and writers in one, each waiter with its
+    role); these four are None when the user may not read the sorted set and queue beside
+    the key (``distlock:readers:*``, ``distlock:queue:*``), which the read-only ACL of a
+    prefix other than ``distlock`` does not grant.  A read-write lock's readers' set,
+    listed under ``--prefix distlock`` (``readers``), has the same ``readers`` and
+    ``reader_count``.
     """
 
     key: str
@@ -221,6 +249,8 @@ class Held:
     waiter_count: int | None = None
     remembered: tuple[Permit, ...] | None = None
     remembered_count: int | None = None
+    readers: tuple[Permit, ...] | None = None
+    reader_count: int | None = None
 
     @property
     def head(self) -> Waiter | None:
@@ -259,6 +289,8 @@ class Held:
                 None if self.remembered is None else [p.as_dict() for p in self.remembered]
             ),
             "remembered_count": self.remembered_count,
+            "readers": None if self.readers is None else [p.as_dict() for p in self.readers],
+            "reader_count": self.reader_count,
         }
 
 
@@ -287,6 +319,31 @@ class Probe:
     members: tuple[tuple[str, int], ...] = ()
     #: A queue's first waiters, read with their places (None: not read).
     waiters: tuple[Waiter, ...] | None = None
+    #: A hash's ``rw``, ``w``, ``f`` and ``x`` fields (None: absent), and Redis's clock
+    #: when they were read (ms): what tells a read-write lock's key and its live writer.
+    rw_fields: tuple[str | None, ...] = ()
+    clock: int | None = None
+    #: A read-write lock's readers and queue, read beside its key (see :func:`_beside`).
+    beside: Beside | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Beside:
+    """What a read-write lock keeps beside its key: its readers' set and its queue, as the
+    user could read them (``readable`` False: refused by an ACL, the rest None)."""
+
+    readable: bool
+    readers: tuple[Permit, ...] | None = None
+    reader_count: int | None = None
+    waiters: tuple[Waiter, ...] | None = None
+    waiter_count: int | None = None
+
+
+def _live_count(members: tuple[tuple[str, int], ...], length: int) -> int:
+    """Live members of a sorted set of expiry instants, from its first (soonest to expire)
+    ``members`` and its ``length``: the expired ones come first, and are few (every
+    script of the key evicts them)."""
+    return length - sum(1 for _, left in members if left <= 0)
 
 
 def internal_word(key: str) -> str | None:
@@ -294,6 +351,12 @@ def internal_word(key: str) -> str | None:
     None."""
     found = _INTERNAL.fullmatch(key)
     return None if found is None else found.group(1)
+
+
+def _mark(key: str) -> str | None:
+    """The kind's mark of one of distlock's own keys (``r``, ``rw``), else None."""
+    found = _INTERNAL.fullmatch(key)
+    return None if found is None else found.group(2)
 
 
 def _is_queue(word: str | None) -> bool:
@@ -335,6 +398,8 @@ def _read_hash(probe: Probe) -> Held:
         if word.endswith("queued"):
             return Held(key, QUEUE_PLACES, redis_type, ttl_ms)
         return Held(key, UNKNOWN, redis_type, ttl_ms)
+    if _is_read_write(probe):
+        return _read_read_write(probe)
     fields = dict(probe.fields)
     fence = fields.pop(_FENCE_FIELD, None)
     if (
@@ -351,6 +416,42 @@ def _read_hash(probe: Probe) -> Held:
     return Held(key, UNKNOWN, redis_type, ttl_ms)
 
 
+def _is_read_write(probe: Probe) -> bool:
+    return probe.redis_type == "hash" and bool(probe.rw_fields) and probe.rw_fields[0] == "1"
+
+
+def _read_read_write(probe: Probe) -> Held:
+    """A read-write lock's hash: its live writer (a token whose lease ends after Redis's
+    clock when read), and what was read beside it."""
+    _, writer, fence, until = probe.rw_fields
+    token: str | None = None
+    writer_fence: int | None = None
+    ends = _int_or_none(until)
+    if (
+        writer is not None
+        and _TOKEN.fullmatch(writer)
+        and ends is not None
+        and probe.clock is not None
+        and ends > probe.clock
+    ):
+        token = writer[:8]
+        writer_fence = int(fence) if fence is not None and _POSITIVE.fullmatch(fence) else None
+    beside = probe.beside or Beside(readable=False)
+    return Held(
+        probe.key,
+        READ_WRITE,
+        probe.redis_type,
+        probe.ttl_ms,
+        token,
+        probe.counter,
+        fence=writer_fence,
+        waiters=beside.waiters,
+        waiter_count=beside.waiter_count,
+        readers=beside.readers,
+        reader_count=beside.reader_count,
+    )
+
+
 def _read_zset(probe: Probe) -> Held:
     """A sorted set: a semaphore when every member read is a token; a release memory (a
     semaphore's ``distlock:sem-released:``, or any ``distlock:...released:`` kept as token
@@ -359,6 +460,12 @@ def _read_zset(probe: Probe) -> Held:
     word = internal_word(key)
     if not all(_TOKEN.fullmatch(member) for member, _ in probe.members):
         return Held(key, UNKNOWN, redis_type, ttl_ms)
+    if word == READER_SET:
+        readers = tuple(Permit(member[:8], left) for member, left in probe.members)
+        return Held(
+            key, READER_SET, redis_type, ttl_ms, readers=readers,
+            reader_count=_live_count(probe.members, probe.length or 0),
+        )
     if word is not None:
         if not word.endswith("released"):
             return Held(key, UNKNOWN, redis_type, ttl_ms)
@@ -525,7 +632,7 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
     held: list[Held] = []
     probes = _read_sorted_sets(client, probes, pattern)
     probes = _read_queues(client, probes, pattern)
-    for probe in _read_hashes(client, probes, pattern):
+    for probe in _beside(client, _read_hashes(client, probes, pattern), pattern):
         reader = READERS.get(probe.redis_type)
         if reader is None:
             held.append(Held(probe.key, UNKNOWN, probe.redis_type, probe.ttl_ms))
@@ -537,31 +644,43 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
 def _read_hashes(
     client: redis.Redis, probes: list[tuple[Any, Probe]], pattern: str
 ) -> list[Probe]:
-    """The probes of a batch, its hashes completed by one more round trip: ``HLEN``,
-    ``HRANDFIELD <key> 2 WITHVALUES`` (two fields at most, whatever the hash's size: a
-    large foreign hash is never read whole) and ``PTTL`` of each.  No round trip when the
-    batch has no hash.  A hash gone since its TYPE, or no longer a hash, is left out."""
+    """The probes of a batch, its hashes completed by one more round trip: ``TIME``, then
+    ``HLEN``, ``HRANDFIELD <key> 2 WITHVALUES`` (two fields at most, whatever the hash's
+    size: a large foreign hash is never read whole), ``PTTL`` and ``HMGET`` of a
+    read-write lock's four fields (``rw``, ``w``, ``f``, ``x``) of each.  No round trip
+    when the batch has no hash.  A hash gone since its TYPE, or no longer a hash, is left
+    out."""
     hashes = [i for i, (_, probe) in enumerate(probes) if probe.redis_type in _SECOND_READ]
     if not hashes:
         return [probe for _, probe in probes]
     pipe = client.pipeline(transaction=False)
+    pipe.time()
     for raw, _ in (probes[i] for i in hashes):
         pipe.hlen(raw)
         pipe.hrandfield(raw, _REENTRANT_FIELDS, withvalues=True)
         pipe.pttl(raw)
-    with _translated("a pipeline of HLEN, HRANDFIELD and PTTL", "+hlen +hrandfield +pttl"):
+        pipe.hmget(raw, _READ_WRITE_FIELDS)
+    with _translated(
+        "a pipeline of TIME, HLEN, HRANDFIELD, PTTL and HMGET",
+        "+time +hlen +hrandfield +pttl +hmget",
+    ):
         replies = pipe.execute(raise_on_error=False)
+    clock = replies[0]
+    _check(clock, "TIME", "", pattern)
+    seconds, micros = clock
+    now = int(seconds) * 1000 + int(micros) // 1000
     completed: dict[int, Probe | None] = {}  # by position in probes
     for n, i in enumerate(hashes):
         probe = probes[i][1]
-        length, pairs, ttl = replies[3 * n : 3 * n + 3]
+        length, pairs, ttl, rw_fields = replies[1 + 4 * n : 5 + 4 * n]
         key = probe.key
-        if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, pairs)):
+        if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, pairs, rw_fields)):
             completed[i] = None  # no longer a hash: it changed since its TYPE was read
             continue
         _check(length, "HLEN", key, pattern)
         _check(pairs, "HRANDFIELD", key, pattern)
         _check(ttl, "PTTL", key, pattern)
+        _check(rw_fields, "HMGET", key, pattern)
         if length == 0 or ttl == -2:
             completed[i] = None  # gone since its TYPE was read
             continue
@@ -573,23 +692,30 @@ def _read_hashes(
             counter=probe.counter,
             length=int(length),
             fields=_pairs(pairs),
+            rw_fields=tuple(None if v is None else _text(v) for v in rw_fields),
+            clock=now,
         )
     kept: list[Probe] = []
     for i, (_, probe) in enumerate(probes):
-        now = completed.get(i, probe)
-        if now is not None:
-            kept.append(now)
+        read = completed.get(i, probe)
+        if read is not None:
+            kept.append(read)
     return kept
 
 
 def _read_sorted_sets(
-    client: redis.Redis, probes: list[tuple[Any, Probe]], pattern: str
+    client: redis.Redis,
+    probes: list[tuple[Any, Probe]],
+    pattern: str,
+    denied: set[str] | None = None,
 ) -> list[tuple[Any, Probe]]:
     """The probes of a batch, its sorted sets completed by one more round trip: ``TIME``
     (a permit's expiry is an instant of Redis's clock, so its time left is measured on
     that clock too), then ``ZCARD``, ``ZRANGE <key> 0 63 WITHSCORES`` (the soonest to
     expire first, never the whole set) and ``PTTL`` of each.  No round trip when the batch
-    has no sorted set.  One gone since its TYPE, or no longer a sorted set, is left out."""
+    has no sorted set.  One gone since its TYPE, or no longer a sorted set, is left out;
+    so is one an ACL refuses, its key added to ``denied``, when that is given (else the
+    refusal is raised)."""
     zsets = [i for i, (_, probe) in enumerate(probes) if probe.redis_type == "zset"]
     if not zsets:
         return probes
@@ -612,6 +738,9 @@ def _read_sorted_sets(
         length, members, ttl = replies[1 + 3 * n : 4 + 3 * n]
         key = probe.key
         if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, members)):
+            completed[i] = None
+            continue
+        if _refused_to(denied, key, length, members, ttl):
             completed[i] = None
             continue
         _check(length, "ZCARD", key, pattern)
@@ -637,13 +766,18 @@ def _read_sorted_sets(
 
 
 def _read_queues(
-    client: redis.Redis, probes: list[tuple[Any, Probe]], pattern: str
+    client: redis.Redis,
+    probes: list[tuple[Any, Probe]],
+    pattern: str,
+    denied: set[str] | None = None,
 ) -> list[tuple[Any, Probe]]:
     """The probes of a batch, its waiting queues completed by two more round trips:
     ``TIME``, then ``LLEN``, ``LRANGE <queue> 0 63`` and ``PTTL`` of each queue; then
     ``HMGET`` of the places of the waiters read (their place's end, and the TTL a handoff
-    gives them).  No round trip when the batch has no queue.  One gone since its TYPE, or
-    no longer a list, is left out."""
+    gives them, or a read-write lock's waiter's role).  No round trip when the batch has
+    no queue.  One gone since its TYPE, or no longer a list, is left out; so is one an ACL
+    refuses, its key added to ``denied``, when that is given (else the refusal is
+    raised)."""
     queues = [
         i for i, (_, probe) in enumerate(probes)
         if probe.redis_type == "list" and _is_queue(internal_word(probe.key))
@@ -670,6 +804,9 @@ def _read_queues(
         if any(isinstance(r, Exception) and _wrong_type(r) for r in (length, tokens)):
             completed[i] = None
             continue
+        if _refused_to(denied, key, length, tokens, ttl):
+            completed[i] = None
+            continue
         _check(length, "LLEN", key, pattern)
         _check(tokens, "LRANGE", key, pattern)
         _check(ttl, "PTTL", key, pattern)
@@ -686,10 +823,13 @@ def _read_queues(
             places = pipe.execute(raise_on_error=False)
         for (i, (length, ttl_ms, tokens)), values in zip(read.items(), places, strict=True):
             probe = probes[i][1]
-            if isinstance(values, Exception) and _wrong_type(values):
+            if isinstance(values, Exception) and (
+                _wrong_type(values) or _refused_to(denied, probe.key, values)
+            ):
                 values = [None] * (2 * len(tokens))
             _check(values, "HMGET", places_key(probe.key), pattern)
             ends, handoffs = values[: len(tokens)], values[len(tokens) :]
+            roles = _mark(probe.key) == _READ_WRITE_MARK
             completed[i] = Probe(
                 key=probe.key,
                 redis_type=probe.redis_type,
@@ -701,7 +841,8 @@ def _read_queues(
                     Waiter(
                         token[:8],
                         None if (end := _int_or_none(e)) is None else end - now,
-                        _int_or_none(h),
+                        None if roles else _int_or_none(h),
+                        ("write" if h is not None else "read") if roles else None,
                     )
                     for token, e, h in zip(tokens, ends, handoffs, strict=True)
                 ),
@@ -712,6 +853,62 @@ def _read_queues(
         if now_probe is not None:
             kept.append((raw, now_probe))
     return kept
+
+
+def _refused_to(denied: set[str] | None, key: str, *replies: object) -> bool:
+    """Whether an ACL refused a read of ``key``, noted in ``denied`` (never when None)."""
+    if denied is None or not any(
+        isinstance(r, redis.exceptions.NoPermissionError) for r in replies
+    ):
+        return False
+    denied.add(key)
+    return True
+
+
+def _beside(client: redis.Redis, probes: list[Probe], pattern: str) -> list[Probe]:
+    """The probes of a batch, each read-write lock's completed with its readers' set and
+    its queue (:class:`Beside`): read as a semaphore's set and a queue are, in the same
+    round trips (three at most), a refusal by the ACL noted rather than raised, since the
+    read-only ACL of a prefix grants no access to distlock's keys beside it."""
+    found = [
+        i for i, p in enumerate(probes) if _is_read_write(p) and internal_word(p.key) is None
+    ]
+    if not found:
+        return probes
+    names = {
+        i: (readers_key(probes[i].key), queue_keys(probes[i].key, Kind.READ)[0]) for i in found
+    }
+    denied: set[str] = set()
+    sets = _read_sorted_sets(
+        client,
+        [(z, Probe(z, "zset", None, None, None)) for z, _ in names.values()],
+        pattern,
+        denied,
+    )
+    queues = _read_queues(
+        client,
+        [(q, Probe(q, "list", None, None, None)) for _, q in names.values()],
+        pattern,
+        denied,
+    )
+    read = {p.key: p for _, p in [*sets, *queues]}
+    completed = list(probes)
+    for i, (zset, queue) in names.items():
+        if zset in denied or queue in denied:
+            beside = Beside(readable=False)
+        else:
+            readers = read.get(zset)
+            waiting = read.get(queue)
+            members = () if readers is None else readers.members
+            beside = Beside(
+                readable=True,
+                readers=tuple(Permit(m[:8], left) for m, left in members),
+                reader_count=0 if readers is None else _live_count(members, readers.length or 0),
+                waiters=() if waiting is None else waiting.waiters,
+                waiter_count=0 if waiting is None else waiting.length,
+            )
+        completed[i] = dataclasses.replace(probes[i], beside=beside)
+    return completed
 
 
 def _pairs(reply: object) -> tuple[tuple[str, str], ...]:
@@ -841,6 +1038,12 @@ def format_table(inspection: Inspection) -> str:
             "that state blocks its id until it is deleted"
         )
     for h in held:
+        if h.kind == READ_WRITE:
+            lines.append(_read_write_text(h))
+            continue
+        if h.readers is not None:
+            shown = _permits(h.readers)
+            lines.append(f"{_cell(h.key)}: {h.reader_count} live readers{_first(h)}: {shown}")
         if h.permits is not None:
             shown = ", ".join(
                 f"{p.token_prefix} {p.ttl_ms} ms" if p.live else f"{p.token_prefix} expired"
@@ -865,6 +1068,47 @@ def format_table(inspection: Inspection) -> str:
     return "\n".join(lines)
 
 
+#: Said of a read-write lock's key whose readers and queue the user may not read.
+BESIDE_NOTE: Final = (
+    "readers and queue not read (no read access to distlock:readers:* and "
+    "distlock:queue:*; a user with %R~distlock:* sees them)"
+)
+
+
+def _permits(permits: tuple[Permit, ...]) -> str:
+    return ", ".join(
+        f"{p.token_prefix} {p.ttl_ms} ms" if p.live else f"{p.token_prefix} expired"
+        for p in permits
+    )
+
+
+def _first(h: Held) -> str:
+    """`` (first N)`` when fewer readers were read than the key has live."""
+    shown = 0 if h.readers is None else sum(1 for p in h.readers if p.live)
+    return "" if h.reader_count is None or shown >= h.reader_count else f" (first {shown})"
+
+
+def _read_write_text(h: Held) -> str:
+    """The line under the table for a read-write lock's key: its writer, readers, queue."""
+    writer = "no writer" if h.token_prefix is None else f"writer {h.token_prefix}"
+    if h.token_prefix is not None and h.fence is not None:
+        writer += f" fence {h.fence}"
+    if h.reader_count is None or h.readers is None:
+        return f"{_cell(h.key)}: read-write, {writer}; {BESIDE_NOTE}"
+    live = tuple(p for p in h.readers if p.live)
+    readers = f"{h.reader_count} live readers" + (
+        f"{_first(h)}: {_permits(live)}" if live else ""
+    )
+    if h.waiters:
+        more = "" if h.waiter_count == len(h.waiters) else f" (first {len(h.waiters)})"
+        queue = f"{h.waiter_count} waiters{more}, head first: " + ", ".join(
+            _waiter_text(w) for w in h.waiters
+        )
+    else:
+        queue = "no waiters"
+    return f"{_cell(h.key)}: read-write, {writer}; {readers}; {queue}"
+
+
 def _waiter_text(waiter: Waiter) -> str:
     if waiter.place_ms is None:
         place = "no place (leaving)"
@@ -873,7 +1117,8 @@ def _waiter_text(waiter: Waiter) -> str:
     else:
         place = "place expired"
     handoff = "" if waiter.handoff_ttl_ms is None else f", handed ttl {waiter.handoff_ttl_ms}"
-    return f"{waiter.token_prefix} {place}{handoff}"
+    role = "" if waiter.role is None else f" ({waiter.role})"
+    return f"{waiter.token_prefix}{role} {place}{handoff}"
 
 
 def _positive(text: str) -> int:

@@ -111,6 +111,67 @@ def test_renewals_move_the_detection_bound() -> None:
     assert verdict.worst_detection_ms == pytest.approx(200, abs=1)
 
 
+def _rw(section: Section, role: str, fence: int | None = None) -> Section:
+    section.rw = role
+    if fence is not None:
+        section.fence = fence
+    return section
+
+
+def test_two_readers_share_a_read_write_key() -> None:
+    rec = Recorder("synthetic")
+    _rw(_section(rec, "r1", 0.0, 0.1, "ok"), "read", 5)
+    _rw(_section(rec, "r2", 0.05, 0.15, "ok"), "read", 5)
+    verdict = check(rec, slack_ms=50)
+    assert verdict.violations == []
+    assert (verdict.overlaps, verdict.overlapping_pairs, verdict.crowded) == (0, 0, 0)
+
+
+def test_a_writer_beside_a_reader_is_an_overlap() -> None:
+    rec = Recorder("synthetic")
+    _rw(_section(rec, "r1", 0.0, 0.1, "ok"), "read", 5)
+    _rw(_section(rec, "w", 0.05, 0.15, "ok"), "write", 6)
+    verdict = check(rec, slack_ms=50)
+    assert verdict.overlaps == 1 and verdict.crowded == 1
+    assert any("NoOverlappingSuccess" in v for v in verdict.violations)
+
+
+def test_a_writer_beside_a_reader_that_surfaced_its_loss_passes() -> None:
+    rec = Recorder("synthetic")
+    _rw(_section(rec, "r1", 0.0, 0.5, "lost", signal=0.199, sends=(-0.001,)), "read", 5)
+    _rw(_section(rec, "w", 0.21, 0.3, "ok"), "write", 6)
+    verdict = check(rec, slack_ms=50)
+    assert verdict.violations == []
+    assert verdict.crowded == 1 and verdict.fence_pairs == 1
+
+
+def test_a_writers_fence_not_above_an_earlier_grant_is_caught() -> None:
+    rec = Recorder("synthetic")
+    _rw(_section(rec, "r1", 0.0, 0.1, "ok"), "read", 7)
+    _rw(_section(rec, "w", 0.2, 0.3, "ok"), "write", 7)
+    verdict = check(rec, slack_ms=50)
+    assert verdict.fence_pairs == 1
+    assert any("writer's fence is not larger" in v for v in verdict.violations)
+
+
+def test_a_readers_fence_below_an_earlier_writers_is_caught() -> None:
+    rec = Recorder("synthetic")
+    _rw(_section(rec, "w", 0.0, 0.1, "ok"), "write", 7)
+    _rw(_section(rec, "r1", 0.2, 0.3, "ok"), "read", 6)
+    verdict = check(rec, slack_ms=50)
+    assert any("reader's fence is smaller" in v for v in verdict.violations)
+
+
+def test_fences_of_round_trips_that_overlap_in_time_are_not_compared() -> None:
+    rec = Recorder("synthetic")
+    # Each grant is sent before the other's reply: either script may have run first.
+    r = _rw(_section(rec, "r1", 0.0, 0.1, "ok", sends=(-0.002,)), "read", 9)
+    w = _rw(_section(rec, "w", 0.2, 0.3, "ok", sends=(-0.0015,)), "write", 8)
+    assert r.token is not None and w.token is not None
+    verdict = check(rec, slack_ms=1000)
+    assert verdict.fence_pairs == 0
+
+
 def test_two_renewals_in_flight_are_caught() -> None:
     rec = Recorder("synthetic")
     s = _section(rec, "a", 0.0, 0.3, "ok", sends=(-0.001, 0.05, 0.1, 0.15, 0.2, 0.25))

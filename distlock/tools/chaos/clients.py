@@ -17,24 +17,32 @@ from distlock import (
     Lock,
     LockHandle,
     PermitHandle,
+    ReadLock,
+    ReadWriteLock,
     ReentrantLock,
     Semaphore,
+    WriteLock,
 )
 from distlock.asyncio import Lock as AsyncLock
 from distlock.asyncio import LockHandle as AsyncLockHandle
 from distlock.asyncio import PermitHandle as AsyncPermitHandle
+from distlock.asyncio import ReadLock as AsyncReadLock
 from distlock.asyncio import ReentrantLock as AsyncReentrantLock
 from distlock.asyncio import Semaphore as AsyncSemaphore
+from distlock.asyncio import WriteLock as AsyncWriteLock
 from distlock.tools.chaos.params import SOCKET_TIMEOUT, Params
 from distlock.tools.chaos.recorder import Recorder, RecordingAsyncRedis, RecordingRedis
 from distlock.tools.chaos.targets import RedisTarget
 from distlock.tools.chaos.tracing import TrialTrace
 from distlock.tools.servers.toxiproxy import Proxy
 
-#: A scenario's primitive (a lock, a reentrant lock or a semaphore of ``limit`` permits),
-#: and the handle its ``run`` gives (a reentrant level's is a ``LockHandle``).
-AnyLock: TypeAlias = Lock | ReentrantLock | Semaphore
-AnyAsyncLock: TypeAlias = AsyncLock | AsyncReentrantLock | AsyncSemaphore
+#: A scenario's primitive (a lock, a reentrant lock, a semaphore of ``limit`` permits, or
+#: one side of a read-write lock), and the handle its ``run`` gives (a reentrant level's,
+#: and a read-write lock's, are ``LockHandle``s).
+AnyLock: TypeAlias = Lock | ReentrantLock | Semaphore | ReadLock | WriteLock
+AnyAsyncLock: TypeAlias = (
+    AsyncLock | AsyncReentrantLock | AsyncSemaphore | AsyncReadLock | AsyncWriteLock
+)
 AnyHandle: TypeAlias = LockHandle | PermitHandle
 AnyAsyncHandle: TypeAlias = AsyncLockHandle | AsyncPermitHandle
 
@@ -57,7 +65,7 @@ class Clients:
         self.recorder = recorder
         self.trace = trace
         self._sync_clients: list[redis.Redis] = []
-        self._locks: list[AnyLock] = []
+        self._locks: list[AnyLock | ReadWriteLock] = []
 
     def connection_kwargs(self, via_proxy: bool) -> dict[str, Any]:
         """Host, port, db and credentials of the target, or of the proxy in front of it."""
@@ -108,6 +116,15 @@ class Clients:
             lock = kind(client, trace=trace, **options)
         self._locks.append(lock)
         return lock
+
+    def sync_readwrite(self, client: redis.Redis, **options: Any) -> ReadWriteLock:
+        """A read-write lock on ``client`` under the scenario's prefix and TTL (``options``
+        override them): its ``.read`` and ``.write`` are what the sections run."""
+        params = self.params
+        options = {"prefix": params.prefix, "ttl_ms": params.ttl_ms, **options}
+        rw = ReadWriteLock(client, trace=self.trace.sink, **options)
+        self._locks.append(rw)
+        return rw
 
     def async_lock(self, client: redis.asyncio.Redis) -> AnyAsyncLock:
         params, trace = self.params, self.trace.sink

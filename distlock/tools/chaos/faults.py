@@ -36,13 +36,14 @@ class Faults:
         #: The victims whose lease the fault is meant to lapse: each must surface it.
         self.targets: list[Section] = []
 
-    def wait_for_victim(self, *, renewed: bool = True) -> Section | None:
-        """A victim inside its body (with a successful renewal on the wire, by default)."""
+    def wait_for_victim(self, *, renewed: bool = True, who: str = "victim") -> Section | None:
+        """A victim inside its body (with a successful renewal on the wire, by default);
+        ``who``: the start of the names of the victims it may be."""
         found: list[Section] = []
 
         def ready() -> bool:
             for s in self.recorder.in_body():
-                if s.client.startswith("victim") and (
+                if s.client.startswith(who) and (
                     not renewed or self.recorder.renewed_in_body(s)
                 ):
                     found.append(s)
@@ -52,8 +53,10 @@ class Faults:
         self.recorder.wait_until(ready, ARM_TIMEOUT)
         return found[0] if found else None
 
-    def inject(self, fault: Fault, *, expect_lapse: bool, renewed: bool = True) -> None:
-        victim = self.wait_for_victim(renewed=renewed)
+    def inject(
+        self, fault: Fault, *, expect_lapse: bool, renewed: bool = True, who: str = "victim"
+    ) -> None:
+        victim = self.wait_for_victim(renewed=renewed, who=who)
         if victim is None:
             raise ScenarioFailed(
                 f"{self.params.name}: no victim renewed inside its body within {ARM_TIMEOUT}s"

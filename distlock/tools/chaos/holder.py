@@ -15,6 +15,8 @@
 ``python -m distlock.tools.chaos.holder hold-semaphore URL PREFIX ID TTL_MS LIMIT``
 ``python -m distlock.tools.chaos.holder intrude-semaphore URL PREFIX ID TTL_MS LIMIT``
     the same two on a ``Semaphore`` of LIMIT permits: one permit each section.
+``python -m distlock.tools.chaos.holder hold-read URL PREFIX ID TTL_MS``
+    ``hold``, as a reader of a ``ReadWriteLock`` (its ``.read``).
 
 Used when the parent's own threads cannot run: a body holding the GIL, or the holder
 being killed with SIGKILL.
@@ -38,6 +40,8 @@ from distlock import (
     LockLeaseLostError,
     LockNotAcquiredError,
     PermitHandle,
+    ReadLock,
+    ReadWriteLock,
     ReentrantLock,
     Semaphore,
 )
@@ -71,9 +75,17 @@ def _client(url: str, recorder: Recorder, name: str) -> RecordingRedis:
 
 
 def hold(
-    url: str, prefix: str, id: str, ttl_ms: int, limit: int | None = None, trace: str | None = None
+    url: str,
+    prefix: str,
+    id: str,
+    ttl_ms: int,
+    limit: int | None = None,
+    trace: str | None = None,
+    *,
+    read: bool = False,
 ) -> None:
-    """Take the key (a permit of it, with ``limit``) and keep it until killed."""
+    """Take the key (a permit of it, with ``limit``; a read of it, with ``read``) and keep
+    it until killed."""
     recorder = Recorder("holder")
     client = _client(url, recorder, f"{prefix}-holder")
     # Line-buffered: every event is in the file before the next one happens.
@@ -82,7 +94,10 @@ def hold(
         if trace
         else None
     )
-    lock = _primitive(client, prefix, ttl_ms, limit=limit, trace=events)
+    rw = ReadWriteLock(client, prefix=prefix, ttl_ms=ttl_ms, trace=events) if read else None
+    lock: Lock | ReentrantLock | Semaphore | ReadLock = (
+        _primitive(client, prefix, ttl_ms, limit=limit, trace=events) if rw is None else rw.read
+    )
     # A traced holder takes a free key (the spec has one Retries for a trace's sections:
     # the pollers beside it have none).
     options: dict[str, Any] = {"retries": 0} if trace else {}
@@ -104,7 +119,7 @@ def hold(
     try:
         lock.run(id, body, **options)
     finally:
-        lock.close()
+        (lock if rw is None else rw).close()
         client.close()
 
 
@@ -189,7 +204,9 @@ def main(argv: list[str]) -> None:
     limit: int | None = None
     if mode.endswith("-semaphore"):
         limit, rest = int(rest[0]), rest[1:]
-    if mode.startswith("hold"):
+    if mode == "hold-read":
+        hold(url, prefix, id, int(ttl), None, *rest, read=True)
+    elif mode.startswith("hold"):
         hold(url, prefix, id, int(ttl), limit, *rest)
     else:
         intrude(

@@ -30,6 +30,10 @@
   wire), and every waiting attempt Redis granted on the wire either started a body with
   its token or was given back by a release with that token (a grant nobody knows of
   would hold the key until its TTL).
+- A read-write lock's key: the checks above, with two readers' bodies free to overlap (a
+  writer's body beside any other body is an overlap, judged as a lock's pair is); and its
+  fences follow the order of the scripts on the wire (:func:`check_fences`): a writer's
+  is larger than every fence granted before it, a reader's at least the last writer's.
 
 Times are ``time.monotonic()`` seconds; the lease arithmetic is in milliseconds.
 """
@@ -65,6 +69,9 @@ class Verdict:
     waits_failed: int = 0
     #: How long each wait took past its ``wait_ms`` (0 when it ended within it), ms.
     wait_overruns_ms: list[float] = field(default_factory=list)
+    #: Pairs of a read-write lock's sections, one of them a writer, whose fences were
+    #: compared (see :func:`check_fences`).
+    fence_pairs: int = 0
 
     @property
     def worst_wait_overrun_ms(self) -> float | None:
@@ -105,7 +112,7 @@ def check(
 
     for i, a in enumerate(sections):
         for b in sections[i + 1 :]:
-            if a.key != b.key or not a.overlaps(b):
+            if a.key != b.key or not a.overlaps(b) or _readers(a, b):
                 continue
             verdict.overlapping_pairs += 1
             if limit > 1:
@@ -120,6 +127,8 @@ def check(
                 verdict.violations.append(f"overlap with no loss surfaced: {pair}")
 
     _check_crowds(sections, limit, verdict, origin)
+    verdict.fence_pairs, wrong = check_fences(recorder)
+    verdict.violations += wrong
 
     starvations = sorted(
         (s.starved_from, s.starved_until)
@@ -198,7 +207,7 @@ def _check_crowds(sections: list[Section], limit: int, verdict: Verdict, origin:
                 for s in group
                 if s.start is not None and s.start <= start and (s.end is None or s.end > start)
             ]
-            if len(running) <= limit:
+            if len(running) <= limit or _readers(*running):
                 crowded = False
                 continue
             if not crowded:
@@ -220,6 +229,56 @@ def _check_crowds(sections: list[Section], limit: int, verdict: Verdict, origin:
                     f"silent loss: {len(running)} bodies at once with limit {limit}, only "
                     f"{len(running) - len(quiet)} surfaced a loss: {named}"
                 )
+
+
+def _readers(*sections: Section) -> bool:
+    """Readers of a read-write lock only: their bodies share the key, and may overlap."""
+    return all(s.rw == "read" for s in sections)
+
+
+def check_fences(recorder: Recorder) -> tuple[int, list[str]]:
+    """A read-write lock's fences, by the order of the scripts on the wire: a writer's
+    fence is larger than every fence granted before its first attempt was sent, and a
+    reader's is at least, a writer's more than, the fence of every writer whose grant
+    was answered before it first sent anything.  "Before" is read from the wire alone (a
+    reply received before a request was sent was made by a script that ran first), so a
+    pair whose round trips overlap in time is not compared.  Returns how many pairs with
+    a writer were compared, and the violations."""
+    granted: list[tuple[Section, float, float]] = []  # (section, first send, grant reply)
+    for s in recorder.entered():
+        if s.rw is None or s.fence is None:
+            continue
+        commands = recorder.commands_of(s)
+        grants = [c.replied for c in commands if c.ok]
+        if not commands or not grants:
+            continue
+        granted.append((s, min(c.sent for c in commands), min(grants)))
+    compared = 0
+    problems: list[str] = []
+    origin = recorder.origin
+    for w, w_sent, w_granted in granted:
+        if w.rw != "write":
+            continue
+        assert w.fence is not None
+        for x, x_sent, x_granted in granted:
+            if x is w:
+                continue
+            assert x.fence is not None
+            if x_granted < w_sent:
+                compared += 1
+                if not x.fence < w.fence:
+                    problems.append(
+                        f"a writer's fence is not larger than one granted before it: "
+                        f"{x.describe(origin)} then {w.describe(origin)}"
+                    )
+            elif x.rw == "read" and w_granted < x_sent:
+                compared += 1
+                if not x.fence >= w.fence:
+                    problems.append(
+                        f"a reader's fence is smaller than an earlier writer's: "
+                        f"{w.describe(origin)} then {x.describe(origin)}"
+                    )
+    return compared, problems
 
 
 def _check_levels(recorder: Recorder, s: Section, verdict: Verdict) -> None:

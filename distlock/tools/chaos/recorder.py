@@ -169,6 +169,9 @@ class Section:
     inner: Level | None = None
     #: The ``wait_ms`` a waiter asked for (None: the section did not wait).
     wait_ms: int | None = None
+    #: A read-write lock's section: ``"read"`` or ``"write"`` (None: another primitive's).
+    #: Two readers' bodies may overlap; a writer's may overlap no other.
+    rw: str | None = None
 
     @property
     def waited_s(self) -> float | None:
@@ -199,7 +202,8 @@ class Section:
 
         inner = self.inner
         return (
-            f"{self.client}#{self.seq} fence={self.fence} "
+            f"{self.client}#{self.seq}" + (f" ({self.rw})" if self.rw else "")
+            + f" fence={self.fence} "
             f"body=[{ms(self.start)}, {ms(self.end)}]ms "
             f"signal={ms(self.signal_at)} outcome={self.outcome}"
             + (f" ({self.error})" if self.error else "")

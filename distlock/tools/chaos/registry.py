@@ -41,6 +41,7 @@ def _load() -> None:
     from distlock.tools.chaos.scenarios import (  # noqa: F401
         client_crash,
         network,
+        readwrite,
         redis_process,
         reentrant,
         semaphore,

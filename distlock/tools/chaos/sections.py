@@ -16,9 +16,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from distlock import LockLeaseLostError, LockNotAcquiredError, PermitHandle, ReentrantLock
+from distlock import (
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    PermitHandle,
+    ReadLock,
+    ReentrantLock,
+    WriteLock,
+)
 from distlock.asyncio import PermitHandle as AsyncPermitHandle
+from distlock.asyncio import ReadLock as AsyncReadLock
 from distlock.asyncio import ReentrantLock as AsyncReentrantLock
+from distlock.asyncio import WriteLock as AsyncWriteLock
 from distlock.options import AsyncHoldOptions, HoldOptions
 from distlock.tools.chaos.clients import AnyAsyncHandle, AnyAsyncLock, AnyHandle, AnyLock
 from distlock.tools.chaos.params import RETRIES, TRIAL_TIMEOUT, Params
@@ -49,6 +58,15 @@ class Body:
     starve_ms: float = 0.0
     at_start: Callable[[Section], None] | None = None
     at_end: Callable[[Section], None] | None = None
+
+
+def rw_role(lock: AnyLock | AnyAsyncLock) -> str | None:
+    """``"read"`` or ``"write"`` for a side of a read-write lock, else None."""
+    if isinstance(lock, ReadLock | AsyncReadLock):
+        return "read"
+    if isinstance(lock, WriteLock | AsyncWriteLock):
+        return "write"
+    return None
 
 
 def fence(handle: AnyHandle | AnyAsyncHandle) -> int | None:
@@ -92,6 +110,7 @@ class Sections:
         its work at depth 2; with ``wait_ms``, it waits for the key that long.  ``ttl_ms``:
         the lock's, when not the scenario's."""
         section = self._new(role, wait_ms, ttl_ms)
+        section.rw = rw_role(lock)
         reenter = None
         if nest:
             assert isinstance(lock, ReentrantLock), "only a ReentrantLock is re-entered"
@@ -229,6 +248,7 @@ class Sections:
         """One ``run``; with ``nest`` (a ReentrantLock), the body re-enters the key and does
         its work at depth 2; with ``wait_ms``, it waits for the key that long."""
         section = self._new(role, wait_ms)
+        section.rw = rw_role(lock)
         reenter = None
         if nest:
             assert isinstance(lock, AsyncReentrantLock), "only a ReentrantLock is re-entered"

@@ -149,7 +149,7 @@ class Trials:
             self.clients, self.sections, trial, stop,
             via_proxy=via_proxy, traced=self.trace.traced(trial),
         )
-        self._run_threads(threads, injector, intruder_thread, stop, waiting)
+        self.run_threads(threads, injector, intruder_thread, stop, waiting)
         self.clients.close_sync()
         self.trace.stop()
 
@@ -161,7 +161,7 @@ class Trials:
             target=self._sync_intruder, args=(lock, stop), name="chaos-intruder", daemon=True
         )
 
-    def _run_threads(
+    def run_threads(
         self,
         victims: list[threading.Thread],
         injector: Injector | None,

@@ -78,7 +78,7 @@ def sync_threads(
         lock = clients.sync_lock(clients.sync_client(f"{role}-t{trial}", via_proxy=proxied))
         threads.append(
             threading.Thread(
-                target=_sync_waiter,
+                target=sync_waiter,
                 args=(sections, lock, role, stop),
                 name=f"chaos-{role}",
                 daemon=True,
@@ -87,9 +87,10 @@ def sync_threads(
     return threads
 
 
-def _sync_waiter(
+def sync_waiter(
     sections: Sections, lock: AnyLock, role: str, stop: threading.Event
 ) -> None:
+    """One waiter's loop (a thread's target), until ``stop`` is set."""
     for _ in range(MAX_WAITS):
         if stop.is_set():
             return

@@ -12,7 +12,8 @@ import redis
 
 from distlock import LockLeaseLostError, LockOwner, LossReason, ValidationError
 from distlock._protocol import fence_key, queue_keys
-from distlock.asyncio import Lock, LockHandle, ReentrantLock, Semaphore
+from distlock.asyncio import Lock, LockHandle, ReadWriteLock, ReentrantLock, Semaphore
+from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer
 
 from .concurrency import UNCANCELLED, Event, Redis, signalled, spawn, until
@@ -118,6 +119,68 @@ async def test_owner_of_a_key_held_by_a_semaphore_is_reported_without_wrongtype(
         assert seen.ttl_ms is not None and seen.ttl_ms > 0
         assert await locks.locked("k") is True
     await client.aclose()
+
+
+async def test_owner_names_the_kind_that_holds_the_key(client: Redis) -> None:
+    async with Lock(client, prefix="opk", ttl_ms=FOREVER_MS) as locks, \
+            ReentrantLock(client, prefix="opk", ttl_ms=FOREVER_MS) as rlocks, \
+            Semaphore(client, limit=2, prefix="opk", ttl_ms=FOREVER_MS) as sem, \
+            locks.hold("l"), rlocks.hold("r"), sem.hold("s"):
+        kinds = [await locks.owner(id) for id in ("l", "r", "s")]
+        assert [(k.kind, k.readers) for k in kinds if k is not None] == [
+            ("lock", None), ("reentrant", None), ("semaphore", None)
+        ]
+    await client.aclose()
+
+
+async def test_owner_of_a_read_write_lock_reports_its_writer_and_its_readers(
+    client: Redis,
+) -> None:
+    async with ReadWriteLock(client, prefix="oprw", ttl_ms=FOREVER_MS) as docs, \
+            ReadWriteLock(client, prefix="oprw", ttl_ms=FOREVER_MS) as others, \
+            Lock(client, prefix="oprw") as plain:
+        first = await docs.read.acquire("k")
+        second = await others.read.acquire("k")
+        assert first is not None and second is not None
+        seen = await plain.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers, seen.token_prefix, seen.fence) == (
+            "read-write", 2, None, None
+        )
+        assert seen.ttl_ms is not None and 0 < seen.ttl_ms <= FOREVER_MS
+        assert await first.release() is True and await second.release() is True
+        assert await plain.owner("k") is None
+        writer = await docs.write.acquire("k")
+        assert writer is not None
+        seen = await plain.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers) == ("read-write", 0)
+        assert (seen.token_prefix, seen.fence) == (writer.token[:8], writer.fence)
+        assert await writer.release() is True
+    await client.aclose()
+
+
+async def test_owner_of_a_read_write_lock_under_the_operators_acl(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    # The documented operator has no rights on distlock:readers:*: the readers are not
+    # counted, and nothing is refused.
+    r.execute_command("ACL", "SETUSER", "operator", *documented_acl("operator"))  # type: ignore[no-untyped-call]
+    admin = Redis.from_url(redis_server.url)
+    operator = Redis.from_url(redis_server.url, username="operator", password="s3cret")
+    try:
+        async with ReadWriteLock(admin, prefix="orders", ttl_ms=FOREVER_MS) as docs, \
+                Lock(operator, prefix="orders") as plain:
+            reader = await docs.read.acquire("rw")
+            assert reader is not None
+            seen = await plain.owner("rw")
+            assert seen is not None
+            assert (seen.kind, seen.readers, seen.token_prefix) == ("read-write", None, None)
+            assert await reader.release() is True
+    finally:
+        r.execute_command("ACL", "DELUSER", "operator")  # type: ignore[no-untyped-call]
+        await admin.aclose()
+        await operator.aclose()
 
 
 async def test_a_key_without_a_ttl_is_reported_as_such(client: Redis, r: redis.Redis) -> None:

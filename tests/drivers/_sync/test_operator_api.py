@@ -13,7 +13,8 @@ import redis
 
 from distlock import LockLeaseLostError, LockOwner, LossReason, ValidationError
 from distlock._protocol import fence_key, queue_keys
-from distlock import Lock, LockHandle, ReentrantLock, Semaphore
+from distlock import Lock, LockHandle, ReadWriteLock, ReentrantLock, Semaphore
+from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer
 
 from .concurrency import UNCANCELLED, Event, Redis, signalled, spawn, until
@@ -119,6 +120,68 @@ def test_owner_of_a_key_held_by_a_semaphore_is_reported_without_wrongtype(
         assert seen.ttl_ms is not None and seen.ttl_ms > 0
         assert locks.locked("k") is True
     client.close()
+
+
+def test_owner_names_the_kind_that_holds_the_key(client: Redis) -> None:
+    with Lock(client, prefix="opk", ttl_ms=FOREVER_MS) as locks, \
+            ReentrantLock(client, prefix="opk", ttl_ms=FOREVER_MS) as rlocks, \
+            Semaphore(client, limit=2, prefix="opk", ttl_ms=FOREVER_MS) as sem, \
+            locks.hold("l"), rlocks.hold("r"), sem.hold("s"):
+        kinds = [locks.owner(id) for id in ("l", "r", "s")]
+        assert [(k.kind, k.readers) for k in kinds if k is not None] == [
+            ("lock", None), ("reentrant", None), ("semaphore", None)
+        ]
+    client.close()
+
+
+def test_owner_of_a_read_write_lock_reports_its_writer_and_its_readers(
+    client: Redis,
+) -> None:
+    with ReadWriteLock(client, prefix="oprw", ttl_ms=FOREVER_MS) as docs, \
+            ReadWriteLock(client, prefix="oprw", ttl_ms=FOREVER_MS) as others, \
+            Lock(client, prefix="oprw") as plain:
+        first = docs.read.acquire("k")
+        second = others.read.acquire("k")
+        assert first is not None and second is not None
+        seen = plain.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers, seen.token_prefix, seen.fence) == (
+            "read-write", 2, None, None
+        )
+        assert seen.ttl_ms is not None and 0 < seen.ttl_ms <= FOREVER_MS
+        assert first.release() is True and second.release() is True
+        assert plain.owner("k") is None
+        writer = docs.write.acquire("k")
+        assert writer is not None
+        seen = plain.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers) == ("read-write", 0)
+        assert (seen.token_prefix, seen.fence) == (writer.token[:8], writer.fence)
+        assert writer.release() is True
+    client.close()
+
+
+def test_owner_of_a_read_write_lock_under_the_operators_acl(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    # The documented operator has no rights on distlock:readers:*: the readers are not
+    # counted, and nothing is refused.
+    r.execute_command("ACL", "SETUSER", "operator", *documented_acl("operator"))  # type: ignore[no-untyped-call]
+    admin = Redis.from_url(redis_server.url)
+    operator = Redis.from_url(redis_server.url, username="operator", password="s3cret")
+    try:
+        with ReadWriteLock(admin, prefix="orders", ttl_ms=FOREVER_MS) as docs, \
+                Lock(operator, prefix="orders") as plain:
+            reader = docs.read.acquire("rw")
+            assert reader is not None
+            seen = plain.owner("rw")
+            assert seen is not None
+            assert (seen.kind, seen.readers, seen.token_prefix) == ("read-write", None, None)
+            assert reader.release() is True
+    finally:
+        r.execute_command("ACL", "DELUSER", "operator")  # type: ignore[no-untyped-call]
+        admin.close()
+        operator.close()
 
 
 def test_a_key_without_a_ttl_is_reported_as_such(client: Redis, r: redis.Redis) -> None:
