@@ -5,23 +5,32 @@ Acquire record also carries the role (``kind``: read or write), which is how
 ``validate-trace`` tells a read-write lock's key from the others.  Readers share fences: a
 read grant reports the slot's counter as the last write left it.
 
-Hand-written traces pin the model's reading of each step: readers sharing, a writer
-waiting behind readers, a waiter giving up, a withdrawal, renewals, a manual handle.
-Corrupted, each must be rejected at the event it corrupts: a writer granted while a
-reader's lease is live, a reader granted while a writer holds, a writer's fence not above
-an earlier one, a reader's fence that is no write's, a release answered 1 after the lease
-expired.
+Real runs against a real Redis (readers and writers contending, fail-fast and waiting,
+sync and asyncio) must be accepted; hand-written traces pin the model's reading of steps
+a run does not reliably show (a writer's place holding back a reader, a waiter that gave
+up no longer queued).  Corrupted, each must be rejected at the event it corrupts: a writer
+granted while a reader's lease is live, a reader granted while a writer holds or past a
+queued writer, a writer's fence not above an earlier one, a reader's fence past the write
+it follows, a release answered 1 after the lease expired.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import distlock
+import distlock.asyncio
 from distlock.tools import tracecheck
+from distlock.trace import NdjsonRecorder, read_events
+from tests.redis_server import RedisServer
 
 needs_tlc = pytest.mark.skipif(
     not (tracecheck.spec_dir() / "ReadWriteTrace.tla").is_file() or shutil.which("java") is None,
@@ -180,26 +189,6 @@ def _gave_up_then_reader() -> list[Event]:
     ]
 
 
-def _withdrawn() -> list[Event]:
-    """A writer holds; a waiting reader is refused and withdraws (cancelled): its place
-    goes, and a fail-fast writer after the holder's release is granted."""
-    w1, w2 = _Section("W1", "write"), _Section("W2", "write")
-    r = _Section("R", "read", wait_ms=5000)
-    return [
-        w1.acquire(0),
-        w1.granted(2, 20),
-        r.acquire(10),
-        r.refused(12, "waiting"),
-        r.block(13),
-        _ev("Withdraw", "R", 40, "done", outcome="not_acquired"),
-        _ev("WithdrawReply", "R", 42, "done", outcome="not_acquired"),
-        *w1.done(60),
-        w2.acquire(70),
-        w2.granted(72, 21),
-        *w2.done(90),
-    ]
-
-
 def _manual_write() -> list[Event]:
     """A manual write handle, released within its lease (answered 1)."""
     w = _Section("W", "write", watch=False)
@@ -290,61 +279,233 @@ def test_the_prepass_lets_readers_share_fences() -> None:
 
 @needs_tlc
 @pytest.mark.tlc
-def test_readwrite_traces_are_behaviours_of_the_spec() -> None:
-    traces = [_shared_then_writer(), _gave_up_then_reader(), _withdrawn(), _manual_write()]
-    for v in _check_each(traces):
-        assert v.accepted, v.describe() + "\n" + v.output[-2000:]
+def test_hand_written_readwrite_traces() -> None:
+    """A waiter that gave up is out of the queue: a reader after it is granted beside the
+    first; the same reader granted while that writer still waits, ahead of it, is no
+    behaviour, nor is a reader granted the fence of a write that comes after it."""
+    good = _gave_up_then_reader()
+    # 1. A reader granted while a writer waits ahead of it (a reader holds, the writer's
+    #    place is queued): the queued writer holds back new readers.
+    r2_at = _index(good, "Acquire", client="R2")
+    block = _index(good, "Block", client="W")
+    jumped = [
+        *good[: block + 1],
+        {**good[r2_at], "t": 100.0},
+        {**good[r2_at + 1], "t": 102.0, "deadline": 1100.0},
+    ]
+    # 2. A reader's fence past the write it follows, a later write's: TLC orders it.
+    shared = _shared_then_writer()
+    r2 = _index(shared, "AcquireReply", client="R2")
+    above = [{**e, "fence": 11} if e["client"] == "R2" and e.get("fence") else e for e in shared]
+
+    cases: list[tuple[str, list[Event], int | None, str | None]] = [
+        ("genuine: a waiter gave up, a reader after it", good, None, None),
+        ("1. a reader granted past a queued writer", jumped, block + 2, "TLC"),
+        ("2. a reader's fence past the write it follows", above, r2, "TLC"),
+    ]
+    verdicts = _check_each([trace for _, trace, _, _ in cases])
+    for (name, _, index, by), v in zip(cases, verdicts, strict=True):
+        if index is None:
+            assert v.accepted, f"{name}: {v.describe()}\n{v.output[-2000:]}"
+        else:
+            assert not v.accepted, f"{name}: accepted"
+            assert (v.first_unexplained, v.by) == (index, by), f"{name}: {v.describe()}"
+
+
+class Watch:
+    """A trace callable that records, and lets the test wait for an event it describes."""
+
+    def __init__(self, rec: NdjsonRecorder) -> None:
+        self.rec = rec
+        self.seen: list[Event] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        self.rec(event)
+        with self.cond:
+            self.seen.append(event)
+            self.cond.notify_all()
+
+    def wait_for(self, pred: Callable[[list[Event]], bool]) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: pred(self.seen), timeout=30)
+
+
+def _contended(server: RedisServer, path: Path) -> list[Event]:
+    """Sync, threads: two readers hold at once through a renewal each; meanwhile a
+    fail-fast writer is refused, a waiting writer is refused and blocks, and a fail-fast
+    reader is held back by that queued writer; once the readers are out, the writer is
+    granted a larger fence."""
+    with NdjsonRecorder(path, append=False) as rec:
+        watch = Watch(rec)
+        with distlock.ReadWriteLock(server.url, prefix="rt-c", ttl_ms=400, trace=watch) as rw:
+            all_in, out = threading.Barrier(3, timeout=30), threading.Event()
+
+            def reader() -> None:
+                with rw.read.hold("x"):
+                    all_in.wait()
+                    assert out.wait(30)
+
+            def writer() -> None:
+                with rw.write.hold("x", wait_ms=5000):
+                    pass
+
+            readers = [threading.Thread(target=reader) for _ in range(2)]
+            for thread in readers:
+                thread.start()
+            all_in.wait()
+            assert rw.write.acquire("x") is None
+            waiter = threading.Thread(target=writer)
+            waiter.start()
+            watch.wait_for(lambda seen: any(e["action"] == "Block" for e in seen))
+            assert rw.read.acquire("x") is None
+            watch.wait_for(lambda seen: sum(e["action"] == "RenewReply" for e in seen) >= 2)
+            out.set()
+            for thread in (*readers, waiter):
+                thread.join(30)
+                assert not thread.is_alive()
+    return read_events(path)
+
+
+def _waiting_readers(server: RedisServer, path: Path) -> list[Event]:
+    """asyncio: a writer holds through a renewal; a waiting reader times out (its last
+    attempt refused), another waits and is granted the writer's fence once it is out; a
+    waiting writer is cancelled while blocked (withdrawn); then a manual reader handle,
+    the same fence again."""
+    with NdjsonRecorder(path, append=False) as rec:
+
+        async def main() -> None:
+            seen: list[Event] = []
+            changed = asyncio.Event()
+
+            def watch(event: Event) -> None:
+                rec(event)
+                seen.append(event)
+                changed.set()
+
+            async def until(pred: Callable[[list[Event]], bool]) -> None:
+                while not pred(seen):
+                    changed.clear()
+                    await asyncio.wait_for(changed.wait(), 30)
+
+            def blocks(n: int) -> Callable[[list[Event]], bool]:
+                return lambda s: sum(e["action"] == "Block" for e in s) >= n
+
+            async with distlock.asyncio.ReadWriteLock(
+                server.url, prefix="rt-w", ttl_ms=400, trace=watch
+            ) as rw:
+                out = asyncio.Event()
+
+                async def writer() -> None:
+                    async with rw.write.hold("x"):
+                        await until(lambda s: any(e["action"] == "RenewReply" for e in s))
+                        await out.wait()
+
+                async def reader() -> None:
+                    async with rw.read.hold("x", wait_ms=5000):
+                        pass
+
+                holder = asyncio.create_task(writer())
+                await until(lambda s: any(e.get("granted") for e in s))
+                assert await rw.read.acquire("x", wait_ms=150) is None
+                waiter = asyncio.create_task(reader())
+                await until(blocks(2))
+                cancelled = asyncio.create_task(rw.write.acquire("x", wait_ms=5000))
+                await until(blocks(3))
+                cancelled.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await cancelled
+                await until(lambda s: any(e["action"] == "WithdrawReply" for e in s))
+                out.set()
+                await holder
+                await waiter
+                handle = await rw.read.acquire("x")
+                assert handle is not None
+                assert await handle.release()
+
+        asyncio.run(main())
+    return read_events(path)
 
 
 @needs_tlc
 @pytest.mark.tlc
-def test_corrupted_readwrite_traces_are_rejected() -> None:
-    """Each corruption is rejected at the event it corrupts."""
-    good = _shared_then_writer()
+def test_readwrite_runs_are_behaviours_of_the_spec(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Real runs, accepted; corrupted, rejected where they go wrong."""
+    contended = _contended(redis_server, tmp_path / "c.ndjson")
+    waiting = _waiting_readers(redis_server, tmp_path / "w.ndjson")
+    for events in (contended, waiting):
+        assert tracecheck.is_readwrite(events)
+        assert len(tracecheck.split_by_key(events)) == 1
+    # What the runs show: readers sharing one fence, then a larger writer's fence; the
+    # writer's fence shared by the readers after it; a waiter's last attempt refused; a
+    # withdrawal; a reader held back by a queued writer.
+    grants = [e for e in contended if e["action"] == "AcquireReply" and e["granted"]]
+    kinds = {e["client"]: e["kind"] for e in contended if e["action"] == "Acquire"}
+    assert [kinds[e["client"]] for e in grants] == ["read", "read", "write"]
+    assert grants[0]["fence"] == grants[1]["fence"] < grants[2]["fence"]
+    late = [e for e in waiting if e["action"] == "AcquireReply" and e["granted"]]
+    assert len({e["fence"] for e in late}) == 1 and len(late) == 3
+    assert any(e["action"] == "Acquire" and e.get("queue_ms") == 0 for e in waiting)
+    assert any(e["action"] == "WithdrawReply" for e in waiting)
 
-    # 1. The waiting writer's first attempt granted while two readers hold.
-    refusal = _index(good, "AcquireReply", client="W2")
-    writer_beside_readers = [
-        *good[:refusal],
-        {**good[refusal], "granted": True, "phase": "held", "fence": 11, "deadline": 1070.0},
+    # 1. The fail-fast writer's refusal forged into a grant while the readers hold.
+    refused_writer = next(
+        n
+        for n, e in enumerate(contended)
+        if e["action"] == "AcquireReply" and kinds[e["client"]] == "write" and not e["granted"]
+    )
+    beside_readers = [*contended]
+    beside_readers[refused_writer] = {
+        **contended[refused_writer],
+        "granted": True,
+        "phase": "held",
+        "outcome": "none",
+        "fence": grants[2]["fence"] + 1,
+    }
+    # 2. The reader that timed out granted (the writer's fence) while the writer holds.
+    wkinds = {e["client"]: e["kind"] for e in waiting if e["action"] == "Acquire"}
+    refused_reader = next(
+        n
+        for n, e in enumerate(waiting)
+        if e["action"] == "AcquireReply" and wkinds[e["client"]] == "read" and not e["granted"]
+    )
+    beside_writer = [
+        *waiting[:refused_reader],
+        {
+            **waiting[refused_reader],
+            "granted": True,
+            "phase": "held",
+            "fence": late[0]["fence"],
+        },
     ]
-    # 2. The fail-fast reader granted while the first writer holds (its fence).
-    r1 = _index(good, "AcquireReply", client="R1")
-    reader_beside_writer = [
-        *good[:r1],
-        {**good[r1], "granted": True, "phase": "held", "outcome": "none", "fence": 10},
+    # 3. The waiting writer granted the readers' fence (no larger than theirs).
+    writer = grants[2]["client"]
+    granted_at = contended.index(grants[2])
+    reused = [
+        {**e, "fence": grants[0]["fence"]} if e["client"] == writer and e["fence"] else e
+        for e in contended
     ]
-    # 3. The second writer's fence no larger than the first's (the pre-pass), and (4.)
-    #    a reader's fence above the write it follows: TLC orders it after a later write.
-    late = _index(good, "AcquireReply", client="W2", granted=True)
-    not_larger = [{**e, "fence": 9} if e["client"] == "W2" and e.get("fence") else e for e in good]
-    r2 = _index(good, "AcquireReply", client="R2")
-    above = [{**e, "fence": 11} if e["client"] == "R2" and e.get("fence") else e for e in good]
-    # 5. A manual write handle's release sent 3 TTLs after its grant, answered 1.
-    manual = _manual_write()
-    released_late = [{**e, "t": e["t"] + 3000} if n >= 2 else e for n, e in enumerate(manual)]
-    reply = _index(released_late, "ReleaseReply")
-    # 6. A reader granted while a writer waits ahead of it (readers hold, the writer's
-    #    place is queued): the queued writer holds back new readers.
-    gave_up = _gave_up_then_reader()
-    r2_at = _index(gave_up, "Acquire", client="R2")
-    block = _index(gave_up, "Block", client="W")
-    cut = [
-        *gave_up[: block + 1],
-        {**gave_up[r2_at], "t": 100.0},
-        {**gave_up[r2_at + 1], "t": 102.0, "deadline": 1100.0},
+    # 4. The manual reader's release sent 3 TTLs late, still answered 1.
+    manual = waiting[-1]["client"]
+    release = _index(waiting, "Release", client=manual)
+    released_late = [
+        {**e, "t": e["t"] + 1200} if n >= release else e for n, e in enumerate(waiting)
     ]
-    jumped = block + 2
 
-    cases: list[tuple[str, list[Event], int, str]] = [
-        ("1. a writer granted beside live readers", writer_beside_readers, refusal, "TLC"),
-        ("2. a reader granted while a writer holds", reader_beside_writer, r1, "TLC"),
-        ("3. a writer's fence not above an earlier one", not_larger, late, "pre-pass"),
-        ("4. a reader's fence past the write it follows", above, r2, "TLC"),
-        ("5. a release answered 1 after the lease expired", released_late, reply, "TLC"),
-        ("6. a reader granted past a queued writer", cut, jumped, "TLC"),
+    cases: list[tuple[str, list[Event], int | None, str | None]] = [
+        ("genuine: contended, sync", contended, None, None),
+        ("genuine: waiting readers, asyncio", waiting, None, None),
+        ("1. a writer granted beside live readers", beside_readers, refused_writer, "TLC"),
+        ("2. a reader granted while a writer holds", beside_writer, refused_reader, "TLC"),
+        ("3. a writer's fence not above the readers'", reused, granted_at, "pre-pass"),
+        ("4. a release answered 1 after the lease expired", released_late, len(waiting) - 1, "TLC"),
     ]
     verdicts = _check_each([trace for _, trace, _, _ in cases])
     for (name, _, index, by), v in zip(cases, verdicts, strict=True):
-        assert not v.accepted, f"{name}: accepted"
-        assert (v.first_unexplained, v.by) == (index, by), f"{name}: {v.describe()}"
+        if index is None:
+            assert v.accepted, f"{name}: {v.describe()}\n{v.output[-2000:]}"
+        else:
+            assert not v.accepted, f"{name}: accepted"
+            assert (v.first_unexplained, v.by) == (index, by), f"{name}: {v.describe()}"
