@@ -1,5 +1,6 @@
 """Trace validation: is a recorded run a behaviour of ``spec/DistLock.tla``, or, for the
-reentrant lock, of ``spec/Reentrant.tla``, or, for a semaphore, of ``spec/Semaphore.tla``?
+reentrant lock, of ``spec/Reentrant.tla``, for a semaphore, of ``spec/Semaphore.tla``, or,
+for a read-write lock, of ``spec/ReadWrite.tla``?
 
 The recorded events of the sections on one key are checked in two stages.
 
@@ -87,6 +88,9 @@ time running backwards              pre-pass     the event whose ``t`` went back
 a fence that goes down, or repeats  pre-pass     the later grant (TLC also orders
                                                  grants as their fences are)
 a fence changed within a section    pre-pass     the event carrying the other fence
+a reader's fence that is no write's  pre-pass     the reader's grant (TLC also orders
+(read-write lock), or below one                  it, equal or not, against every grant)
+before its request
 a deadline later than any reply     pre-pass     the event recording it
 gave
 a reply Redis could not have given  TLC          the reply (a release answered 1 after
@@ -205,6 +209,29 @@ in line (``BehindAbandoned``; no place is ever handed a permit).  A run/hold
 permit with ``heartbeat_ms=False`` is one whose renewal the spec never sends
 (``Unrenewed``: a renewal in flight that no message carries, taken before its first
 attempt, which its ``Acquire`` requires); its lease timer fires as a renewed one's does.
+
+**The read-write lock.**  A key whose ``Acquire`` events record a role (``kind``: read or
+write, :func:`is_readwrite`; ``readwrite=`` of :func:`check_key` forces it) holds a
+read-write lock's sections, checked against ``spec/ReadWrite.tla`` with the static
+``spec/ReadWriteTrace.tla`` (:func:`build_readwrite_model`).  Each section is a model
+client of its own, with its recorded role and waiting (the cfg's ``Writers`` and
+``Waiters``); the steps, the time bounds and the faults are the semaphore's.  Fences:
+readers share them, a read grant reporting the slot's counter as the last write left it.
+The pre-pass (``readers``) therefore lets a reader's fence equal an earlier one, never go
+below a fence whose reply came back before its request left; a reader's fence must be a
+write's fence of the trace, or (before any write) one value below them all, the same for
+every such reader (:func:`_reader_fences`); writers' fences stay strictly increasing and
+unshared.  TLC compares each grant's fence with every earlier grant's, less, equal or
+greater, as the recorded ones compare.  Waiting is the spec's own (a refused waiter is
+``waiting``, its place queued for ``PlaceTTL`` ticks: the longest a real place lives, a
+block and its grace), with two steps the core has and the spec lacks: the attempt sent at
+the waiting deadline (``queue_ms`` 0) is the last, and refused it leaves the queue in the
+same script (``GivenUp``) and ends the section not acquired (``LastDenied``); a withdrawal
+from elsewhere than a block only sends the leave.  A withdrawal is answered once its leave
+has run.  The release wakes, never hands: a ``Wake`` with a fence is a TraceError.  Not
+modelled, so refused: a declared data loss (``spec/ReadWrite.tla`` has no key loss), and
+another key of the slot taking a fence during the trace (a reader's fence above the last
+write's: the spec's counter is the key's own).
 """
 
 from __future__ import annotations
@@ -2535,7 +2562,7 @@ def main(argv: Sequence[str]) -> int:
         prog="python -m distlock validate-trace",
         description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla "
         "(of spec/Reentrant.tla for a reentrant lock's, of spec/Semaphore.tla for a "
-        "semaphore's permits).",
+        "semaphore's permits, of spec/ReadWrite.tla for a read-write lock's sections).",
     )
     add_arguments(parser)
     return run_cli(parser.parse_args(list(argv)))
