@@ -388,8 +388,20 @@ def _waiting_readers(server: RedisServer, path: Path) -> list[Event]:
                     changed.clear()
                     await asyncio.wait_for(changed.wait(), 30)
 
-            def blocks(n: int) -> Callable[[list[Event]], bool]:
-                return lambda s: sum(e["action"] == "Block" for e in s) >= n
+            def blocked(kind: str) -> Callable[[list[Event]], bool]:
+                """Whether a section of that role waiting 5 s has blocked."""
+
+                def pred(s: list[Event]) -> bool:
+                    waiting = {
+                        e["client"]
+                        for e in s
+                        if e["action"] == "Acquire"
+                        and e["kind"] == kind
+                        and e.get("wait_ms") == 5000
+                    }
+                    return any(e["action"] == "Block" and e["client"] in waiting for e in s)
+
+                return pred
 
             async with distlock.asyncio.ReadWriteLock(
                 server.url, prefix="rt-w", ttl_ms=400, trace=watch
@@ -409,9 +421,9 @@ def _waiting_readers(server: RedisServer, path: Path) -> list[Event]:
                 await until(lambda s: any(e.get("granted") for e in s))
                 assert await rw.read.acquire("x", wait_ms=150) is None
                 waiter = asyncio.create_task(reader())
-                await until(blocks(2))
+                await until(blocked("read"))
                 cancelled = asyncio.create_task(rw.write.acquire("x", wait_ms=5000))
-                await until(blocks(3))
+                await until(blocked("write"))
                 cancelled.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await cancelled
