@@ -1,5 +1,6 @@
 """Trace validation: is a recorded run a behaviour of ``spec/DistLock.tla``, or, for the
-reentrant lock, of ``spec/Reentrant.tla``, or, for a semaphore, of ``spec/Semaphore.tla``?
+reentrant lock, of ``spec/Reentrant.tla``, for a semaphore, of ``spec/Semaphore.tla``, or,
+for a read-write lock, of ``spec/ReadWrite.tla``?
 
 The recorded events of the sections on one key are checked in two stages.
 
@@ -87,6 +88,9 @@ time running backwards              pre-pass     the event whose ``t`` went back
 a fence that goes down, or repeats  pre-pass     the later grant (TLC also orders
                                                  grants as their fences are)
 a fence changed within a section    pre-pass     the event carrying the other fence
+a reader's fence that is no write's  pre-pass     the reader's grant (TLC also orders
+(read-write lock), or below one                  it, equal or not, against every grant)
+before its request
 a deadline later than any reply     pre-pass     the event recording it
 gave
 a reply Redis could not have given  TLC          the reply (a release answered 1 after
@@ -205,6 +209,29 @@ in line (``BehindAbandoned``; no place is ever handed a permit).  A run/hold
 permit with ``heartbeat_ms=False`` is one whose renewal the spec never sends
 (``Unrenewed``: a renewal in flight that no message carries, taken before its first
 attempt, which its ``Acquire`` requires); its lease timer fires as a renewed one's does.
+
+**The read-write lock.**  A key whose ``Acquire`` events record a role (``kind``: read or
+write, :func:`is_readwrite`; ``readwrite=`` of :func:`check_key` forces it) holds a
+read-write lock's sections, checked against ``spec/ReadWrite.tla`` with the static
+``spec/ReadWriteTrace.tla`` (:func:`build_readwrite_model`).  Each section is a model
+client of its own, with its recorded role and waiting (the cfg's ``Writers`` and
+``Waiters``); the steps, the time bounds and the faults are the semaphore's.  Fences:
+readers share them, a read grant reporting the slot's counter as the last write left it.
+The pre-pass (``readers``) therefore lets a reader's fence equal an earlier one, never go
+below a fence whose reply came back before its request left; a reader's fence must be a
+write's fence of the trace, or (before any write) one value below them all, the same for
+every such reader (:func:`_reader_fences`); writers' fences stay strictly increasing and
+unshared.  TLC compares each grant's fence with every earlier grant's, less, equal or
+greater, as the recorded ones compare.  Waiting is the spec's own (a refused waiter is
+``waiting``, its place queued for ``PlaceTTL`` ticks: the longest a real place lives, a
+block and its grace), with two steps the core has and the spec lacks: the attempt sent at
+the waiting deadline (``queue_ms`` 0) is the last, and refused it leaves the queue in the
+same script (``GivenUp``) and ends the section not acquired (``LastDenied``); a withdrawal
+from elsewhere than a block only sends the leave.  A withdrawal is answered once its leave
+has run.  The release wakes, never hands: a ``Wake`` with a fence is a TraceError.  Not
+modelled, so refused: a declared data loss (``spec/ReadWrite.tla`` has no key loss), and
+another key of the slot taking a fence during the trace (a reader's fence above the last
+write's: the spec's counter is the key's own).
 """
 
 from __future__ import annotations
@@ -1133,9 +1160,17 @@ class _Waits:
         return None
 
 
-def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem | None:
+def prepass(
+    events: Sequence[dict[str, Any]], *, fences: bool = True, readers: Collection[str] = ()
+) -> Problem | None:
     """Checks that need no model: per-section time, and fences (see the module doc).
-    ``fences`` false: time only (a semaphore's permits have no fence)."""
+    ``fences`` false: time only (a semaphore's permits have no fence).  ``readers``: the
+    sections that share fences (a read-write lock's read sections, see
+    :func:`_reader_fences`)."""
+    if fences and readers:
+        problem = _reader_fences(events, readers)
+        if problem is not None:
+            return problem
     last: dict[str, tuple[int, float]] = {}
     granted: dict[str, int] = {}
     # Fences of the grants whose reply came back so far (in this stretch of Redis's data),
@@ -1172,13 +1207,26 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
         if fence is not None:
             if fence < 0:
                 return Problem(i, f"a grant without a positive fence ({e.get('fence')!r})")
+            floor = floor_at_send.get(client)
+            if client in readers:
+                # A reader reads the counter: it may share the latest fence, never go below.
+                if floor is not None and fence < floor[0]:
+                    return Problem(
+                        i,
+                        f"reader's fence {fence} is below fence {floor[0]}, granted to "
+                        f"section {floor[1]} before this request was sent (Redis kept its "
+                        "data: its counter only grows)",
+                    )
+                granted[client] = fence
+                if done_max is None or fence > done_max[0]:
+                    done_max = (fence, client)
+                continue
             if fence in seen:
                 return Problem(
                     i,
                     f"fence {fence} was already granted to section {seen[fence]} "
                     "(Redis kept its data: its counter never hands out a fence twice)",
                 )
-            floor = floor_at_send.get(client)
             if floor is not None and fence <= floor[0]:
                 return Problem(
                     i,
@@ -1198,6 +1246,42 @@ def prepass(events: Sequence[dict[str, Any]], *, fences: bool = True) -> Problem
                 f"section {client} records fence {e.get('fence')!r} where its grant gave "
                 f"{expected!r}",
             )
+    return None
+
+
+def _reader_fences(events: Sequence[dict[str, Any]], readers: Collection[str]) -> Problem | None:
+    """A read grant reports the slot's fence counter as it stands: the fence of the write
+    granted last before it, or, before any write, the counter's value then (made at the
+    clock's floor if there was none), one value for every such reader.  So a reader's
+    fence is a write's fence of this trace, or a value below all of them, the same for
+    every reader that has one."""
+    writes = {
+        fence
+        for e in events
+        if not _is_declaration(e)
+        and str(e["client"]) not in readers
+        and (fence := _granted_fence(e)) is not None
+    }
+    base: tuple[int, str] | None = None
+    for i, e in enumerate(events):
+        if _is_declaration(e) or str(e["client"]) not in readers:
+            continue
+        fence = _granted_fence(e)
+        if fence is None or fence < 0 or fence in writes:
+            continue
+        if writes and fence > min(writes):
+            return Problem(
+                i,
+                f"reader's fence {fence} is no write's fence and above the first write's "
+                f"({min(writes)}): a reader is given the counter as the last write left it",
+            )
+        if base is not None and fence != base[0]:
+            return Problem(
+                i,
+                f"reader's fence {fence} differs from fence {base[0]} of reader {base[1]}, "
+                "both before any write: the counter stood still between them",
+            )
+        base = (fence, str(e["client"]))
     return None
 
 
@@ -1606,6 +1690,174 @@ def semaphore_limit(events: Sequence[dict[str, Any]]) -> int:
             f"the permit sections of one id must share one positive limit, got {limits}"
         )
     return limit
+
+
+#: The roles a read-write lock's section records on its Acquire event (``kind``).
+RW_ROLES: Final = ("read", "write")
+
+
+def is_readwrite(events: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``events`` are a read-write lock's sections: their Acquire events record
+    the role (``kind``: read or write) the acquire script was sent with."""
+    return any(e.get("action") == "Acquire" and e.get("kind") in RW_ROLES for e in events)
+
+
+def readers_of(events: Sequence[dict[str, Any]]) -> set[str]:
+    """The read sections of a read-write lock's ``events``."""
+    return {
+        str(e["client"]) for e in events if e.get("action") == "Acquire" and e.get("kind") == "read"
+    }
+
+
+def build_readwrite_model(
+    events: Sequence[dict[str, Any]],
+    *,
+    complete: bool = True,
+    ticks: int = TTL_TICKS,
+    hang_after_ms: float = 0.0,
+) -> Model:
+    """The TraceData module and TLC config checking a read-write lock's ``events`` (one
+    key) with ``spec/ReadWriteTrace.tla`` against ``spec/ReadWrite.tla``.
+
+    Each section is one model client (``MaxRounds`` 1) whose role (``Writers``) and
+    waiting (``Waiters``) are those its Acquire recorded.  A waiter's place lives
+    ``PlaceTTL`` ticks, the longest a place can live (a block and its grace: the
+    script's bound), so a model place never ends before the real one.  The fence order
+    is compared at each grant (``Fence``: the ranks of the recorded fences), equal fences
+    included, which a reader shares with the last write.  ``spec/ReadWrite.tla`` does not
+    model Redis losing the keys, nor another key of the slot taking a fence meanwhile: a
+    declared data loss is refused (a TraceError)."""
+    logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
+    if not logged:
+        raise TraceError("empty trace")
+    if _data_losses(events):
+        raise TraceError("spec/ReadWrite.tla does not model Redis losing the keys")
+    rows_of = [i for i, _ in logged]
+    evs = [e for _, e in logged]
+    never_ran = _never_ran(evs, _unrun_windows(events, hang_after_ms))
+    index: dict[str, int] = {}
+    config: dict[str, dict[str, Any]] = {}
+    for e in evs:
+        client = str(e["client"])
+        if client not in index:
+            if e.get("kind") not in RW_ROLES:
+                raise TraceError(f"section {client!r} records no role (kind read or write): {e}")
+            index[client] = len(index) + 1
+            config[client] = e
+        if e["action"] not in CLIENT_ACTIONS and e["action"] not in WAIT_ACTIONS:
+            raise TraceError(f"unknown action {e['action']!r}")
+        if _handed_fence(e) is not None:
+            raise TraceError(
+                "a read-write lock's release never hands the key over: a Wake with a fence"
+            )
+    firsts = list(config.values())
+    ttl_ms = _ttl_ms(firsts)
+    waits = {c for c, e in config.items() if e.get("wait_ms")}
+    retries = {e.get("retries", 0) for c, e in config.items() if c not in waits} or {0}
+    if len(retries) != 1:
+        raise TraceError(f"the sections of one trace must share one retries, got {retries}")
+    beats = {
+        e.get("renew_every_ms")
+        for e in firsts
+        if e.get("watch") and e.get("renew_every_ms") is not None
+    }
+    if len(beats) > 1:
+        raise TraceError(f"the renewed sections must share one heartbeat, got {beats}")
+    unit = ttl_ms / ticks
+    beat_ms = next(iter(beats)) if beats else ttl_ms / 4
+    heartbeat = max(1, min(ticks // 2, round(float(beat_ms or ttl_ms / 4) / unit)))
+    manual = any(not e.get("watch") for e in firsts)
+    place_life = max(2, math.ceil((LONGEST_BLOCK_MS + QUEUE_GRACE_MS) / unit) + 1)
+    lows, keep = _lows(evs, ttl_ms, ticks)
+    faults = _plausible_faults(
+        evs, index, complete=complete, hang_after_ms=hang_after_ms, never_ran=never_ran
+    )
+    # The row (1-based) of each waiting section's last attempt: the one sent with no
+    # time left to wait (queue_ms 0), which a refusal takes out of the queue.
+    last_sent = dict.fromkeys(index, 0)
+    fences = dict.fromkeys(index, 0)
+    ranks = _fence_ranks(evs)
+    t0 = _time(evs[0])
+    k = 0
+    rows: list[str] = []
+    for n, e in enumerate(evs):
+        client = str(e["client"])
+        action = str(e["action"])
+        if action == "Acquire" and client in waits and e.get("queue_ms") == 0:
+            last_sent[client] = n + 1
+        k = max(k, math.ceil((_time(e) - t0) / unit) + 1)
+        kind = REPLY_KIND.get(action, "")
+        value = e.get("granted") if action == "AcquireReply" else e.get("ok")
+        if not isinstance(value, bool):
+            kind = ""
+        fence = e.get("fence") if action == "AcquireReply" and value else 0
+        fence = ranks.get(fence, 0) if isinstance(fence, int) and not isinstance(fence, bool) else 0
+        if fence:
+            fences[client] = fences[client] or fence
+        rows.append(
+            f"[a |-> {_tla_str(action)}, c |-> {index[client]}, k |-> {k}, "
+            f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
+            f"phase |-> {_tla_str(e['phase'])}, outcome |-> {_tla_str(e['outcome'])}, "
+            f"lost |-> {_tla_bool(e['lost'])}, kind |-> {_tla_str(kind)}, "
+            f"ok |-> {_tla_bool(value)}, fence |-> {fence}, "
+            f"w |-> {_tla_bool(client in waits)}, {faults[n]}]"
+        )
+
+    def per(values: dict[str, str]) -> str:
+        return "<<" + ", ".join(values[c] for c in index) + ">>"
+
+    data = (
+        "---------------------------- MODULE TraceData ----------------------------\n"
+        "(* Generated by distlock.tools.tracecheck from a recorded trace. *)\n"
+        "EXTENDS Sequences\n\n"
+        f"Role == {per({c: _tla_str(config[c]['kind']) for c in index})}\n\n"
+        f"AutoRenew == {per({c: _tla_bool(config[c].get('watch')) for c in index})}\n\n"
+        "Renews == "
+        + per(
+            {
+                c: _tla_bool(config[c].get("watch") and config[c].get("renew_every_ms") is not None)
+                for c in index
+            }
+        )
+        + "\n\n"
+        f"Waits == {per({c: _tla_bool(c in waits) for c in index})}\n\n"
+        f"LastSent == {per({c: str(last_sent[c]) for c in index})}\n\n"
+        f"Fence == {per({c: str(fences[c]) for c in index})}\n\n"
+        f"PlaceLife == {place_life}\n\n"
+        "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n"
+        "=============================================================================\n"
+    )
+    failures = sum(1 for e in evs if str(e["action"]).endswith("Fail")) - len(never_ran)
+    clients = ", ".join(str(i) for i in range(1, len(index) + 1))
+    cfg = "\n".join(
+        [
+            "CONSTANTS",
+            f"    Clients = {{{clients}}}",
+            "    MaxRounds = 1",
+            f"    Retries = {int(next(iter(retries)))}",
+            f"    TTL = {ticks}",
+            f"    Heartbeat = {heartbeat}",
+            f"    Margin = {TRACE_MARGIN}",
+            # one clock for every section, as in the lock's trace model
+            "    MaxDrift = 0",
+            f"    MaxFaults = {failures + SPARE_FAULTS}",
+            f"    Manual = {_tla_bool(manual)}",
+            '    Mutant = "none"',
+            # a trace records no death (a killed process records nothing more), and the
+            # resends of a lost reply are the client library's, off in these runs
+            '    FaultKinds = {"drop", "hang", "starve"}',
+            "    Writers <- TraceWriters",
+            "    Waiters <- TraceWaiters",
+            "    PlaceTTL <- TracePlaceTTL",
+            "INIT TraceInit",
+            "NEXT TraceNext",
+            "INVARIANT Unexplained",
+            "CONSTRAINT Progress",
+            "VIEW TraceView",
+            "",
+        ]
+    )
+    return Model(data, None, cfg, len(index), rows_of, module="ReadWriteTrace")
 
 
 def is_reentrant(events: Sequence[dict[str, Any]]) -> bool:
@@ -2125,19 +2377,27 @@ def check_key(
     cpu_s: float | None = None,
     reentrant: bool | None = None,
     semaphore: bool | None = None,
+    readwrite: bool | None = None,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
-    are a prefix of a longer trace).  ``reentrant``: check against ``spec/Reentrant.tla``
+    are a prefix of a longer trace).  ``readwrite``: check against ``spec/ReadWrite.tla``
+    (None: when :func:`is_readwrite`); ``reentrant``: against ``spec/Reentrant.tla``
     (None: when :func:`is_reentrant`); ``semaphore``: against ``spec/Semaphore.tla`` with
     the recorded limit (None: when :func:`is_semaphore`); else ``spec/DistLock.tla``."""
     spec = spec or spec_dir()
+    if readwrite is None:
+        readwrite = is_readwrite(events)
     if reentrant is None:
-        reentrant = is_reentrant(events)
+        reentrant = not readwrite and is_reentrant(events)
     if semaphore is None:
-        semaphore = not reentrant and is_semaphore(events)
+        semaphore = not readwrite and not reentrant and is_semaphore(events)
     build: Callable[..., Model] = build_model
     needs: tuple[str, ...] = ("DistLock.tla",)
-    if reentrant:
+    readers: set[str] = set()
+    if readwrite:
+        build, needs = build_readwrite_model, ("ReadWrite.tla", "ReadWriteTrace.tla")
+        readers = readers_of(events)
+    elif reentrant:
         build, needs = build_reentrant_model, ("Reentrant.tla", "ReentrantTrace.tla")
     elif semaphore:
         build = functools.partial(build_model, limit=semaphore_limit(events))
@@ -2147,7 +2407,7 @@ def check_key(
             raise TraceError(f"no {needed} in {spec}")
     model = build(events, complete=complete, ticks=ticks, hang_after_ms=hang_after_ms)
     started = time.monotonic()
-    problem = prepass(events, fences=not semaphore)
+    problem = prepass(events, fences=not semaphore, readers=readers)
     checked = events if problem is None else events[: problem.index]
     run: _Run | None = None
     rows: list[int] = []
@@ -2237,6 +2497,7 @@ def check(
                 cpu_s=cpu_s,
                 reentrant=is_reentrant(evs) if reentrant is None else reentrant,
                 semaphore=semaphore,
+                readwrite=is_readwrite(evs),
             )
         )
     return verdicts
@@ -2301,7 +2562,7 @@ def main(argv: Sequence[str]) -> int:
         prog="python -m distlock validate-trace",
         description="Check that a recorded NDJSON trace is a behaviour of spec/DistLock.tla "
         "(of spec/Reentrant.tla for a reentrant lock's, of spec/Semaphore.tla for a "
-        "semaphore's permits).",
+        "semaphore's permits, of spec/ReadWrite.tla for a read-write lock's sections).",
     )
     add_arguments(parser)
     return run_cli(parser.parse_args(list(argv)))
@@ -2314,17 +2575,20 @@ __all__ = [
     "Verdict",
     "add_arguments",
     "build_model",
+    "build_readwrite_model",
     "build_reentrant_model",
     "check",
     "check_key",
     "condense",
     "first_ms",
+    "is_readwrite",
     "is_reentrant",
     "is_semaphore",
     "lock_rounds",
     "lower_bound",
     "main",
     "prepass",
+    "readers_of",
     "run_cli",
     "semaphore_limit",
     "split_by_key",
