@@ -133,7 +133,9 @@ def test_the_queue_lists_writers_and_readers_in_order_with_their_roles(r: redis.
         assert reader is not None and reader.release()
 
 
-def test_the_read_only_acl_of_the_prefix_still_suffices(fresh_redis: RedisServer) -> None:
+def test_the_read_only_acl_reads_readers_and_queue_and_less_is_no_error(
+    fresh_redis: RedisServer,
+) -> None:
     admin = redis.Redis(port=fresh_redis.port)
     rules = ["on", ">s3cret", *read_only_acl("orders")]
     admin.execute_command("ACL", "SETUSER", "inspector", *rules)  # type: ignore[no-untyped-call]
@@ -145,15 +147,17 @@ def test_the_read_only_acl_of_the_prefix_still_suffices(fresh_redis: RedisServer
         rows = by_key(reader, "orders")
         assert (rows["orders:w"].kind, rows["orders:w"].fence) == (READ_WRITE, writer.fence)
         assert rows["orders:w"].token_prefix == writer.token[:8]
-        # Beside the key, nothing is readable: not counted, not refused.
+        # The readers and the queue beside the key are read too.
         assert rows["orders:r"].kind == READ_WRITE
-        assert (rows["orders:r"].reader_count, rows["orders:r"].waiter_count) == (None, None)
-        assert BESIDE_NOTE in format_table(inspect(reader, "orders"))
-        # With read access to distlock's own keys too, the readers are read.
+        assert (rows["orders:r"].reader_count, rows["orders:r"].waiter_count) == (1, 0)
+        assert BESIDE_NOTE not in format_table(inspect(reader, "orders"))
+        # Without read access to them, they are not counted, and nothing is refused.
         admin.execute_command(  # type: ignore[no-untyped-call]
-            "ACL", "SETUSER", "inspector", "%R~distlock:*"
+            "ACL", "SETUSER", "inspector", "resetkeys", "%R~orders:*", "%R~distlock:fence:*"
         )
-        assert by_key(reader, "orders")["orders:r"].reader_count == 1
+        blind = by_key(reader, "orders")["orders:r"]
+        assert (blind.kind, blind.reader_count, blind.waiter_count) == (READ_WRITE, None, None)
+        assert BESIDE_NOTE in format_table(inspect(reader, "orders"))
         assert writer.release() and shared.release()
     reader.close()
     admin.close()

@@ -11,9 +11,8 @@ spec's lists to the lock's and the core's, so that neither can drift unnoticed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import inspect
+from pathlib import Path
 
 import pytest
 

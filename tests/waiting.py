@@ -32,8 +32,10 @@ def until(condition: Callable[[], object], what: str, limit_s: float = 30.0) -> 
 
 
 def queue(r: redis.Redis, key: str) -> list[Any]:
-    """The waiters queued on ``key``, whatever their kind (each kind has its own queue)."""
-    return [w for kind in Kind for w in r.lrange(queue_keys(key, kind)[0], 0, -1)]
+    """The waiters queued on ``key``, whatever their kind (each kind has its own queue, but
+    a read-write lock's readers and writers share one)."""
+    queues = dict.fromkeys(queue_keys(key, kind)[0] for kind in Kind)
+    return [w for name in queues for w in r.lrange(name, 0, -1)]
 
 
 def blocked_clients(r: redis.Redis) -> list[dict[str, Any]]:
@@ -110,8 +112,10 @@ async def until_async(condition: Callable[[], Awaitable[object]], what: str) -> 
 
 
 async def queue_async(admin: aredis.Redis, key: str) -> list[Any]:
-    """The waiters queued on ``key``, whatever their kind (each kind has its own queue)."""
-    return [w for kind in Kind for w in await admin.lrange(queue_keys(key, kind)[0], 0, -1)]
+    """The waiters queued on ``key``, whatever their kind (each kind has its own queue, but
+    a read-write lock's readers and writers share one)."""
+    queues = dict.fromkeys(queue_keys(key, kind)[0] for kind in Kind)
+    return [w for name in queues for w in await admin.lrange(name, 0, -1)]
 
 
 async def blocked(admin: aredis.Redis) -> int:

@@ -508,11 +508,13 @@ _SECOND_READ: Final = frozenset({"hash"})
 
 def read_only_acl(prefix: str = DEFAULT_PREFIX) -> list[str]:
     """The ACL rules (after ``ACL SETUSER <user>``) of a user that can inspect ``prefix``
-    and nothing more: read access to its keys and the fence counters, and the read
-    commands :func:`inspect` sends (``LLEN``, ``LRANGE`` and ``HMGET`` read waiting
-    queues, under the prefix ``distlock``).  Add ``on`` and a password (``>...``)."""
+    and nothing more: read access to its keys, the fence counters, and what a key's
+    holders and waiters keep beside it (a read-write lock's readers, the queues and their
+    places), and the read commands :func:`inspect` sends (``LLEN``, ``LRANGE`` and
+    ``HMGET`` read waiting queues).  Add ``on`` and a password (``>...``)."""
     return [
         "resetkeys", f"%R~{match_pattern(prefix)}", "%R~distlock:fence:*",
+        "%R~distlock:readers:*", "%R~distlock:queue:*", "%R~distlock:queued:*",
         "-@all", "+scan", "+type", "+pttl", "+getrange", "+get", "+hlen", "+hrandfield",
         "+zcard", "+zrange", "+time", "+llen", "+lrange", "+hmget",
     ]
