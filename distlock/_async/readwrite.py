@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Self, TypeVar, Unpack
 from distlock._core.commands import Kind
 from distlock._core.readwrite import ReadSection, WriteSection, reentry_refused
 from distlock._holding import Holders
-from distlock._operator import force_unlock_call
+from distlock._operator import LockOwner, force_unlock_call, owner_call, read_owner
 from distlock._protocol import readers_key
 from distlock.options import AcquireOptions, AsyncHoldOptions, AsyncLockOptions
 
@@ -128,6 +128,14 @@ class ReadLock(_Side):
     _section_type = ReadSection
     _role = Kind.READ
 
+    async def locked(self, id: str) -> bool:
+        """Whether a writer holds ``id`` now (or another primitive holds its key): what
+        keeps a reader out, but for a writer waiting ahead of it.  A snapshot (one
+        read-only script), as :meth:`Lock.locked` is."""
+        key = self.key(id)
+        owner = read_owner(key, await wire.eval_script(await self.client(), *owner_call(key)))
+        return owner is not None and (owner.kind != "read-write" or owner.token_prefix is not None)
+
 
 class WriteLock(_Side):
     """The writers' side of a :class:`ReadWriteLock` (its ``.write``): ``acquire``,
@@ -137,6 +145,12 @@ class WriteLock(_Side):
 
     _section_type = WriteSection
     _role = Kind.WRITE
+
+    async def locked(self, id: str) -> bool:
+        """Whether anyone holds ``id`` now, a writer or a reader (or another primitive
+        its key): what keeps a writer out, but for a waiter ahead of it.  A snapshot (one
+        ``EXISTS``), as :meth:`Lock.locked` is."""
+        return await super().locked(id)
 
 
 class _RoleHold(_Hold[RoleHandle]):
@@ -227,6 +241,17 @@ class ReadWriteLock:
     def key(self, id: str) -> str:
         """The Redis key of read-write lock ``id``."""
         return self.write.key(id)
+
+    async def owner(self, id: str) -> LockOwner | None:
+        """Who holds ``id`` now, or None if nobody does: a read-only snapshot (one script).
+        For a read-write lock's key, ``kind`` is ``"read-write"``, ``token_prefix`` and
+        ``fence`` are the live writer's (None while no writer holds it) and ``readers``
+        counts the live readers by Redis's clock; any other primitive's key is reported as
+        :meth:`Lock.owner` reports it."""
+        key = self.key(id)
+        writers = self.write
+        client = await writers.client()
+        return read_owner(key, await wire.eval_script(client, *owner_call(key)))
 
     async def aclose(self) -> None:
         """Close both sides, as :meth:`Lock.aclose`: open sections lose their lease (and

@@ -175,6 +175,41 @@ async def test_a_writer_is_alone(redis_server: RedisServer, r: redis.Redis) -> N
         assert await other.read.run("k", fence_of) == writer.fence
 
 
+async def test_owner_and_locked_say_what_keeps_each_role_out(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    async with rwlock(redis_server) as rw:
+        assert await rw.owner("k") is None
+        assert not await rw.read.locked("k") and not await rw.write.locked("k")
+        reader = await spawn(rw.read.acquire, "k").result()
+        assert reader is not None
+        seen = await rw.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers, seen.token_prefix, seen.fence) == (
+            "read-write", 1, None, None
+        )
+        # A reader keeps a writer out, not another reader.
+        assert await rw.write.locked("k") and not await rw.read.locked("k")
+        assert await reader.release() is True
+        writer = await spawn(rw.write.acquire, "k").result()
+        assert writer is not None
+        seen = await rw.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers, seen.token_prefix, seen.fence) == (
+            "read-write", 0, writer.token[:8], writer.fence
+        )
+        assert await rw.write.locked("k") and await rw.read.locked("k")
+        assert await writer.release() is True
+        # Another primitive's key keeps both out, and is reported as its own.
+        async with Lock(client_for(redis_server), prefix="rw") as plain:
+            held = await plain.acquire("k")
+            assert held is not None
+            assert await rw.read.locked("k") and await rw.write.locked("k")
+            other = await rw.owner("k")
+            assert other is not None and other.kind == "lock"
+            assert await held.release() is True
+
+
 async def test_a_writer_s_fence_is_above_every_fence_before_it(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:

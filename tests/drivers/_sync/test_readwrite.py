@@ -175,6 +175,41 @@ def test_a_writer_is_alone(redis_server: RedisServer, r: redis.Redis) -> None:
         assert other.read.run("k", fence_of) == writer.fence
 
 
+def test_owner_and_locked_say_what_keeps_each_role_out(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    with rwlock(redis_server) as rw:
+        assert rw.owner("k") is None
+        assert not rw.read.locked("k") and not rw.write.locked("k")
+        reader = spawn(rw.read.acquire, "k").result()
+        assert reader is not None
+        seen = rw.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers, seen.token_prefix, seen.fence) == (
+            "read-write", 1, None, None
+        )
+        # A reader keeps a writer out, not another reader.
+        assert rw.write.locked("k") and not rw.read.locked("k")
+        assert reader.release() is True
+        writer = spawn(rw.write.acquire, "k").result()
+        assert writer is not None
+        seen = rw.owner("k")
+        assert seen is not None
+        assert (seen.kind, seen.readers, seen.token_prefix, seen.fence) == (
+            "read-write", 0, writer.token[:8], writer.fence
+        )
+        assert rw.write.locked("k") and rw.read.locked("k")
+        assert writer.release() is True
+        # Another primitive's key keeps both out, and is reported as its own.
+        with Lock(client_for(redis_server), prefix="rw") as plain:
+            held = plain.acquire("k")
+            assert held is not None
+            assert rw.read.locked("k") and rw.write.locked("k")
+            other = rw.owner("k")
+            assert other is not None and other.kind == "lock"
+            assert held.release() is True
+
+
 def test_a_writer_s_fence_is_above_every_fence_before_it(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
