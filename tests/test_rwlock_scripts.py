@@ -173,6 +173,29 @@ def test_a_reader_whose_place_ended_counts_every_writer_waiting(r: redis.Redis) 
     assert acquire(r, READ, R2) == [0, 0]
 
 
+def test_an_ended_place_queues_again_at_the_tail(r: redis.Redis) -> None:
+    """A waiter whose place ended while it was not first takes a new one behind those that
+    queued meanwhile, as if it had never waited (spec's Enqueued): its old one is not
+    revived, neither for a reader, who would pass a waiting writer, nor for a writer."""
+    assert acquire(r, WRITE, W1)[0] == 1
+    assert acquire(r, READ, R1, WAIT)[0] == 0
+    assert acquire(r, READ, R2, WAIT)[0] == 0
+    assert acquire(r, WRITE, W2, WAIT)[0] == 0
+    r.hset(PLACES, R2, ended(r))
+    assert acquire(r, WRITE, W3, WAIT)[0] == 0
+    assert acquire(r, READ, R2, WAIT)[0] == 0
+    assert queued(r) == [R1, W2, W3, R2]
+    assert place(r, R2) > now(r)
+    r.hset(PLACES, W2, ended(r))
+    assert acquire(r, WRITE, W2, WAIT)[0] == 0
+    assert queued(r) == [R1, W3, R2, W2]
+    assert r.hget(PLACES, ">" + W2) == b"w"
+    # The writer is gone and the readers go first, but R2 now waits behind W3.
+    assert release(r, WRITE, W1) == 1
+    assert acquire(r, READ, R1, WAIT)[0] >= 1
+    assert acquire(r, READ, R2, WAIT)[0] == 0
+
+
 def test_a_free_key_goes_to_the_first_waiter(r: redis.Redis) -> None:
     assert acquire(r, READ, R1)[0] == 1
     assert acquire(r, WRITE, W1, WAIT)[0] == 0
