@@ -375,6 +375,8 @@ class ReadWriteMachine(RuleBasedStateMachine):
             self.r.delete(WAKE + token, released_key(KEY, token))
         self.model = Model()
         self.last: Sent | None = None
+        #: Tokens granted a lease in this example, in the order of their grants.
+        self.granted: list[str] = []
 
     # -- Redis's clock ------------------------------------------------------------------
 
@@ -539,6 +541,8 @@ class ReadWriteMachine(RuleBasedStateMachine):
             granted = reply[0] == 1 if sent.left is None else reply[0] > 0
             if granted:
                 m.top = max(m.top, reply[1] if sent.left is None else reply[0])
+                if sent.token not in self.granted:
+                    self.granted.append(sent.token)
                 _count(f"{ROLE[sent.token].value} granted")
             else:
                 _count(f"{ROLE[sent.token].value} refused")
@@ -635,13 +639,14 @@ class ReadWriteMachine(RuleBasedStateMachine):
         self.send(Sent(Op.ACQUIRE, token, TTLS[ttl], WAITS[wait]))
 
     def pick(self, pick: int) -> str:
-        """The ``pick``-th of the tokens that hold a lease, then of all tokens: mostly a
-        holder, now and then one that holds nothing (any more)."""
+        """The ``pick``-th of the tokens that hold a lease, then of those granted one in
+        this example, then of all tokens: mostly a holder, often one whose lease ended or
+        went (a renewal or a release that comes too late), now and then any."""
         now = self.now()
         holders = [t for t, end in self.model.readers.items() if end > now]
         if self.model.writer and self.model.writer[2] > now:
             holders.append(self.model.writer[0])
-        chosen = [*holders, *holders, *TOKENS]
+        chosen = [*holders, *holders, *self.granted, *TOKENS]
         return chosen[pick % len(chosen)]
 
     @rule(pick=st.integers(0, 11), ttl=st.sampled_from(sorted(TTLS)))
