@@ -65,6 +65,7 @@ SEMAPHORE_WAIT: Final = "tests/drivers/_sync/test_semaphore_wait.py"
 EDGES: Final = "tests/test_script_edges.py"
 OPERATOR: Final = "tests/drivers/_sync/test_operator_api.py"
 FLOOR: Final = "tests/test_fence_floor.py"
+RWLOCK: Final = ("tests/test_rwlock_scripts.py",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +333,386 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "  wake_head(KEYS[3], KEYS[4], ARGV[3])\n  return 1",
         "  return 1",
         (EDGES, SEMAPHORE_WAIT),
+    ),
+    # -- the read-write lock -----------------------------------------------------------------
+    Mutant(
+        "RLA1", "RWLOCK_ACQUIRE", "a writer is granted beside live readers",
+        "elseif writing and readers > 0 then\n  busy = last - NOW",
+        "elseif false then\n  busy = last - NOW",
+        RWLOCK, quick=True,
+    ),
+    Mutant(
+        "RLA2", "RWLOCK_ACQUIRE", "a reader is granted beside a live writer",
+        "busy = writing and math.max(wuntil, last) - NOW or wuntil - NOW",
+        "busy = writing and math.max(wuntil, last) - NOW or 0",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA3", "RWLOCK_ACQUIRE", "a reader passes a writer waiting before it",
+        "if t ~= token and is_writer(places, t) then",
+        "if false then",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA4", "RWLOCK_ACQUIRE", "a reader is held back by a writer waiting behind it",
+        "      if t == token and own then break end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA5", "RWLOCK_ACQUIRE", "a reader's ended place still keeps the writers behind it",
+        "local own = tonumber(redis.call('HGET', places, token) or '0') > NOW",
+        "local own = redis.call('HGET', places, token) ~= false",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA6", "RWLOCK_ACQUIRE", "a writer's place is not marked as a writer's",
+        "if writing then redis.call('HSET', places, '>' .. token, 'w') end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA7", "RWLOCK_ACQUIRE", "a writer takes a free key before the first waiter",
+        "    if head and head ~= token then ahead = head_until end",
+        "    if false then ahead = head_until end",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA8", "RWLOCK_ACQUIRE", "the first waiter, a writer, waits behind its own place",
+        "    if head and head ~= token then ahead = head_until end",
+        "    if head then ahead = head_until end",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA9", "RWLOCK_ACQUIRE", "a resent read acquire is taken for a new reader",
+        "  else mine = redis.call('ZSCORE', KEYS[2], token) ~= false end",
+        "  else mine = false end",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA10", "RWLOCK_ACQUIRE", "a resent write acquire is taken for another writer",
+        "  if writing then mine = writer == token",
+        "  if writing then mine = false",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA11", "RWLOCK_ACQUIRE", "a writer's re-grant draws a new fence",
+        "      fence = wfence\n",
+        "      fence = next_fence(KEYS[3])\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA12", "RWLOCK_ACQUIRE", "a writer's re-grant does not refresh its lease",
+        "      fence = wfence\n      redis.call('HSET', KEYS[1], 'x', ms(ends))\n",
+        "      fence = wfence\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA13", "RWLOCK_ACQUIRE", "a writer's fence is the counter as it stands (no INCR)",
+        "      fence = next_fence(KEYS[3])\n      redis.call('HSET', KEYS[1], 'rw', '1'",
+        "      fence = tonumber(redis.call('GET', KEYS[3]) or next_fence(KEYS[3]))\n"
+        "      redis.call('HSET', KEYS[1], 'rw', '1'",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA14", "RWLOCK_ACQUIRE", "a reader's grant draws a new fence (INCR, not GET)",
+        "    fence = tonumber(redis.call('GET', KEYS[3]) or next_fence(KEYS[3]))",
+        "    fence = next_fence(KEYS[3])",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA15", "RWLOCK_ACQUIRE", "a reader on a slot without a counter gets fence 0",
+        "    fence = tonumber(redis.call('GET', KEYS[3]) or next_fence(KEYS[3]))",
+        "    fence = tonumber(redis.call('GET', KEYS[3]) or '0')",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA16", "RWLOCK_ACQUIRE", "a reader's grant moves every reader's expiry (one shared)",
+        "    redis.call('ZADD', KEYS[2], ms(ends), token)\n",
+        "    for _, t in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+        "      redis.call('ZADD', KEYS[2], ms(ends), t)\n"
+        "    end\n"
+        "    redis.call('ZADD', KEYS[2], ms(ends), token)\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA17", "RWLOCK_ACQUIRE", "a writer's grant leaves the key's expiry as it was",
+        "    settle(ends)\n  else",
+        "  else",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA18", "RWLOCK_ACQUIRE", "a reader's grant leaves the keys' expiry as it was",
+        "    settle(wuntil)\n    fence",
+        "    fence",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA19", "RWLOCK_ACQUIRE", "a granted waiter keeps its place",
+        "  if queued or (mine and not writing) then\n    leave(queue, places, wake, token)\n",
+        "  if queued or (mine and not writing) then\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA20", "RWLOCK_ACQUIRE", "a reader's grant wakes no reader after it",
+        "    if not writing then wake_next(queue, places, wake, nil, 1) end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA21", "RWLOCK_ACQUIRE", "a reader's grant wakes a writer the readers keep out",
+        "wake_next(queue, places, wake, nil, 1)",
+        "wake_next(queue, places, wake, nil, 0)",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA22", "RWLOCK_ACQUIRE", "a refused fail-fast attempt takes a place in the queue",
+        "if left < 0 then return {0, 0} end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA23", "RWLOCK_ACQUIRE", "a refused last attempt keeps its place",
+        "if left == 0 then\n  leave(queue, places, wake, token)\n  return {0, 0}",
+        "if left == 0 then\n  return {0, 0}",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA24", "RWLOCK_ACQUIRE", "a refused waiting attempt takes no place in the queue",
+        "  had = nil\nend\nif not had then redis.call('RPUSH', queue, token) end\n",
+        "  had = nil\nend\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA25", "RWLOCK_ACQUIRE", "a place ends earlier than it was promised",
+        "math.max(tonumber(had or '0'), NOW + life)",
+        "NOW + life",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA26", "RWLOCK_ACQUIRE", "a refused attempt keeps a wake-up that came before it",
+        "came before this refusal.\nredis.call('DEL', wake .. token)\n",
+        "came before this refusal.\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA27", "RWLOCK_ACQUIRE", "the queue and its places never expire",
+        "refusal.\nredis.call('DEL', wake .. token)\nif redis.call('PTTL', queue) < life then\n"
+        "  redis.call('PEXPIRE', queue, life)\n  redis.call('PEXPIRE', places, life)\n",
+        "refusal.\nredis.call('DEL', wake .. token)\nif redis.call('PTTL', queue) < life then\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA28", "RWLOCK_ACQUIRE", "an ended place is revived where it was, before later waiters",
+        "if had and tonumber(had) <= NOW then",
+        "if false then",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA29", "RWLOCK_ACQUIRE", "a waiter behind another blocks past the end of its place",
+        "  recheck = math.min(recheck, head_until - NOW)\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA30", "RWLOCK_ACQUIRE", "a free key: behind a waiting writer, a block outlasts a lease",
+        "recheck = math.min(ahead - NOW, ttl)",
+        "recheck = ahead - NOW",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA31", "RWLOCK_ACQUIRE", "behind a waiting writer, a block outlasts its place",
+        "    recheck = math.min(recheck, ahead - NOW)\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA32", "RWLOCK_ACQUIRE", "a place outlives the longest block and its grace",
+        "local life = math.min(left, recheck, LONGEST_BLOCK) + tonumber(ARGV[5])",
+        "local life = math.min(left, recheck) + tonumber(ARGV[5])",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA33", "RWLOCK_ACQUIRE", "another primitive's key without an expiry is taken as free",
+        "  if busy <= 0 then busy = tonumber(ARGV[5]) end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS1", "RWLOCK_RENEW", "expired readers are not evicted: they count and renew",
+        "  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms(NOW))\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS2", "RWLOCK_RENEW", "a writer whose lease ended still counts, and renews",
+        "if fields[2] and tonumber(fields[4]) > NOW then",
+        "if fields[2] then",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS3", "RWLOCK_ACQUIRE", "another primitive's hash is taken for the lock's",
+        "  if not fields[1] and redis.call('EXISTS', KEYS[1]) == 1 then",
+        "  if false then",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS4", "RWLOCK_ACQUIRE", "another primitive's key of another type is an error",
+        "local fields, foreign = read('HMGET', KEYS[1], 'rw', 'w', 'f', 'x')",
+        "local fields, foreign = redis.call('HMGET', KEYS[1], 'rw', 'w', 'f', 'x'), false",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS5", "RWLOCK_ACQUIRE", "the key's expiry leaves the readers out",
+        "    till = math.max(till, tonumber(last[2]))\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS6", "RWLOCK_ACQUIRE", "the readers' set never expires",
+        "    redis.call('PEXPIREAT', KEYS[2], ms(tonumber(last[2])))\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS7", "RWLOCK_ACQUIRE", "the keys expire with the earliest reader, not the latest",
+        "  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n  local till",
+        "  local last = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n  local till",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLS8", "RWLOCK_RELEASE", "the key outlives its last lease",
+        "  else\n    redis.call('DEL', KEYS[1])\n  end\nend",
+        "  end\nend",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLR1", "RWLOCK_RENEW", "a writer's renewal without the token check",
+        "  if writer ~= ARGV[1] then return 0 end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLR2", "RWLOCK_RENEW", "a reader's renewal without the membership check",
+        "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLR3", "RWLOCK_RENEW", "a reader's renewal moves every reader's expiry (one shared)",
+        "redis.call('ZADD', KEYS[2], 'XX', ms(ends), ARGV[1])",
+        "for _, t in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+        "  redis.call('ZADD', KEYS[2], 'XX', ms(ends), t)\n"
+        "end",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLR4", "RWLOCK_RENEW", "a writer's renewal leaves its expiry instant as it was",
+        "  redis.call('HSET', KEYS[1], 'x', ms(ends))\n  settle(ends)\n  return 1",
+        "  settle(ends)\n  return 1",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLR5", "RWLOCK_RENEW", "a writer's renewal leaves the key's expiry as it was",
+        "  settle(ends)\n  return 1",
+        "  return 1",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLR6", "RWLOCK_RENEW", "a reader's renewal leaves the keys' expiry as it was",
+        "settle(wuntil)\nreturn 1",
+        "return 1",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX1", "RWLOCK_RELEASE", "a writer's release removes whichever writer holds",
+        "    if writer == token then\n      redis.call('HDEL'",
+        "    if writer then\n      redis.call('HDEL'",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX2", "RWLOCK_RELEASE", "a reader's release answers released for any token",
+        "elseif redis.call('ZREM', KEYS[2], token) == 1 then",
+        "elseif redis.call('ZREM', KEYS[2], token) >= 0 then",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX3", "RWLOCK_RELEASE", "the release does not write its record",
+        "  redis.call('SET', KEYS[3], token, 'PX', ARGV[2])\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX4", "RWLOCK_RELEASE", "a resent release is not looked up in its record",
+        "if redis.call('GET', KEYS[3]) == token then return 1 end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX5", "RWLOCK_RELEASE", "a release leaves its place in the queue",
+        "if redis.call('EXISTS', queue) == 1 then leave(queue, places, wake, token) end\n",
+        "",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX6", "RWLOCK_RELEASE", "a release wakes no waiter",
+        "  wake_next(queue, places, wake, writer, readers)\n  return 1",
+        "  return 1",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX7", "RWLOCK_RELEASE", "a reader's release counts itself among the readers left",
+        "hit, readers = true, readers - 1",
+        "hit = true",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX8", "RWLOCK_RELEASE", "a writer's release counts its own lease as still live",
+        "hit, writer, wuntil = true, nil, 0",
+        "hit = true",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLX9", "RWLOCK_RELEASE", "a release leaves the keys' expiry as it was",
+        "  settle(wuntil)\n  redis.call('SET', KEYS[3]",
+        "  redis.call('SET', KEYS[3]",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLK1", "RWLOCK_RELEASE", "a reader's release wakes a writer the other readers keep out",
+        "(readers > 0 and is_writer(places, head))",
+        "(false)",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLK2", "RWLOCK_WITHDRAW", "a waiter is woken while a writer holds",
+        "  if writer or redis.call('EXISTS', queue) == 0 then return end",
+        "  if redis.call('EXISTS', queue) == 0 then return end",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLW1", "RWLOCK_WITHDRAW", "a first waiter that gives up keeps its wake-up from the next",
+        "if head == token then\n  local foreign",
+        "if false then\n  local foreign",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLW2", "RWLOCK_WITHDRAW", "a withdrawal leaves its place in the queue",
+        "leave(queue, places, wake, token)\nif head == token then",
+        "if head == token then",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLW3", "RWLOCK_WITHDRAW", "a withdrawal wakes a writer the readers keep out",
+        "wake_next(queue, places, wake, writer, readers) end",
+        "wake_next(queue, places, wake, writer, 0) end",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLW4", "RWLOCK_WITHDRAW", "a withdrawal wakes a waiter for another primitive's key",
+        "  if not foreign then wake_next(",
+        "  if true then wake_next(",
+        RWLOCK,
     ),
     # -- the queue (shared by every waiting script and the releases) ------------------------
     Mutant(

@@ -6,11 +6,12 @@
 -- is before its own (before any, for an attempt that has none): FIFO otherwise.  Our own
 -- live lease (a resend of an attempt that was granted) is granted again, whatever else
 -- holds or waits: a reader's re-scored, a writer's expiry re-set, with its fence.
--- A refused waiting attempt keeps (or takes, at the tail) its place, which ends a grace
--- after the longest block it may take (so a waiter that died is dropped within
--- LONGEST_BLOCK + grace of its last attempt); a refused last attempt leaves the queue,
--- waking the next waiter if it was first and the next may now be granted; a refused
--- fail-fast attempt leaves the queue as it is.  A reader's grant wakes the next waiter if it is a reader (readers
+-- A refused waiting attempt keeps its live place (or takes one at the tail: an ended
+-- place is no place, as if it had never waited), which ends a grace after the longest
+-- block it may take (so a waiter that died is dropped within LONGEST_BLOCK + grace of
+-- its last attempt); a refused last attempt leaves the queue, waking the next waiter if
+-- it was first and the next may now be granted; a refused fail-fast attempt leaves the
+-- queue as it is.  A reader's grant wakes the next waiter if it is a reader (readers
 -- reach the key one after another, each woken by the one before).
 -- KEYS: [1] the key, [2] its readers, [3] the fence counter, [4] the key's queue, [5] its
 --   places.
@@ -113,6 +114,12 @@ end
 recheck = math.max(1, recheck)
 local life = math.min(left, recheck, LONGEST_BLOCK) + tonumber(ARGV[5])
 local had = redis.call('HGET', places, token)
+if had and tonumber(had) <= NOW then
+  -- An ended place is no place (a reader would pass the writers queued since): the
+  -- attempt queues again, at the tail.
+  redis.call('LREM', queue, 1, token)
+  had = nil
+end
 if not had then redis.call('RPUSH', queue, token) end
 -- A place never ends earlier than it was promised: whoever is behind it counts on that.
 redis.call('HSET', places, token, math.max(tonumber(had or '0'), NOW + life))
