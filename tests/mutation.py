@@ -473,8 +473,23 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "RLA23", "RWLOCK_ACQUIRE", "a refused last attempt keeps its place",
-        "if left == 0 then\n  leave(queue, places, wake, token)\n  return {0, 0}",
-        "if left == 0 then\n  return {0, 0}",
+        "if left == 0 then\n  leave(queue, places, wake, token)\n",
+        "if left == 0 then\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLA34", "RWLOCK_ACQUIRE",
+        "a refused last attempt first in line wakes nobody (the readers it kept out wait on)",
+        "  if head == token and not foreign then wake_next(queue, places, wake, writer, readers) end\n",
+        "",
+        (*RWLOCK, "tests/drivers/_sync/test_readwrite.py::"
+         "test_a_writer_that_gives_up_wakes_the_readers_it_kept_out"),
+    ),
+    Mutant(
+        "RLA35", "RWLOCK_ACQUIRE",
+        "a refused last attempt first in line wakes a writer that the readers keep out",
+        "and not foreign then wake_next(queue, places, wake, writer, readers) end",
+        "and not foreign then wake_next(queue, places, wake, writer, 0) end",
         RWLOCK,
     ),
     Mutant(
@@ -704,8 +719,8 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "RLW3", "RWLOCK_WITHDRAW", "a withdrawal wakes a writer the readers keep out",
-        "wake_next(queue, places, wake, writer, readers) end",
-        "wake_next(queue, places, wake, writer, 0) end",
+        "  if not foreign then wake_next(queue, places, wake, writer, readers) end",
+        "  if not foreign then wake_next(queue, places, wake, writer, 0) end",
         RWLOCK,
     ),
     Mutant(

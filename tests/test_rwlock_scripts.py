@@ -469,6 +469,26 @@ def test_a_last_attempt_refused_leaves_the_queue(r: redis.Redis) -> None:
     assert r.exists(QUEUE, PLACES) == 0
 
 
+def test_a_last_attempt_refused_first_in_line_wakes_only_who_may_come_in(
+    r: redis.Redis,
+) -> None:
+    # A writer first in line keeps out the readers behind it; its refused last attempt
+    # takes it out of the queue, and the reader behind it, which a live reader's lease
+    # does not keep out, is woken (as a withdrawal wakes it).
+    assert acquire(r, READ, R1)[0] == 1
+    assert acquire(r, WRITE, W1, WAIT)[0] == 0
+    assert acquire(r, READ, R2, WAIT)[0] == 0
+    assert acquire(r, WRITE, W1, 0) == [0, 0]
+    assert queued(r) == [R2] and woken(r, R2) == ["1"]
+    # A writer behind it, which the live reader still keeps out, is not woken.
+    assert acquire(r, WRITE, W2, WAIT)[0] == 0
+    assert acquire(r, WRITE, W3, WAIT)[0] == 0
+    assert queued(r) == [R2, W2, W3]
+    assert withdraw(r, READ, R2) == 1
+    assert acquire(r, WRITE, W2, 0) == [0, 0]
+    assert queued(r) == [W3] and woken(r, W3) == []
+
+
 def test_a_granted_waiter_leaves_the_queue(r: redis.Redis) -> None:
     assert acquire(r, READ, R1)[0] == 1
     assert acquire(r, WRITE, W1, WAIT)[0] == 0
