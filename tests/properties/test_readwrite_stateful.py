@@ -268,6 +268,9 @@ class Model:
             return Expect([0, 0])
         if left == 0:
             self.leave(token)
+            # First in line, it kept out whoever is behind it: as a withdrawal does.
+            if head == token and not foreign:
+                self.wake_next(now, len(self.readers))
             return Expect([0, 0])
 
         def recheck(at: int) -> int:
