@@ -342,6 +342,13 @@ class Adapter:
         assert len(gone) == 1, (action, gone)
         return bool(gone[0]["val"] == 1)
 
+    def core_sent(self, step: Step) -> str | None:
+        """What the core's ``step`` sends, as :meth:`sent_kind` names it."""
+        if step.send is None:
+            return None
+        op: str = step.send.op.value
+        return self.op_kind.get(op, op)
+
     def sent_kind(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
         new = [m["kind"] for m in dst["net"]
                if self.mine(m, c, dst) and m["st"] == "sent" and m not in src["net"]]
@@ -588,8 +595,7 @@ class Replay:
             return None
         self.spec.after(client, label, arg)
         assert res.step is not None
-        sent = None if res.step.send is None else res.step.send.op.value
-        sent = self.spec.op_kind.get(sent or "", sent)
+        sent = self.spec.core_sent(res.step)
         if sent != self.spec.sent_kind(c, src, dst):
             self.fail("sends otherwise", label, arg, src, c, res,
                       f"core sends {sent}, spec {self.spec.sent_kind(c, src, dst)}")
@@ -1109,6 +1115,16 @@ class ReadWriteAdapter(Adapter):
             # A waiting attempt's refusal carries how long it may last (>= 1 ms).
             return sec.acquire_reply(now, -self.unit_ms)
         return super().invoke(sec, now, action, arg, fence)
+
+    def core_sent(self, step: Step) -> str | None:
+        # The role travels in every request: the scripts' rules are the role's.
+        sent = super().core_sent(step)
+        return None if sent is None or step.send is None else f"{sent} {step.send.kind.value}"
+
+    def sent_kind(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
+        new = [f"{m['kind']} {m['role']}" for m in dst["net"]
+               if self.mine(m, c, dst) and m["st"] == "sent" and m not in src["net"]]
+        return new[0] if new else None
 
     def silent_refusal(self, action: str) -> str | None:
         if action != "Upgrade":
