@@ -12,7 +12,9 @@ Two directions:
   accept it, send what the spec sends, fire the loss signal exactly when the spec's
   ``lost`` turns TRUE, and reach the same observable state (phase, outcome, loss,
   fence granted or not, renewal/extend in flight, retries left, and while held the
-  lease and heartbeat countdowns);
+  lease and heartbeat countdowns); a step the core takes without its section (an
+  adapter's ``silent`` actions: the read-write lock's refused upgrade) must send nothing
+  and leave the section as it was;
 * in every state, every call the core accepts (each action method with each reply value,
   and ``tick``) must be a step the spec takes from some state with the same client
   variables, to the same observable state.  Where the environment alone disables an
@@ -21,8 +23,9 @@ Two directions:
 
 The rules above live in :class:`Replay`, once.  What differs per spec is an
 :class:`Adapter`: the lock's (``DistLock.tla``, described above) is the base class, and
-:class:`SemaphoreAdapter`, :class:`ReentrantAdapter` (one section per holder) and
-:class:`WaitAdapter` (``Wait.tla``'s clients on the waiting path) change the few names
+:class:`SemaphoreAdapter`, :class:`ReentrantAdapter` (one section per holder),
+:class:`WaitAdapter` (``Wait.tla``'s clients on the waiting path) and
+:class:`ReadWriteAdapter` (a reader's or a writer's section) change the few names
 that differ: the client actions, the spec's per-client variables, how replies and
 requests are read off ``net``, what is observed, and the model's bounds that are not
 guards.  :class:`Replays` holds the checks every test file makes.
@@ -36,13 +39,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS, method_name
-from distlock._core.commands import Op, Step
+from distlock._core.commands import Kind, Op, Step
 from distlock._core.lease import Write
+from distlock._core.readwrite import ReadSection, WriteSection, reentry_refused
 from distlock._core.reentrant import ReentrantSection
 from distlock._core.section import Phase, Section, SectionConfig
 from distlock._core.semaphore import SemaphoreSection
 from distlock._core.waiting import Waiting
-from distlock.errors import ProtocolError, UsageError
+from distlock.errors import ProtocolError, UpgradeError, UsageError
 from distlock.events import Transition
 from tests.spec_graph import Graph, Model, Value, parse_value
 
@@ -228,6 +232,9 @@ class Adapter:
     op_kind: ClassVar[Mapping[str, str]] = {}
     #: Real time of one spec tick on the core's clock.
     unit_ms: ClassVar[int] = UNIT_MS
+    #: Client actions of the spec that the driver takes without the section (no method):
+    #: the section must be left as it was, and nothing sent (see :meth:`silent_refusal`).
+    silent: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, model: Model) -> None:
         self.model = model
@@ -335,6 +342,13 @@ class Adapter:
         assert len(gone) == 1, (action, gone)
         return bool(gone[0]["val"] == 1)
 
+    def core_sent(self, step: Step) -> str | None:
+        """What the core's ``step`` sends, as :meth:`sent_kind` names it."""
+        if step.send is None:
+            return None
+        op: str = step.send.op.value
+        return self.op_kind.get(op, op)
+
     def sent_kind(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
         new = [m["kind"] for m in dst["net"]
                if self.mine(m, c, dst) and m["st"] == "sent" and m not in src["net"]]
@@ -375,6 +389,11 @@ class Adapter:
     def active(self, state: dict[str, Value], c: str) -> bool:
         """The client still takes steps (the semaphore's clients may be killed)."""
         return c not in state.get("dead", ())
+
+    def silent_refusal(self, action: str) -> str | None:
+        """Why the core does not take the ``silent`` step ``action`` as the spec does (None:
+        it does)."""
+        return None
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -549,6 +568,8 @@ class Replay:
                 if src["token"][c] != dst["token"][c]:
                     after[c] = self.new_client(dst, c, world[c].now)
             return after
+        if label in self.spec.silent:
+            return self.silent_step(world, src, dst, label)
         if label not in self.spec.actions:
             return world  # Redis, the network, starvation: nothing the core sees
         actor = self.actor(src, dst)
@@ -574,8 +595,7 @@ class Replay:
             return None
         self.spec.after(client, label, arg)
         assert res.step is not None
-        sent = None if res.step.send is None else res.step.send.op.value
-        sent = self.spec.op_kind.get(sent or "", sent)
+        sent = self.spec.core_sent(res.step)
         if sent != self.spec.sent_kind(c, src, dst):
             self.fail("sends otherwise", label, arg, src, c, res,
                       f"core sends {sent}, spec {self.spec.sent_kind(c, src, dst)}")
@@ -586,6 +606,26 @@ class Replay:
                       f"core fires the loss: {fired}, spec: {spec_fired}")
         self.check_view(client, dst, c, label, arg)
         return after
+
+    def silent_step(self, world: World, src: dict[str, Value], dst: dict[str, Value],
+                    label: str) -> World:
+        """A client step the driver takes without the section: the section stays as it
+        is, so the spec must change nothing of it, and send nothing."""
+        c = self.actor(src, dst)
+        assert c is not None, label
+        self.report.client_steps += 1
+        covered = self.report.covered
+        covered[(label, None)] = covered.get((label, None), 0) + 1
+        spec = self.spec.spec_view(src, c)
+        problem = self.spec.silent_refusal(label)
+        if problem is not None:
+            self.report.add(Finding("core refuses", label, None, problem, spec))
+        sent = self.spec.sent_kind(c, src, dst)
+        if sent is not None:
+            self.report.add(Finding("sends otherwise", label, None,
+                                    f"core sends nothing, spec {sent}", spec))
+        self.check_view(world[c], dst, c, label)
+        return world
 
     def check_view(self, client: Client, state: dict[str, Value], c: str, after: str,
                    arg: Arg = None) -> None:
@@ -1012,3 +1052,84 @@ class WaitAdapter(Adapter):
             else:
                 out.append((action, None, False))
         return out
+
+
+class ReadWriteAdapter(Adapter):
+    """``spec/ReadWrite.tla`` and :class:`ReadSection` / :class:`WriteSection`: the lock's
+    actions whatever the role, a waiter's ``Withdraw``, and the reader's ``Upgrade``,
+    which the drivers refuse before any section exists (:func:`reentry_refused`), so it is
+    ``silent``: the section goes on as it was.
+
+    The spec's waiting is its queue and its places, not its wake-ups: a refused waiter
+    (phase ``waiting``) attempts again, or withdraws, whenever it likes.  The core's
+    ``block`` and ``wake`` (no key is handed over here: a release only wakes) change
+    nothing the spec shows, and are not called; its waiting deadline is made longer than
+    any behaviour, as the spec's waiters wait until they withdraw (the last attempt,
+    refused and out of the queue in one script, is ``Wait.tla``'s, replayed by
+    ``tests/test_guards_wait.py``)."""
+
+    actions: ClassVar[Mapping[str, str]] = {
+        **CLIENT_ACTIONS, "Withdraw": WAIT_ACTIONS["Withdraw"]}
+    silent: ClassVar[frozenset[str]] = frozenset({"Upgrade", "UpgradeReply"})
+    client_vars: ClassVar[tuple[str, ...]] = (*Adapter.client_vars, "granted", "asked")
+    op_kind: ClassVar[Mapping[str, str]] = {Op.WITHDRAW.value: "leave"}
+    #: A waiter's deadline: no model's behaviour comes near it.
+    wait_ms: ClassVar[int] = 10**9
+
+    def new_section(self, state: dict[str, Value], c: str) -> Section:
+        tok = state["token"][c]
+        base = section_config(self.model, self.auto_renew(state, c))
+        cfg = SectionConfig(
+            ttl_ms=base.ttl_ms, retries=base.retries, retry_delay_ms=base.retry_delay_ms,
+            renew_every_ms=base.renew_every_ms, watch=base.watch,
+            drift_factor=base.drift_factor,
+            wait_ms=self.wait_ms if state["waits"][c] else 0)
+        cls = ReadSection if state["role"][c] == "read" else WriteSection
+        return cls("k", f"{tok[0]}-{tok[1]}", cfg, client=c, record=True)
+
+    def granted(self, sec: Section) -> bool:
+        return sec.granted
+
+    def spec_granted(self, state: dict[str, Value], c: str) -> bool:
+        return bool(state["granted"][c])
+
+    def core_view(self, client: Client) -> dict[str, Any]:
+        view = super().core_view(client)
+        if client.section.waiting is not None:
+            # A waiter's attempts are not retries: the spec's retries_left stays.
+            view["retries_left"] = self.model.retries
+        return view
+
+    def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
+        # A refusal's effect depends on whether the section waits; the role is in every
+        # request.  Two clients of a model share keys only where both agree.
+        return (*super().client_key(state, c), state["role"][c], state["waits"][c])
+
+    def fence(self, c: str, arg: Arg, dst: dict[str, Value]) -> int:
+        # A reader granted before any write gets the counter as it stands, 0 in the spec;
+        # the script makes the counter first, so a grant's reply is never 0.
+        return max(int(dst["fence"][c]), 1) if arg == "granted" else 0
+
+    def invoke(self, sec: Section, now: float, action: str, arg: Arg, fence: int) -> Step:
+        if action == "AcquireReply" and arg != "granted" and sec.waiting is not None:
+            # A waiting attempt's refusal carries how long it may last (>= 1 ms).
+            return sec.acquire_reply(now, -self.unit_ms)
+        return super().invoke(sec, now, action, arg, fence)
+
+    def core_sent(self, step: Step) -> str | None:
+        # The role travels in every request: the scripts' rules are the role's.
+        sent = super().core_sent(step)
+        return None if sent is None or step.send is None else f"{sent} {step.send.kind.value}"
+
+    def sent_kind(self, c: str, src: dict[str, Value], dst: dict[str, Value]) -> str | None:
+        new = [f"{m['kind']} {m['role']}" for m in dst["net"]
+               if self.mine(m, c, dst) and m["st"] == "sent" and m not in src["net"]]
+        return new[0] if new else None
+
+    def silent_refusal(self, action: str) -> str | None:
+        if action != "Upgrade":
+            return None
+        refused = reentry_refused("k", Kind.READ, Kind.WRITE)
+        if isinstance(refused, UpgradeError):
+            return None
+        return f"a read asking for the write is refused with {refused!r}, not UpgradeError"

@@ -60,6 +60,10 @@ class Model:
     client_actions: tuple[str, ...] = ()
     client_set: str = "Clients"
     client_guard: str = "TRUE"
+    #: What tells two states apart (TLC's VIEW), when the spec keeps variables no guard
+    #: reads (ghosts for its properties): states that differ only there have the same
+    #: steps, so one of them is enough, and a model with many such is much smaller.
+    view: str = ""
 
     def constants(self) -> dict[str, str]:
         if not self.lock_constants:
@@ -136,7 +140,8 @@ def _cfg(model: Model, spec: Path) -> str:
     constants.update(model.constants())
     lines = ["CONSTANTS", *(f"    {k} = {v}" for k, v in constants.items())]
     nxt = "GuardNext" if model.client_actions else "Next"
-    return "\n".join([*lines, "INIT Init", f"NEXT {nxt}", ""])
+    view = [f"VIEW {_PREFIX}View"] if model.view else []
+    return "\n".join([*lines, "INIT Init", f"NEXT {nxt}", *view, ""])
 
 
 #: Prefix of the generated per-action operators; the graph's labels lose it.
@@ -153,6 +158,8 @@ def _module(model: Model) -> str:
         lines += [f"    \\/ \\E c \\in {model.client_set} : {_PREFIX}{a}(c)"
                   for a in model.client_actions]
         lines.append("    \\/ EnvStep")
+    if model.view:
+        lines.append(f"{_PREFIX}View == {model.view}")
     return "\n".join([*lines, "====", ""])
 
 
