@@ -480,7 +480,8 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     Mutant(
         "RLA34", "RWLOCK_ACQUIRE",
         "a refused last attempt first in line wakes nobody (the readers it kept out wait on)",
-        "  if head == token and not foreign then wake_next(queue, places, wake, writer, readers) end\n",
+        "  if head == token and not foreign then"
+        " wake_next(queue, places, wake, writer, readers) end\n",
         "",
         (*RWLOCK, "tests/drivers/_sync/test_readwrite.py::"
          "test_a_writer_that_gives_up_wakes_the_readers_it_kept_out"),
