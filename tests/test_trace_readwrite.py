@@ -247,6 +247,25 @@ def test_a_data_loss_or_a_handed_key_is_not_a_readwrite_behaviour() -> None:
         tracecheck.build_readwrite_model(unknown)
 
 
+def test_refused_fail_fast_sections_are_condensed() -> None:
+    """A writer polling a held key with fail-fast sections (one refused attempt each, a
+    section and a model client each: the chaos suite's pollers) keeps the first and the
+    last of its run: a refused fail-fast attempt leaves nothing at Redis (no place, no
+    lease), so the sections between change nothing a later event can tell."""
+
+    def refused(client: str, t: float) -> list[Event]:
+        return [
+            _ev("Acquire", client, t, "acquiring", key=KEY, kind="write", ttl_ms=TTL_MS,
+                retries=0, watch=True),
+            _ev("AcquireReply", client, t + 1, "done", granted=False, outcome="not_acquired"),
+        ]
+
+    polls = [e for n in range(5) for e in refused(f"P1.{n + 1}", 10.0 * n)]
+    waiting = [{**e, "wait_ms": 500} for e in refused("P2.1", 3.0)]
+    kept = {e["client"] for e in tracecheck.condense([*polls, *waiting])}
+    assert kept == {"P1.1", "P1.5", "P2.1"}
+
+
 def test_the_prepass_lets_readers_share_fences() -> None:
     events = _shared_then_writer()
     readers = tracecheck.readers_of(events)

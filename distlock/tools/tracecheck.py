@@ -828,12 +828,12 @@ def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     stay, as evidence that the key was held then; a section that gives up keeps all its
     attempts, since then their count matters.
 
-    A semaphore's caller polling with fail-fast sections (``retries=0``: one refused
-    attempt, one section, each a model client of its own) is condensed the same way: of a
-    run of such refused sections of one Semaphore object back to back, the first and the
-    last stay.  A refused permit section leaves nothing behind (no permit, nothing in
-    flight, no release memory), so a behaviour of the whole trace without its steps is one
-    of the condensed trace.
+    A semaphore's or a read-write lock's caller polling with fail-fast sections
+    (``retries=0``: one refused attempt, one section, each a model client of its own) is
+    condensed the same way: of a run of such refused sections of one object back to back,
+    the first and the last stay.  A refused fail-fast section leaves nothing behind (no
+    permit or lease, no place queued, nothing in flight, no release memory), so a
+    behaviour of the whole trace without its steps is one of the condensed trace.
     """
     by_client: dict[str, list[int]] = {}
     for i, e in enumerate(events):
@@ -868,7 +868,7 @@ def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         refused = (
             len(indices) == 2
             and first["action"] == "Acquire"
-            and "limit" in first
+            and ("limit" in first or first.get("kind") in RW_ROLES)
             and not first.get("wait_ms")
             and events[indices[1]]["action"] == "AcquireReply"
             and events[indices[1]].get("granted") is False
