@@ -266,6 +266,49 @@ def test_refused_fail_fast_sections_are_condensed() -> None:
     assert kept == {"P1.1", "P1.5", "P2.1"}
 
 
+def _killed_reader() -> list[Event]:
+    """Two readers; one is killed after a renewal (its events stop mid-section), the
+    other renews and leaves; a writer polling fail-fast is refused while the dead
+    reader's share lasts (its renewal's send plus its TTL: 1255 ms), granted after."""
+    dead, live = _Section("D", "read"), _Section("L", "read")
+    w1, w2 = _Section("W.1", "write"), _Section("W.2", "write")
+    return [
+        dead.acquire(0),
+        dead.granted(2, 7),
+        live.acquire(5),
+        live.granted(7, 7),
+        *dead.renew(255, 257),
+        *live.renew(260, 262),
+        *live.renew(510, 512),
+        *live.done(600),
+        w1.acquire(700),
+        w1.refused(702),
+        w2.acquire(1400),
+        w2.granted(1402, 8),
+        *w2.done(1500),
+    ]
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_killed_reader_dies_and_its_share_lapses_at_its_own_expiry() -> None:
+    """A section whose events stop mid-section may die (the spec's Die): the run is a
+    behaviour, the writer refused while the dead reader's share lasts; its refusal
+    forged into a grant is not (the dead reader's share is still live then)."""
+    events = _killed_reader()
+    model = tracecheck.build_readwrite_model(events, ticks=4)
+    assert '"die"' in model.cfg and "die |-> {1}" in model.data
+    refused = _index(events, "AcquireReply", client="W.1")
+    forged = [
+        *events[:refused],
+        {**events[refused], "granted": True, "phase": "held", "outcome": "none", "fence": 8},
+    ]
+    accepted, rejected = _check_each([events, forged])
+    assert accepted.accepted, accepted.describe() + "\n" + accepted.output[-2000:]
+    assert not rejected.accepted
+    assert (rejected.first_unexplained, rejected.by) == (refused, "TLC"), rejected.describe()
+
+
 def test_the_prepass_lets_readers_share_fences() -> None:
     events = _shared_then_writer()
     readers = tracecheck.readers_of(events)

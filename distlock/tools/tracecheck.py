@@ -215,7 +215,10 @@ write, :func:`is_readwrite`; ``readwrite=`` of :func:`check_key` forces it) hold
 read-write lock's sections, checked against ``spec/ReadWrite.tla`` with the static
 ``spec/ReadWriteTrace.tla`` (:func:`build_readwrite_model`).  Each section is a model
 client of its own, with its recorded role and waiting (the cfg's ``Writers`` and
-``Waiters``); the steps, the time bounds and the faults are the semaphore's.  Fences:
+``Waiters``); the steps, the time bounds and the faults are the semaphore's, but for a
+section with no event left: it may die (the spec's ``Die``: a process killed
+mid-section records nothing more; its requests may still run, its timers never do)
+where the lock's and the semaphore's starve for good.  Fences:
 readers share them, a read grant reporting the slot's counter as the last write left it.
 The pre-pass (``readers``) therefore lets a reader's fence equal an earlier one, never go
 below a fence whose reply came back before its request left; a reader's fence must be a
@@ -1770,7 +1773,8 @@ def build_readwrite_model(
     place_life = max(2, math.ceil((LONGEST_BLOCK_MS + QUEUE_GRACE_MS) / unit) + 1)
     lows, keep = _lows(evs, ttl_ms, ticks)
     faults = _plausible_faults(
-        evs, index, complete=complete, hang_after_ms=hang_after_ms, never_ran=never_ran
+        evs, index, complete=complete, hang_after_ms=hang_after_ms, never_ran=never_ran,
+        dies=True,
     )
     # The row (1-based) of each waiting section's last attempt: the one sent with no
     # time left to wait (queue_ms 0), which a refusal takes out of the queue.
@@ -1843,9 +1847,9 @@ def build_readwrite_model(
             f"    MaxFaults = {failures + SPARE_FAULTS}",
             f"    Manual = {_tla_bool(manual)}",
             '    Mutant = "none"',
-            # a trace records no death (a killed process records nothing more), and the
-            # resends of a lost reply are the client library's, off in these runs
-            '    FaultKinds = {"drop", "hang", "starve"}',
+            # a killed process records nothing more: a section with no event left may
+            # die; the resends of a lost reply are the client library's, off in these runs
+            '    FaultKinds = {"drop", "hang", "starve", "die"}',
             "    Writers <- TraceWriters",
             "    Waiters <- TraceWaiters",
             "    PlaceTTL <- TracePlaceTTL",
@@ -2162,6 +2166,7 @@ def _plausible_faults(
     followed: Collection[str] = (),
     never_ran: Collection[int] = (),
     losses: Sequence[tuple[float, float]] | None = None,
+    dies: bool = False,
 ) -> list[str]:
     """For each event, the faults that may happen before it, as TLA+ record fields.
 
@@ -2190,6 +2195,10 @@ def _plausible_faults(
     ``losses``: when the key may be lost (:func:`loss_windows`; None: wherever plausible):
     before an event from the first at or after a window's start to the first after its
     end.
+
+    ``dies``: a section with no event left may die (``die``: the spec's ``Die``, a killed
+    process) rather than starve: a killed section is one that stops, and so is one the
+    end of a prefix cut short.
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -2266,11 +2275,12 @@ def _plausible_faults(
                 for c, i in index.items()
                 if (
                     next_action.get(c, "BodyDone") in starve_ends
-                    and not (c not in next_action and c in followed)
+                    and not (c not in next_action and (c in followed or dies))
                 )
                 or (c in next_action and next_action[c] in _STARVED_OUT and late[c])
             }
         )
+        die = sorted(i for c, i in index.items() if dies and c not in next_action)
         resume = sorted(
             {i for c, i in index.items() if next_action.get(c) in _STARVED_OUT and late[c]}
         )
@@ -2280,6 +2290,7 @@ def _plausible_faults(
             f"resume |-> {{{', '.join(map(str, resume))}}}, "
             f"keylost |-> {_tla_bool(witness and lossy[n])}, "
             f"unsent |-> {{{', '.join(unsent)}}}, refused |-> {{{', '.join(refused)}}}"
+            + (f", die |-> {{{', '.join(map(str, die))}}}" if dies else "")
         )
     return fields
 
