@@ -309,6 +309,30 @@ def test_a_killed_reader_dies_and_its_share_lapses_at_its_own_expiry() -> None:
     assert (rejected.first_unexplained, rejected.by) == (refused, "TLC"), rejected.describe()
 
 
+def test_no_starvation_is_offered_once_a_section_is_lost() -> None:
+    """A reader whose renewal hangs past its lease (a paused Redis) fires its lease
+    timeout, and the renewal's refusal comes back late: late before the timeout, its
+    timers may have been held back (a starvation is offered, and its end), but once lost
+    it has no timer left, so the late reply is no sign of one."""
+    r = _Section("R", "read")
+    events = [
+        r.acquire(0),
+        r.granted(2, 7),
+        r._held("RenewSend", 250, "held"),
+        r._held("LeaseTimeout", 1002, "held", lost=True),
+        r._held("RenewReply", 1900, "held", lost=True, ok=False),
+        r._held("BodyDone", 2000, "body_done", lost=True),
+    ]
+    rows = tracecheck.build_readwrite_model(events, ticks=4).data.split("Trace == <<")[1]
+    offers = [
+        (row.split("starve |-> ")[1].split("}")[0], row.split("resume |-> ")[1].split("}")[0])
+        for row in rows.split("],")
+    ]
+    timeout, reply = 3, 4
+    assert offers[timeout] == ("{1", "{1")
+    assert offers[reply] == ("{", "{")
+
+
 def test_the_prepass_lets_readers_share_fences() -> None:
     events = _shared_then_writer()
     readers = tracecheck.readers_of(events)

@@ -218,7 +218,10 @@ client of its own, with its recorded role and waiting (the cfg's ``Writers`` and
 ``Waiters``); the steps, the time bounds and the faults are the semaphore's, but for a
 section with no event left: it may die (the spec's ``Die``: a process killed
 mid-section records nothing more; its requests may still run, its timers never do)
-where the lock's and the semaphore's starve for good.  Fences:
+where the lock's and the semaphore's starve for good; and no starvation is offered
+before a late event of a section already lost, which has no timer left to hold back
+(a paused Redis makes every reply late: offered there, each lost section's starvation
+and its end, at any tick of the pause, cost TLC a quarter more states).  Fences:
 readers share them, a read grant reporting the slot's counter as the last write left it.
 The pre-pass (``readers``) therefore lets a reader's fence equal an earlier one, never go
 below a fence whose reply came back before its request left; a reader's fence must be a
@@ -1774,7 +1777,7 @@ def build_readwrite_model(
     lows, keep = _lows(evs, ttl_ms, ticks)
     faults = _plausible_faults(
         evs, index, complete=complete, hang_after_ms=hang_after_ms, never_ran=never_ran,
-        dies=True,
+        dies=True, quiet_once_lost=True,
     )
     # The row (1-based) of each waiting section's last attempt: the one sent with no
     # time left to wait (queue_ms 0), which a refusal takes out of the queue.
@@ -2167,6 +2170,7 @@ def _plausible_faults(
     never_ran: Collection[int] = (),
     losses: Sequence[tuple[float, float]] | None = None,
     dies: bool = False,
+    quiet_once_lost: bool = False,
 ) -> list[str]:
     """For each event, the faults that may happen before it, as TLA+ record fields.
 
@@ -2199,6 +2203,12 @@ def _plausible_faults(
     ``dies``: a section with no event left may die (``die``: the spec's ``Die``, a killed
     process) rather than starve: a killed section is one that stops, and so is one the
     end of a prefix cut short.
+
+    ``quiet_once_lost``: a section whose loss signal has fired (its previous event records
+    ``lost``) has no timer left to hold back (``spec/ReadWrite.tla`` sends no renewal and
+    fires no lease timeout once lost), so a late event of it is no sign of a starvation:
+    none is offered there.  (A starvation there would only hold back its renewal's reply,
+    which nothing awaits.)
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -2226,13 +2236,18 @@ def _plausible_faults(
     # have ended; elsewhere the offer would only lead TLC down dead ends.
     every: dict[str, float] = {}
     previous: dict[str, float] = {}
+    signalled: dict[str, bool] = {}
     held_back: list[bool] = []
     for e in events:
         client = str(e["client"])
         if e["action"] == "Acquire" and e.get("renew_every_ms") is not None:
             every[client] = float(e["renew_every_ms"])
-        held_back.append(_time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0))
+        held_back.append(
+            _time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0)
+            and not (quiet_once_lost and signalled.get(client, False))
+        )
         previous[client] = _time(e)
+        signalled[client] = e.get("lost") is True
     # Where the key may be lost: everywhere, or in the windows of the declared losses.
     lossy = [losses is None] * len(events)
     for since, until in losses or ():
