@@ -15,7 +15,8 @@
 (* unlogged steps, with time bounded by the next event's timestamp (e.k)  *)
 (* and faults only where the rest of the trace can tell them (e.drop,     *)
 (* e.hang, e.starve); a request sent and failed while no Redis ran never  *)
-(* runs (e.unsent).                                                        *)
+(* runs (e.unsent).  A section with no event left may die (e.die: the      *)
+(* spec's Die, a process killed mid-section, which records nothing more).  *)
 (*                                                                         *)
 (* Fences: a write grant's is a new one, a read grant's the counter as it *)
 (* stands (readers share it with the last write).  Each grant is compared *)
@@ -213,6 +214,7 @@ Hidden ==
           \/ \E m \in net : <<m.tok[1], m.kind>> \in Trace[l].hang /\ HangReply(m)
           \/ \E c \in Trace[l].starve : Starve(c)
           \/ \E c \in Trace[l].resume : Resume(c)
+          \/ \E c \in Trace[l].die : Die(c)
        /\ UNCHANGED <<now, withdrawing>>
 
 TraceInit ==

@@ -247,6 +247,92 @@ def test_a_data_loss_or_a_handed_key_is_not_a_readwrite_behaviour() -> None:
         tracecheck.build_readwrite_model(unknown)
 
 
+def test_refused_fail_fast_sections_are_condensed() -> None:
+    """A writer polling a held key with fail-fast sections (one refused attempt each, a
+    section and a model client each: the chaos suite's pollers) keeps the first and the
+    last of its run: a refused fail-fast attempt leaves nothing at Redis (no place, no
+    lease), so the sections between change nothing a later event can tell."""
+
+    def refused(client: str, t: float) -> list[Event]:
+        return [
+            _ev("Acquire", client, t, "acquiring", key=KEY, kind="write", ttl_ms=TTL_MS,
+                retries=0, watch=True),
+            _ev("AcquireReply", client, t + 1, "done", granted=False, outcome="not_acquired"),
+        ]
+
+    polls = [e for n in range(5) for e in refused(f"P1.{n + 1}", 10.0 * n)]
+    waiting = [{**e, "wait_ms": 500} for e in refused("P2.1", 3.0)]
+    kept = {e["client"] for e in tracecheck.condense([*polls, *waiting])}
+    assert kept == {"P1.1", "P1.5", "P2.1"}
+
+
+def _killed_reader() -> list[Event]:
+    """Two readers; one is killed after a renewal (its events stop mid-section), the
+    other renews and leaves; a writer polling fail-fast is refused while the dead
+    reader's share lasts (its renewal's send plus its TTL: 1255 ms), granted after."""
+    dead, live = _Section("D", "read"), _Section("L", "read")
+    w1, w2 = _Section("W.1", "write"), _Section("W.2", "write")
+    return [
+        dead.acquire(0),
+        dead.granted(2, 7),
+        live.acquire(5),
+        live.granted(7, 7),
+        *dead.renew(255, 257),
+        *live.renew(260, 262),
+        *live.renew(510, 512),
+        *live.done(600),
+        w1.acquire(700),
+        w1.refused(702),
+        w2.acquire(1400),
+        w2.granted(1402, 8),
+        *w2.done(1500),
+    ]
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_killed_reader_dies_and_its_share_lapses_at_its_own_expiry() -> None:
+    """A section whose events stop mid-section may die (the spec's Die): the run is a
+    behaviour, the writer refused while the dead reader's share lasts; its refusal
+    forged into a grant is not (the dead reader's share is still live then)."""
+    events = _killed_reader()
+    model = tracecheck.build_readwrite_model(events, ticks=4)
+    assert '"die"' in model.cfg and "die |-> {1}" in model.data
+    refused = _index(events, "AcquireReply", client="W.1")
+    forged = [
+        *events[:refused],
+        {**events[refused], "granted": True, "phase": "held", "outcome": "none", "fence": 8},
+    ]
+    accepted, rejected = _check_each([events, forged])
+    assert accepted.accepted, accepted.describe() + "\n" + accepted.output[-2000:]
+    assert not rejected.accepted
+    assert (rejected.first_unexplained, rejected.by) == (refused, "TLC"), rejected.describe()
+
+
+def test_no_starvation_is_offered_once_a_section_is_lost() -> None:
+    """A reader whose renewal hangs past its lease (a paused Redis) fires its lease
+    timeout, and the renewal's refusal comes back late: late before the timeout, its
+    timers may have been held back (a starvation is offered, and its end), but once lost
+    it has no timer left, so the late reply is no sign of one."""
+    r = _Section("R", "read")
+    events = [
+        r.acquire(0),
+        r.granted(2, 7),
+        r._held("RenewSend", 250, "held"),
+        r._held("LeaseTimeout", 1002, "held", lost=True),
+        r._held("RenewReply", 1900, "held", lost=True, ok=False),
+        r._held("BodyDone", 2000, "body_done", lost=True),
+    ]
+    rows = tracecheck.build_readwrite_model(events, ticks=4).data.split("Trace == <<")[1]
+    offers = [
+        (row.split("starve |-> ")[1].split("}")[0], row.split("resume |-> ")[1].split("}")[0])
+        for row in rows.split("],")
+    ]
+    timeout, reply = 3, 4
+    assert offers[timeout] == ("{1", "{1")
+    assert offers[reply] == ("{", "{")
+
+
 def test_the_prepass_lets_readers_share_fences() -> None:
     events = _shared_then_writer()
     readers = tracecheck.readers_of(events)

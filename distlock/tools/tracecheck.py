@@ -215,7 +215,13 @@ write, :func:`is_readwrite`; ``readwrite=`` of :func:`check_key` forces it) hold
 read-write lock's sections, checked against ``spec/ReadWrite.tla`` with the static
 ``spec/ReadWriteTrace.tla`` (:func:`build_readwrite_model`).  Each section is a model
 client of its own, with its recorded role and waiting (the cfg's ``Writers`` and
-``Waiters``); the steps, the time bounds and the faults are the semaphore's.  Fences:
+``Waiters``); the steps, the time bounds and the faults are the semaphore's, but for a
+section with no event left: it may die (the spec's ``Die``: a process killed
+mid-section records nothing more; its requests may still run, its timers never do)
+where the lock's and the semaphore's starve for good; and no starvation is offered
+before a late event of a section already lost, which has no timer left to hold back
+(a paused Redis makes every reply late: offered there, each lost section's starvation
+and its end, at any tick of the pause, cost TLC a quarter more states).  Fences:
 readers share them, a read grant reporting the slot's counter as the last write left it.
 The pre-pass (``readers``) therefore lets a reader's fence equal an earlier one, never go
 below a fence whose reply came back before its request left; a reader's fence must be a
@@ -828,12 +834,12 @@ def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     stay, as evidence that the key was held then; a section that gives up keeps all its
     attempts, since then their count matters.
 
-    A semaphore's caller polling with fail-fast sections (``retries=0``: one refused
-    attempt, one section, each a model client of its own) is condensed the same way: of a
-    run of such refused sections of one Semaphore object back to back, the first and the
-    last stay.  A refused permit section leaves nothing behind (no permit, nothing in
-    flight, no release memory), so a behaviour of the whole trace without its steps is one
-    of the condensed trace.
+    A semaphore's or a read-write lock's caller polling with fail-fast sections
+    (``retries=0``: one refused attempt, one section, each a model client of its own) is
+    condensed the same way: of a run of such refused sections of one object back to back,
+    the first and the last stay.  A refused fail-fast section leaves nothing behind (no
+    permit or lease, no place queued, nothing in flight, no release memory), so a
+    behaviour of the whole trace without its steps is one of the condensed trace.
     """
     by_client: dict[str, list[int]] = {}
     for i, e in enumerate(events):
@@ -868,7 +874,7 @@ def condense(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         refused = (
             len(indices) == 2
             and first["action"] == "Acquire"
-            and "limit" in first
+            and ("limit" in first or first.get("kind") in RW_ROLES)
             and not first.get("wait_ms")
             and events[indices[1]]["action"] == "AcquireReply"
             and events[indices[1]].get("granted") is False
@@ -1770,7 +1776,8 @@ def build_readwrite_model(
     place_life = max(2, math.ceil((LONGEST_BLOCK_MS + QUEUE_GRACE_MS) / unit) + 1)
     lows, keep = _lows(evs, ttl_ms, ticks)
     faults = _plausible_faults(
-        evs, index, complete=complete, hang_after_ms=hang_after_ms, never_ran=never_ran
+        evs, index, complete=complete, hang_after_ms=hang_after_ms, never_ran=never_ran,
+        dies=True, quiet_once_lost=True,
     )
     # The row (1-based) of each waiting section's last attempt: the one sent with no
     # time left to wait (queue_ms 0), which a refusal takes out of the queue.
@@ -1843,9 +1850,9 @@ def build_readwrite_model(
             f"    MaxFaults = {failures + SPARE_FAULTS}",
             f"    Manual = {_tla_bool(manual)}",
             '    Mutant = "none"',
-            # a trace records no death (a killed process records nothing more), and the
-            # resends of a lost reply are the client library's, off in these runs
-            '    FaultKinds = {"drop", "hang", "starve"}',
+            # a killed process records nothing more: a section with no event left may
+            # die; the resends of a lost reply are the client library's, off in these runs
+            '    FaultKinds = {"drop", "hang", "starve", "die"}',
             "    Writers <- TraceWriters",
             "    Waiters <- TraceWaiters",
             "    PlaceTTL <- TracePlaceTTL",
@@ -2162,6 +2169,8 @@ def _plausible_faults(
     followed: Collection[str] = (),
     never_ran: Collection[int] = (),
     losses: Sequence[tuple[float, float]] | None = None,
+    dies: bool = False,
+    quiet_once_lost: bool = False,
 ) -> list[str]:
     """For each event, the faults that may happen before it, as TLA+ record fields.
 
@@ -2190,6 +2199,16 @@ def _plausible_faults(
     ``losses``: when the key may be lost (:func:`loss_windows`; None: wherever plausible):
     before an event from the first at or after a window's start to the first after its
     end.
+
+    ``dies``: a section with no event left may die (``die``: the spec's ``Die``, a killed
+    process) rather than starve: a killed section is one that stops, and so is one the
+    end of a prefix cut short.
+
+    ``quiet_once_lost``: a section whose loss signal has fired (its previous event records
+    ``lost``) has no timer left to hold back (``spec/ReadWrite.tla`` sends no renewal and
+    fires no lease timeout once lost), so a late event of it is no sign of a starvation:
+    none is offered there.  (A starvation there would only hold back its renewal's reply,
+    which nothing awaits.)
     """
     reply_kind = R_REPLY_KIND if reentrant else REPLY_KIND
     send_of = R_SEND_OF if reentrant else SEND_OF
@@ -2217,13 +2236,18 @@ def _plausible_faults(
     # have ended; elsewhere the offer would only lead TLC down dead ends.
     every: dict[str, float] = {}
     previous: dict[str, float] = {}
+    signalled: dict[str, bool] = {}
     held_back: list[bool] = []
     for e in events:
         client = str(e["client"])
         if e["action"] == "Acquire" and e.get("renew_every_ms") is not None:
             every[client] = float(e["renew_every_ms"])
-        held_back.append(_time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0))
+        held_back.append(
+            _time(e) - previous.get(client, _time(e)) > 2 * every.get(client, 0.0)
+            and not (quiet_once_lost and signalled.get(client, False))
+        )
         previous[client] = _time(e)
+        signalled[client] = e.get("lost") is True
     # Where the key may be lost: everywhere, or in the windows of the declared losses.
     lossy = [losses is None] * len(events)
     for since, until in losses or ():
@@ -2266,11 +2290,12 @@ def _plausible_faults(
                 for c, i in index.items()
                 if (
                     next_action.get(c, "BodyDone") in starve_ends
-                    and not (c not in next_action and c in followed)
+                    and not (c not in next_action and (c in followed or dies))
                 )
                 or (c in next_action and next_action[c] in _STARVED_OUT and late[c])
             }
         )
+        die = sorted(i for c, i in index.items() if dies and c not in next_action)
         resume = sorted(
             {i for c, i in index.items() if next_action.get(c) in _STARVED_OUT and late[c]}
         )
@@ -2280,6 +2305,7 @@ def _plausible_faults(
             f"resume |-> {{{', '.join(map(str, resume))}}}, "
             f"keylost |-> {_tla_bool(witness and lossy[n])}, "
             f"unsent |-> {{{', '.join(unsent)}}}, refused |-> {{{', '.join(refused)}}}"
+            + (f", die |-> {{{', '.join(map(str, die))}}}" if dies else "")
         )
     return fields
 
