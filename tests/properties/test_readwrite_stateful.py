@@ -17,10 +17,16 @@ beside it: the wake-ups waiting in the wake lists, the release records, and when
 expires.  Expired leases and places count for nothing, as on the spec's Tick.
 
 Time is Redis's: before each step, the machine waits (on Redis's clock) until no instant
-of the model lies within a few ms of now, so that the script's ``NOW`` is on a known side
-of every instant.  A step slower than that (a loaded machine) is matched against every
-side it could have been on.  The instants a script writes (``NOW`` + a TTL, + a place's
-life) are read back, must lie within the step, and give its exact ``NOW``.
+of the model lies within a few ms of now, so that on an idle machine the script's ``NOW``
+is on a known side of every instant.  A loaded machine may delay the script anywhere
+between the ``TIME`` read before the step and the one after, so the model is run at every
+ms in between, and at the script's other clocks: Redis 7.0 judges keys' expiry at the
+script's start, but ``TIME`` moves on within a script (the wake-up, and the PTTL of
+another primitive's key, read it later than ``NOW``).  The instants a script writes
+(``NOW`` + a TTL, + a place's life) are read back and give its exact ``NOW``.  Where
+several of these give Redis's reply but not the same state (something ended within the
+step), Redis's state tells which one the script saw.  A failure's message holds the
+model before the step, each of its reruns, Redis's state and the example's steps.
 
 Checked after every step, against Redis read in one MULTI with its ``TIME``: the reply
 is the model's; never a live writer beside any other live lease; each live reader scored
@@ -33,6 +39,7 @@ keeps it.
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,10 +84,15 @@ WAITS: Final = {"fail-fast": None, "waiting": 40, "last": 0}
 #: A place outlives its block by this much: the scripts' QUEUE_GRACE_MS argument, short
 #: here so that places end within an example.
 GRACE: Final = 20
-#: No instant within this many ms of a step's start: the script's NOW is on a known side.
+#: No instant within this many ms of a step's start: on an idle machine, the script's NOW
+#: is then on a known side of each.
 GUARD: Final = 8
 #: Instants further than this are never waited for (long leases).
 NEAR: Final = 1_000
+#: A wake list may outlive the place it was given at by this much: its PEXPIRE's length
+#: is reckoned from TIME read earlier in the script, and counts from Redis's clock as the
+#: PEXPIRE runs (a loaded machine may stall the script in between).
+LINGER: Final = 100
 SEEN: Final[dict[str, int]] = {}
 
 
@@ -102,8 +114,9 @@ class Expect:
 
     #: The reply, with ``NEW`` where a new fence goes (checked against the counter).
     reply: list[int] | int
-    #: A waiting attempt refused: how long it may block, as a function of NOW.
-    recheck: Callable[[int], int] | None = None
+    #: A waiting attempt refused: how long it may block, as a function of NOW and of the
+    #: instant (at or after NOW) Redis's PTTL of another primitive's key counts from.
+    recheck: Callable[[int, int], int] | None = None
     #: The instant the step writes, by which its exact NOW is read back: (command, key,
     #: member or field, ms added to NOW).  None when it writes none.
     stamp: tuple[str, str, str, int] | None = None
@@ -130,6 +143,9 @@ class Model:
     places: dict[str, int] = field(default_factory=dict)
     marks: set[str] = field(default_factory=set)
     woken: set[str] = field(default_factory=set)
+    #: The end of the place each wake-up was given at: its wake list expires then, or up
+    #: to LINGER later, unless a script deletes it first.
+    wake_ends: dict[str, int] = field(default_factory=dict)
     records: dict[str, int] = field(default_factory=dict)
     #: The instant each key expires at (None: it does not exist).
     key_until: int | None = None
@@ -137,8 +153,18 @@ class Model:
     queue_until: int | None = None
     #: Another primitive's key (a Lock's string) holds the key until then.
     foreign_until: int | None = None
+    #: The places' hash has an expiry of its own: its PEXPIRE reads the clock apart from
+    #: the queue's, a ms or more later on a loaded machine.
+    places_until: int | None = None
     #: The largest fence returned so far, to anyone.
     top: int = 0
+    #: A script's clocks besides its NOW, set for the one step being run.  Redis judges
+    #: keys' expiry at the script's start (at or before NOW: a key that expired by NOW may
+    #: still be there); the wake-up (lib/queue.lua's hand_head) reads TIME again, at or
+    #: after NOW, and a place may end in between.  Redis 7.0 does not freeze TIME within
+    #: a script.
+    start: int | None = None
+    late: int | None = None
 
     def live_places(self, now: int) -> list[tuple[str, str, int]]:
         return [
@@ -147,11 +173,23 @@ class Model:
             if self.places.get(t, 0) > now
         ]
 
-    def instants(self) -> list[int]:
-        out = list(self.readers.values()) + list(self.places.values())
-        for until in (self.key_until, self.readers_until, self.queue_until, self.foreign_until):
+    def key_instants(self) -> list[int]:
+        """The instants at which keys expire (judged at a script's start)."""
+        out = list(self.records.values())
+        for until in (
+            self.key_until,
+            self.readers_until,
+            self.queue_until,
+            self.places_until,
+            self.foreign_until,
+        ):
             if until is not None:
                 out.append(until)
+        return out
+
+    def instants(self) -> list[int]:
+        """Every instant at which something the model holds ends."""
+        out = list(self.readers.values()) + list(self.places.values()) + self.key_instants()
         if self.writer:
             out.append(self.writer[2])
         return out
@@ -159,18 +197,21 @@ class Model:
     # Time passes: what ended counts for nothing (leases and places are ended when their
     # instant is not after NOW; keys expire after their instant, as Redis's do).
     def expire(self, now: int) -> None:
+        start = now if self.start is None else min(self.start, now)
         self.readers = {t: end for t, end in self.readers.items() if end > now}
         if self.writer and self.writer[2] <= now:
             self.writer = None
-        self.records = {t: end for t, end in self.records.items() if now <= end}
-        if self.foreign_until is not None and now > self.foreign_until:
+        self.records = {t: end for t, end in self.records.items() if start <= end}
+        if self.foreign_until is not None and start > self.foreign_until:
             self.foreign_until = None
-        if self.key_until is not None and now > self.key_until:
+        if self.key_until is not None and start > self.key_until:
             self.key_until = None
-        if self.readers_until is not None and now > self.readers_until:
+        if self.readers_until is not None and start > self.readers_until:
             self.readers_until = None
-        if self.queue_until is not None and now > self.queue_until:
-            self.queue, self.places, self.marks, self.queue_until = [], {}, set(), None
+        if self.queue_until is not None and start > self.queue_until:
+            self.queue, self.queue_until = [], None
+        if self.places_until is not None and start > self.places_until:
+            self.places, self.marks, self.places_until = {}, set(), None
         self.woken = {t for t in self.woken if self.places.get(t, 0) > now}
 
     def live_head(self, now: int) -> str | None:
@@ -180,6 +221,7 @@ class Model:
                 return head
             self.queue.pop(0)
             self.leave(head)
+        self.tidy()
         return None
 
     def leave(self, token: str) -> None:
@@ -188,8 +230,15 @@ class Model:
         self.places.pop(token, None)
         self.marks.discard(token)
         self.woken.discard(token)
-        if not self.queue and not self.places and not self.marks:
+        self.wake_ends.pop(token, None)
+        self.tidy()
+
+    def tidy(self) -> None:
+        """Redis deletes a list or a hash with its last element."""
+        if not self.queue:
             self.queue_until = None
+        if not self.places and not self.marks:
+            self.places_until = None
 
     def wake_next(self, now: int, readers: int) -> None:
         """The first live waiter is woken if its attempt would be granted now."""
@@ -198,7 +247,13 @@ class Model:
         head = self.live_head(now)
         if head is None or (readers > 0 and head in self.marks):
             return
-        self.woken.add(head)
+        # The wake-up (hand_head) reads the clock again: a head whose place ended since
+        # NOW is dropped there, and whoever is first then is woken, whatever its role (a
+        # writer that live readers keep out attempts in vain, and waits again).
+        head = self.live_head(now if self.late is None else max(now, self.late))
+        if head is not None and head not in self.woken:
+            self.woken.add(head)
+            self.wake_ends[head] = self.places[head]
 
     def settle(self, now: int) -> None:
         """The keys expire with their latest lease; the key goes now if none is left."""
@@ -232,9 +287,11 @@ class Model:
         last = max(self.readers.values(), default=0)
         held = self.writer is not None or (writing and bool(self.readers))
 
-        def busy(at: int) -> int:
-            if self.foreign_until is not None:
-                rest = self.foreign_until - at
+        foreign_until = self.foreign_until
+
+        def busy(at: int, pttl_at: int) -> int:
+            if foreign_until is not None:
+                rest = foreign_until - pttl_at
                 return rest if rest > 0 else GRACE
             if self.writer is not None:
                 return (max(self.writer[2], last) if writing else self.writer[2]) - at
@@ -268,13 +325,14 @@ class Model:
             return Expect([0, 0])
         if left == 0:
             self.leave(token)
-            # First in line, it kept out whoever is behind it: as a withdrawal does.
+            # First in line, it kept out whoever is behind it: that one is woken if it
+            # may come in now, as on a withdrawal.
             if head == token and not foreign:
                 self.wake_next(now, len(self.readers))
             return Expect([0, 0])
 
-        def recheck(at: int) -> int:
-            wait = busy(at)
+        def recheck(at: int, pttl_at: int) -> int:
+            wait = busy(at, pttl_at)
             if ahead is not None:
                 wait = min(ahead - at, ttl) if wait <= 0 else min(wait, ahead - at)
             if head is not None and head != token:
@@ -284,7 +342,8 @@ class Model:
         # The place: kept if live, else taken at the tail; its end is read back.
         had = self.places.get(token)
         if had is not None and had <= now:
-            self.queue.remove(token)
+            if token in self.queue:
+                self.queue.remove(token)
             had = None
         if had is None:
             self.queue.append(token)
@@ -292,6 +351,7 @@ class Model:
         if writing:
             self.marks.add(token)
         self.woken.discard(token)
+        self.wake_ends.pop(token, None)
         return Expect(
             [0, NEW], recheck=recheck, stamp=("HGET", PLACES, token, 0), foreign=foreign
         )
@@ -363,6 +423,122 @@ class Sent:
     ttl: int
     left: int | None
 
+    def __str__(self) -> str:
+        wait = {None: "fail-fast", 0: "last"}.get(self.left, f"waiting {self.left} ms")
+        more = f", ttl {self.ttl}, {wait}" if self.op is Op.ACQUIRE else ""
+        more = f", ttl {self.ttl}" if self.op is Op.RENEW else more
+        return f"{self.op.value} {_tok(self.token)}{more}"
+
+
+@dataclass
+class Tried:
+    """One rerun of the model within a step: at NOW, with the script's start and late
+    clock, what it answers and why that is not what Redis did (None: it is)."""
+
+    now: int
+    start: int
+    late: int
+    expect: Expect
+    why: str | None
+
+
+def _tok(token: str) -> str:
+    return token[0] + token[-1]
+
+
+def _ms(instant: int | None, base: int) -> str:
+    """An instant as ms from ``base`` (Redis's -1 and -2 as they are)."""
+    if instant is None or abs(instant) < 1_000_000_000:
+        return str(instant)
+    return f"{instant - base:+d}"
+
+
+def _span(before: int, after: int) -> str:
+    return f"{before}..{_ms(after, before)}"
+
+
+def _show(m: Model, base: int) -> list[str]:
+    writer = m.writer and (_tok(m.writer[0]), m.writer[1], _ms(m.writer[2], base))
+    return [
+        f"readers {({_tok(t): _ms(e, base) for t, e in m.readers.items()})}, writer {writer}, "
+        f"counter {m.counter}, top {m.top}",
+        f"queue {[_tok(t) for t in m.queue]}, places "
+        f"{({_tok(t): _ms(e, base) for t, e in m.places.items()})}, writers' "
+        f"{sorted(_tok(t) for t in m.marks)}, woken {sorted(_tok(t) for t in m.woken)}",
+        f"records {({_tok(t): _ms(e, base) for t, e in m.records.items()})}",
+        f"expiries: key {_ms(m.key_until, base)}, readers {_ms(m.readers_until, base)}, "
+        f"queue {_ms(m.queue_until, base)}, places {_ms(m.places_until, base)}, "
+        f"another primitive's key {_ms(m.foreign_until, base)}",
+    ]
+
+
+def _runs(tried: list[Tried], base: int) -> list[str]:
+    """The reruns, those at consecutive NOWs that fare alike (but for numbers that move
+    with NOW) on one line."""
+    out: list[list[Any]] = []
+    for run in sorted(tried, key=lambda r: (r.start - r.now, r.late - r.now, r.now)):
+        clocks = ""
+        if run.start != run.now:
+            clocks += f" / start {_ms(run.start, base)}"
+        if run.late != run.now:
+            clocks += f" / late {_ms(run.late, base)}"
+        reply = run.expect.reply
+        shown = ["NEW" if v == NEW else v for v in reply] if isinstance(reply, list) else reply
+        text = f": answers {shown}; {run.why or 'fits'}"
+        kind = (run.start == run.now, run.late == run.now, re.sub(r"[-+]?\d+", "#", text))
+        if out and out[-1][0] == kind and out[-1][2] + 1 == run.now and not clocks:
+            out[-1][2:4] = [run.now, text]
+        else:
+            out.append([kind, run.now, run.now, text, text, clocks])
+    return [
+        f"NOW {_ms(a, base)}{clocks}{first}"
+        if a == b
+        else f"NOW {_ms(a, base)}..{_ms(b, base)}{first}"
+        + ("" if first == last else f" .. {last[2:]}")
+        for _, a, b, last, first, clocks in out
+    ]
+
+
+class Snapshot:
+    """Redis's state as one MULTI reads it, between two TIMEs (t0, t1)."""
+
+    def __init__(self, values: list[Any]) -> None:
+        (s0, us0), kind, fields, key_at, members, readers_at, counter, *rest = values
+        queue, places, queue_at, places_at, *per_token, (s1, us1) = rest
+        self.t0 = int(s0) * 1000 + int(us0) // 1000
+        self.t1 = int(s1) * 1000 + int(us1) // 1000
+        self.kind = kind
+        fields = fields if isinstance(fields, dict) else {}
+        self.hash = {k.decode(): v.decode() for k, v in fields.items()}
+        self.key_at = key_at
+        self.members: list[tuple[bytes, float]] = members
+        self.readers_at = readers_at
+        self.counter = counter
+        self.queue: list[bytes] = queue
+        self.places = {k.decode(): v.decode() for k, v in places.items()}
+        self.queue_at = queue_at
+        self.places_at = places_at
+        self.wakes: list[list[bytes]] = per_token[::3]
+        self.wakes_at: list[int] = per_token[1::3]
+        self.records: list[bytes | None] = per_token[2::3]
+
+    def show(self, base: int) -> list[str]:
+        hash_ = {k: _ms(int(v), base) if k == "x" else v for k, v in self.hash.items()}
+        places = {
+            k: v if k.startswith(">") else _ms(int(v), base) for k, v in self.places.items()
+        }
+        woken = [_tok(t) for t, w in zip(TOKENS, self.wakes, strict=True) if w]
+        records = [_tok(t) for t, r in zip(TOKENS, self.records, strict=True) if r]
+        return [
+            f"{KEY}: a {self.kind.decode()} {hash_}, expiring at {_ms(self.key_at, base)}",
+            f"readers {({k.decode(): _ms(int(s), base) for k, s in self.members})}, "
+            f"expiring at {_ms(self.readers_at, base)}; counter {self.counter}",
+            f"queue {[_tok(q.decode()) for q in self.queue]}, expiring at "
+            f"{_ms(self.queue_at, base)}; places {places}, expiring at "
+            f"{_ms(self.places_at, base)}",
+            f"wake lists with a wake-up {woken}; release records {records}",
+        ]
+
 
 class ReadWriteMachine(RuleBasedStateMachine):
     server: RedisServer
@@ -380,6 +556,9 @@ class ReadWriteMachine(RuleBasedStateMachine):
         self.last: Sent | None = None
         #: Tokens granted a lease in this example, in the order of their grants.
         self.granted: list[str] = []
+        #: The example's steps so far, for a failure's account.
+        self.history: list[str] = []
+        self.tried: list[Tried] = []
 
     # -- Redis's clock ------------------------------------------------------------------
 
@@ -417,16 +596,25 @@ class ReadWriteMachine(RuleBasedStateMachine):
             and not (self.model.writer and self.model.writer[2] > before)
             and any(role == "write" for _, role, _ in self.model.live_places(before))
         )
-        woken = set(self.model.woken)
+        prior = copy.deepcopy(self.model)
+        self.tried = []
         raw: Any = self.r.evalsha(script.sha, len(keys), *keys, *args)
         after = self.now()
         reply: list[int] | int = [int(v) for v in raw] if isinstance(raw, list) else int(raw)
-        self.model = self.match(sent, reply, before, after)
+        try:
+            self.model, at = self.match(sent, reply, before, after)
+        except AssertionError as error:
+            raise AssertionError(
+                self.account(error, sent, reply, before, after, prior, None)
+            ) from None
+        self.history.append(
+            f"{_span(before, after)} {sent} -> {reply}, at NOW {_ms(at, before)}"
+        )
         if held_back and isinstance(reply, list) and reply[0] <= 0:
             _count("a reader held back by a waiting writer")
-        if self.model.woken - woken:
+        if self.model.woken - prior.woken:
             _count("a waiter woken")
-        self.check(sent, reply)
+        self.tally(sent, reply)
 
     def run_model(self, model: Model, sent: Sent, now: int) -> Expect:
         if sent.op is Op.ACQUIRE:
@@ -437,58 +625,122 @@ class ReadWriteMachine(RuleBasedStateMachine):
             return model.release(sent.token, now)
         return model.withdraw(sent.token, now)
 
-    def match(self, sent: Sent, reply: list[int] | int, before: int, after: int) -> Model:
-        """The model after the step, at the one NOW (within the step) that gives the
-        reply Redis gave and the instants it wrote."""
-        near = {i + d for i in self.model.instants() for d in (0, 1) if before < i + d <= after}
+    def clocks(self, now: int, before: int, after: int) -> list[tuple[int, int]]:
+        """The script's start and its late clock that make a difference at NOW ``now``:
+        the start at NOW or at the expiry of a key (then still there), the late clock at
+        NOW or at the end of a place (then ended)."""
+        starts = {u for u in self.model.key_instants() if before <= u < now}
+        lates = {e for e in self.model.places.values() if now < e <= after}
+        return [
+            (start, late)
+            for start in [now, *sorted(starts, reverse=True)]
+            for late in [now, *sorted(lates)]
+        ]
 
-        def rechecks(expect: Expect) -> tuple[int, int] | None:
-            if expect.recheck is None:
-                return None
-            return expect.recheck(before), expect.recheck(after)
-
-        def exact_of(expect: Expect, now: int) -> int | None:
-            if expect.stamp is None or self.stamp(expect) is None:
-                return None
-            return self.exact_now(sent, expect, reply)
-        tried = []
-        for now in sorted({before} | near):
-            model = copy.deepcopy(self.model)
-            expect = self.run_model(model, sent, now)
-            tried.append((now, exact_of(expect, now), expect.reply, rechecks(expect)))
-            exact = None
-            if expect.stamp is not None and self.stamp(expect) is not None:
-                # The instant it wrote gives the script's NOW; run the model at it.
-                exact = self.exact_now(sent, expect, reply)
-                if exact is not None and not before <= exact <= after:
-                    continue
-                if exact is not None and exact != now:
-                    model = copy.deepcopy(self.model)
-                    expect = self.run_model(model, sent, exact)
-            if self.fits(model, sent, expect, reply, exact, now, before, after):
-                return model
+    def match(
+        self, sent: Sent, reply: list[int] | int, before: int, after: int
+    ) -> tuple[Model, int]:
+        """The model after the step, at a NOW (and the script's other clocks, see
+        :meth:`clocks`) within the step that gives the reply Redis gave, the instants it
+        wrote, and the state Redis holds: every ms of the step is tried, so that no
+        instant the model does not list can fall between two tries."""
+        read = self.read_back(sent)
+        fitting: list[tuple[Model, int, str]] = []
+        for now in range(before, after + 1):
+            for start, late in self.clocks(now, before, after):
+                model = copy.deepcopy(self.model)
+                model.start, model.late = start, late
+                expect = self.run_model(model, sent, now)
+                exact = self.exact_now(sent, expect, reply, read)
+                why = (
+                    f"it wrote its instants at NOW {_ms(exact, before)}"
+                    if exact is not None and exact != now
+                    else self.fits(model, sent, expect, reply, now, after, read)
+                )
+                self.tried.append(Tried(now, start, late, expect, why))
+                if why is None:
+                    model.start = model.late = None
+                    if all(repr(model) != repr(m) for m, _, _ in fitting):
+                        clocks = "" if start == late == now else (
+                            "with the script's start before NOW" if start != now
+                            else "with its late clock after NOW"
+                        )
+                        fitting.append((model, now, clocks))
+        if not fitting:
+            raise AssertionError(
+                f"{sent}: Redis answered {reply}; the model, at each NOW the step may have "
+                f"seen in [{before}, {after}], answers otherwise (its reruns below)"
+            )
+        # Where NOWs give the same reply but not the same state (something ended within
+        # the step), Redis's state tells which one the script saw.
+        snap = self.snapshot()
+        errors: list[AssertionError] = []
+        for model, now, clocks in fitting:
+            try:
+                self.verify(model, snap)
+            except AssertionError as error:
+                errors.append(error)
+                continue
+            if clocks:
+                _count(f"a step followed only {clocks}")
+            return model, now
+        lines = [
+            f"at NOW {_ms(now, before)}: {error}"
+            for (_, now, _), error in zip(fitting, errors, strict=True)
+        ]
         raise AssertionError(
-            f"{sent}: Redis answered {reply}; the model, at each NOW the step may have "
-            f"seen in [{before}, {after}], answers {tried}"
+            f"{sent}: Redis answered {reply}, as the model does at "
+            f"{len(fitting)} NOW(s) of the step, but holds what none of them holds:\n"
+            + "\n".join(lines)
         )
 
-    def stamp(self, expect: Expect) -> str | None:
-        assert expect.stamp is not None
-        command, key, name, _ = expect.stamp
-        value = self.r.hget(key, name) if command == "HGET" else self.r.zscore(key, name)
-        return None if value is None else str(int(float(value)))
+    def read_back(self, sent: Sent) -> dict[str, Any]:
+        """What the step may have written, read once right after it: the instants that
+        give its exact NOW, and the queue's expiry."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.time()
+        pipe.hget(KEY, "x")
+        pipe.zscore(READERS, sent.token)
+        pipe.hget(PLACES, sent.token)
+        pipe.pexpiretime(QUEUE)
+        pipe.pexpiretime(PLACES)
+        (seconds, micros), x, score, place, queue_at, places_at = pipe.execute(
+            raise_on_error=False
+        )
 
-    def exact_now(self, sent: Sent, expect: Expect, reply: list[int] | int) -> int | None:
-        assert expect.stamp is not None
-        value = int(self.stamp(expect) or 0)
+        def number(value: Any) -> int | None:
+            if value is None or isinstance(value, Exception):
+                return None
+            return int(float(value))
+
+        return {
+            f"HGET {KEY}": number(x),
+            f"ZSCORE {READERS}": number(score),
+            f"HGET {PLACES}": number(place),
+            "queue_at": queue_at,
+            "places_at": places_at,
+            "t": int(seconds) * 1000 + int(micros) // 1000,
+        }
+
+    def exact_now(
+        self, sent: Sent, expect: Expect, reply: list[int] | int, read: dict[str, Any]
+    ) -> int | None:
+        """The script's NOW, from the instant it wrote where the model says it wrote one."""
+        if expect.stamp is None:
+            return None
+        command, key, _, plus = expect.stamp
+        value = read[f"{command} {key}"]
+        if value is None:
+            return None
         if expect.recheck is None:
-            return value - expect.stamp[3]
+            return int(value) - plus
         # A refused waiting attempt: its place ends NOW + its life, unless it was
         # promised longer (then NOW is not written anywhere: any in the step will do).
-        assert isinstance(reply, list) and sent.left
+        if not (isinstance(reply, list) and reply[0] == 0 and sent.left):
+            return None
         life = min(sent.left, reply[1], LONGEST_BLOCK_MS) + GRACE
         promised = self.model.places.get(sent.token, 0)
-        return None if value == promised else value - life
+        return None if value == promised else int(value) - life
 
     def fits(
         self,
@@ -496,49 +748,54 @@ class ReadWriteMachine(RuleBasedStateMachine):
         sent: Sent,
         expect: Expect,
         reply: list[int] | int,
-        exact: int | None,
         now: int,
-        before: int,
         after: int,
-    ) -> bool:
-        """Whether the reply is the model's at ``exact`` (the script's NOW, where the
-        step wrote it) or at some NOW of the step's that ``now`` stands for."""
+        read: dict[str, Any],
+    ) -> str | None:
+        """Why the reply is not the model's at NOW ``now`` (None: it is)."""
         if expect.recheck is not None:
             assert isinstance(reply, list) and sent.left is not None
-            if exact is not None and not expect.foreign:
-                fits = reply[1] == expect.recheck(exact)
-            else:
-                fits = expect.recheck(after) <= reply[1] <= expect.recheck(exact or now)
-            if reply[0] != 0 or not fits:
-                return False
-            old = model.queue_until
-            life = model.place(sent.token, sent.left, reply[1], exact or now)
-            # PTTL and PEXPIRE count from Redis's clock as the script runs, a ms after
-            # its NOW at times: the queue's new expiry is read back.
-            at = self.r.pexpiretime(QUEUE)
-            assert at == old or (exact or before) + life <= at <= after + life, (
-                f"the queue expires at {at}, not at {old} or {life} ms after the step"
+            if not isinstance(reply, list) or reply[0] != 0:
+                return "it refuses and queues"
+            # Another primitive's key: its PTTL counts from Redis's clock as the script
+            # runs, at NOW or later.
+            pttls = range(now, after + 1) if expect.foreign else range(now, now + 1)
+            blocks = sorted({expect.recheck(now, at) for at in pttls})
+            if reply[1] not in blocks:
+                return f"it blocks {blocks}"
+            old = (model.queue_until, model.places_until)
+            life = model.place(sent.token, sent.left, reply[1], now)
+            # The queue's PTTL and PEXPIREs count from Redis's clock as they run: its
+            # expiry, and its places', is read back; a step slower than the place's life
+            # (a loaded machine) finds them gone, and then they ended unread.
+            at = (read["queue_at"], read["places_at"])
+            lapsed = now + life < read["t"]
+            for was, a in zip(old, at, strict=True):
+                if not (a == was or now + life <= a <= after + life or (a == -2 and lapsed)):
+                    return f"the queue and its places expire at {at}, not {old} nor {life} ms on"
+            model.queue_until, model.places_until = (
+                a if a != -2 else model.queue_until for a in at
             )
-            model.queue_until = at
-            return True
+            return None
         if not expect.new_fence:
-            return reply == expect.reply
+            return None if reply == expect.reply else f"it answers {expect.reply}"
         assert isinstance(reply, list) and isinstance(expect.reply, list)
         slot = 1 if sent.left is None else 0
         shape = [v if i != slot else reply[slot] for i, v in enumerate(expect.reply)]
         fence = reply[slot]
-        floor_ok = floor_at(before) <= fence <= floor_at(after)
+        # A new fence: the counter's next, or the clock's floor as the script read TIME.
+        floor_ok = floor_at(now) <= fence <= floor_at(after)
         if reply != shape or not (fence == (self.model.counter or 0) + 1 or floor_ok):
-            return False
+            return f"it answers {expect.reply} (NEW: a new fence)"
         assert fence > self.model.top, f"a new fence {fence}, not above {self.model.top}"
         model.counter = fence
         if model.writer and model.writer[1] == NEW:
             model.writer = (model.writer[0], fence, model.writer[2])
-        return True
+        return None
 
     # -- the checks ---------------------------------------------------------------------
 
-    def check(self, sent: Sent, reply: list[int] | int) -> None:
+    def tally(self, sent: Sent, reply: list[int] | int) -> None:
         m = self.model
         if sent.op is Op.ACQUIRE and isinstance(reply, list):
             granted = reply[0] == 1 if sent.left is None else reply[0] > 0
@@ -549,50 +806,73 @@ class ReadWriteMachine(RuleBasedStateMachine):
                 _count(f"{ROLE[sent.token].value} granted")
             else:
                 _count(f"{ROLE[sent.token].value} refused")
-        pipe = self.r.pipeline(transaction=True)
-        pipe.time()
-        pipe.type(KEY)
-        pipe.hgetall(KEY)
-        pipe.pexpiretime(KEY)
-        pipe.zrange(READERS, 0, -1, withscores=True)
-        pipe.pexpiretime(READERS)
-        pipe.get(FENCES)
-        pipe.lrange(QUEUE, 0, -1)
-        pipe.hgetall(PLACES)
-        pipe.pexpiretime(QUEUE)
-        pipe.pexpiretime(PLACES)
-        for token in TOKENS:
-            pipe.lrange(WAKE + token, 0, -1)
-            pipe.get(released_key(KEY, token))
-        (seconds, micros), kind, fields, key_at, members, readers_at, counter, *rest = (
-            pipe.execute(raise_on_error=False)
-        )
-        queue, places, queue_at, places_at, *per_token = rest
-        t = int(seconds) * 1000 + int(micros) // 1000
+
+    def snapshot(self) -> Snapshot:
+        """Redis's state, read in one MULTI between two TIMEs.  Keys expire by the clock
+        as each command runs: a MULTI that spans a ms boundary is read again (a few
+        times), so that key instants are judged at one known ms."""
+        for _ in range(5):
+            pipe = self.r.pipeline(transaction=True)
+            pipe.time()
+            pipe.type(KEY)
+            pipe.hgetall(KEY)
+            pipe.pexpiretime(KEY)
+            pipe.zrange(READERS, 0, -1, withscores=True)
+            pipe.pexpiretime(READERS)
+            pipe.get(FENCES)
+            pipe.lrange(QUEUE, 0, -1)
+            pipe.hgetall(PLACES)
+            pipe.pexpiretime(QUEUE)
+            pipe.pexpiretime(PLACES)
+            for token in TOKENS:
+                pipe.lrange(WAKE + token, 0, -1)
+                pipe.pexpiretime(WAKE + token)
+                pipe.get(released_key(KEY, token))
+            pipe.time()
+            values = pipe.execute(raise_on_error=False)
+            snap = Snapshot(values)
+            if snap.t1 == snap.t0:
+                break
+        return snap
+
+    def verify(self, m: Model, snap: Snapshot) -> None:
+        """Redis's state is the model's (what ends within a ms of the read is let be)."""
+        t, t1 = snap.t0, snap.t1
 
         def near(instant: int | None) -> bool:
-            return instant is not None and t - 1 <= instant <= t + 1
+            return instant is not None and t - 1 <= instant <= t1 + 1
 
         def alive(until: int | None) -> int | None:
             """A key's expiry instant, if it has not passed at t (else None: gone)."""
             return until if until is not None and t <= until else None
 
+        def crossed(until: int | None) -> bool:
+            """The key may have expired between the MULTI's first command and a later."""
+            return until is not None and t <= until < t1
+
         # Leases: never a live writer beside another live lease; each reader its own.
-        live_readers = {k.decode(): int(s) for k, s in members if s > t}
-        fields = fields if isinstance(fields, dict) else {}
-        hash_ = {k.decode(): v.decode() for k, v in fields.items()}
+        live_readers = {k.decode(): int(s) for k, s in snap.members if s > t}
+        hash_ = snap.hash
         writer = None
         if "w" in hash_ and int(hash_["x"]) > t:
             writer = (hash_["w"], int(hash_["f"]), int(hash_["x"]))
         assert not (writer and live_readers), f"a writer {writer} beside readers {live_readers}"
         model_readers = {k: v for k, v in m.readers.items() if v > t}
-        assert live_readers == model_readers, f"readers {live_readers}, model {model_readers}"
+        if not crossed(m.readers_until):
+            assert live_readers == model_readers, f"readers {live_readers}, model {model_readers}"
         model_writer = m.writer if m.writer and m.writer[2] > t else None
-        assert writer == model_writer, f"writer {writer}, model {model_writer}"
-        assert int(counter or 0) == (m.counter or 0), f"counter {counter}, model {m.counter}"
+        if not crossed(m.key_until):
+            assert writer == model_writer, f"writer {writer}, model {model_writer}"
+        assert int(snap.counter or 0) == (m.counter or 0), (
+            f"counter {snap.counter}, model {m.counter}"
+        )
         # The keys' life.
+        kind, key_at = snap.kind, snap.key_at
         if alive(m.foreign_until) and not near(m.foreign_until):
-            assert kind == b"string" and key_at == m.foreign_until
+            assert kind == b"string" and key_at == m.foreign_until, (
+                f"{KEY} is a {kind} expiring at {key_at}, not another primitive's until "
+                f"{m.foreign_until}"
+            )
         elif not near(m.key_until) and not near(m.foreign_until):
             if alive(m.key_until) is None:
                 assert key_at == -2, f"{KEY} outlived its leases"
@@ -601,35 +881,81 @@ class ReadWriteMachine(RuleBasedStateMachine):
                 assert key_at == m.key_until, f"{KEY} expires at {key_at}, not {m.key_until}"
         if not near(m.readers_until):
             expires = alive(m.readers_until)
-            assert readers_at == (-2 if expires is None else expires), (
-                f"{READERS} expires at {readers_at}, not {m.readers_until}"
+            assert snap.readers_at == (-2 if expires is None else expires), (
+                f"{READERS} expires at {snap.readers_at}, not {m.readers_until}"
             )
         # The queue: Redis's list as the model keeps it, the live places as the spec's.
         if not near(m.queue_until):
-            gone = alive(m.queue_until) is None
-            listed = [q.decode() for q in queue]
-            assert listed == ([] if gone else m.queue), f"queue {listed}, model {m.queue}"
-            stored = {k.decode(): v.decode() for k, v in places.items()}
+            listed = [q.decode() for q in snap.queue]
+            queued = [] if alive(m.queue_until) is None else m.queue
+            assert listed == queued, f"queue {listed}, model {queued}"
+            if queued:
+                assert snap.queue_at == m.queue_until, (
+                    f"the queue expires at {snap.queue_at}, the model's at {m.queue_until}"
+                )
+        if not near(m.places_until):
             modelled = {tok: str(end) for tok, end in m.places.items()}
             modelled |= {">" + tok: "w" for tok in m.marks}
-            assert stored == ({} if gone else modelled), f"places {stored}, model {modelled}"
-            if m.queue and not gone:
-                assert queue_at == m.queue_until and abs(places_at - queue_at) <= 1, (
-                    f"the queue expires at {queue_at}, its places at {places_at}, "
-                    f"the model's at {m.queue_until}"
+            if alive(m.places_until) is None:
+                modelled = {}
+            assert snap.places == modelled, f"places {snap.places}, model {modelled}"
+            if modelled:
+                assert snap.places_at == m.places_until, (
+                    f"the places expire at {snap.places_at}, the model's at {m.places_until}"
                 )
-        for token, wake, record in zip(TOKENS, per_token[::2], per_token[1::2], strict=True):
-            if m.places.get(token, 0) > t + 2 or token not in m.places:
+        wakes = zip(TOKENS, snap.wakes, snap.wakes_at, snap.records, strict=True)
+        for token, wake, wake_at, record in wakes:
+            end = m.wake_ends.get(token)
+            lingers = (
+                token not in m.places
+                and end is not None
+                and wake == [b"1"]
+                and end <= wake_at <= end + LINGER
+            )
+            if (m.places.get(token, 0) > t1 + 2 or token not in m.places) and not lingers:
                 expected = [b"1"] if token in m.woken else []
                 assert wake == expected, f"{token} woken {wake}, model {token in m.woken}"
             if not near(m.records.get(token)):
                 assert (record == token.encode()) == (token in m.records), (
-                    f"{token}'s release record {record}, model {m.records.get(token)}"
+                    f"{token}'s release record {record!r}, model {m.records.get(token)}"
                 )
         if live_readers and writer is None:
             _count("readers held at once" if len(live_readers) > 1 else "a reader held")
         if any(role == "write" for _, role, _ in m.live_places(t)) and live_readers:
             _count("a writer waited while readers held")
+
+    # -- a failure's account ------------------------------------------------------------
+
+    def account(
+        self,
+        error: AssertionError,
+        sent: Sent,
+        reply: list[int] | int,
+        before: int,
+        after: int,
+        prior: Model,
+        snap: Snapshot | None,
+    ) -> str:
+        """The failure, with all it takes to tell the model's fault from the script's: the
+        step, the model before it, each rerun of the model within the step, Redis's state
+        and the example's steps so far (instants are shown as ms from the step's start,
+        Redis time ``before``)."""
+        snap = snap or self.snapshot()
+        lines = [
+            str(error),
+            "",
+            f"the step: {sent}, sent at Redis time {before}, answered {reply} by "
+            f"{_ms(after, before)}",
+            "the model before it:",
+            *(f"  {line}" for line in _show(prior, before)),
+            "its reruns (NOW / the script's start / its late clock: why it does not fit):",
+            *(f"  {line}" for line in _runs(self.tried, before)),
+            f"Redis after it (read at {_ms(snap.t0, before)}..{_ms(snap.t1, before)}):",
+            *(f"  {line}" for line in snap.show(before)),
+            "the example's steps (Redis time, ms):",
+            *(f"  {line}" for line in self.history),
+        ]
+        return "\n".join(lines)
 
     # -- rules --------------------------------------------------------------------------
 
@@ -683,6 +1009,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
             return
         assert self.r.set(KEY, "x" * 32, px=SHORT, nx=True), f"{KEY} is not free"
         self.model.foreign_until = self.r.pexpiretime(KEY)
+        self.history.append(f"{now} another primitive's key, until {self.model.foreign_until}")
         _count("another primitive took the key")
 
     @rule()
@@ -691,6 +1018,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
         now = self.now()
         soon = [i for i in self.model.instants() if now <= i <= now + NEAR]
         if soon:
+            self.history.append(f"{now} time passes {min(soon)}")
             self.sleep_past(min(soon) + 1)
             _count("waited for an instant")
 
