@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar, Unpack
+from typing import Any, ClassVar, Self, TypeVar, Unpack, cast
 
 from distlock._core.commands import Kind
 from distlock._core.readwrite import ReadSection, WriteSection, reentry_refused
 from distlock._holding import Holders
-from distlock._operator import LockOwner, force_unlock_call, owner_call, read_owner
+from distlock._operator import LockOwner, force_unlock_call
 from distlock._protocol import readers_key
 from distlock.options import AcquireOptions, HoldOptions, LockOptions
 
@@ -37,12 +37,10 @@ class RoleHandle(LockHandle):
     def release(self) -> bool:
         """Give the lease back; True only if it was still ours until now.  Cancellation-
         safe under asyncio, as :meth:`LockHandle.release`."""
-        side = self._lock
         try:
             return super().release()
         finally:
-            if isinstance(side, _Side):
-                side._forget(self)
+            cast(_Side, self._lock)._forget(self)
 
 
 class _Side(Primitive[RoleHandle]):
@@ -133,8 +131,7 @@ class ReadLock(_Side):
         """Whether a writer holds ``id`` now (or another primitive holds its key): what
         keeps a reader out, but for a writer waiting ahead of it.  A snapshot (one
         read-only script), as :meth:`Lock.locked` is."""
-        key = self.key(id)
-        owner = read_owner(key, wire.eval_script(self.client, *owner_call(key)))
+        owner = self._owner(id)
         return owner is not None and (owner.kind != "read-write" or owner.token_prefix is not None)
 
 
@@ -230,6 +227,9 @@ class ReadWriteLock:
         self.prefix = self.write.prefix
 
     def _shared_client(self) -> backend.Client:
+        # The readers' factory: called on their first command, so that a client made
+        # from a URL is made once, by the writers' side, and only when first needed (a
+        # bound property would make it here, in the sync driver).
         writers = self.write
         return writers.client
 
@@ -250,10 +250,7 @@ class ReadWriteLock:
         ``fence`` are the live writer's (None while no writer holds it) and ``readers``
         counts the live readers by Redis's clock; any other primitive's key is reported as
         :meth:`Lock.owner` reports it."""
-        key = self.key(id)
-        writers = self.write
-        client = writers.client
-        return read_owner(key, wire.eval_script(client, *owner_call(key)))
+        return self.write._owner(id)
 
     def close(self) -> None:
         """Close both sides, as :meth:`Lock.close`: open sections lose their lease (and
