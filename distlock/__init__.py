@@ -7,8 +7,11 @@ import logging
 
 from distlock import events
 from distlock._build import BuildInfo, build_info
+from distlock._leader import Leader
 from distlock._operator import LockOwner
 from distlock._sync import (
+    Election,
+    Leadership,
     Lock,
     LockGroup,
     LockHandle,
@@ -49,7 +52,10 @@ __all__ = [
     "AsyncHoldOptions",
     "AsyncLeaseSignal",
     "BuildInfo",
+    "Election",
     "HoldOptions",
+    "Leader",
+    "Leadership",
     "LeaseSignal",
     "Lock",
     "LockClosedError",

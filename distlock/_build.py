@@ -28,6 +28,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "distlock._core.actions",
     "distlock._core.commands",
     "distlock._core.config",
+    "distlock._core.election",
     "distlock._core.group",
     "distlock._core.lease",
     "distlock._core.readwrite",

@@ -78,6 +78,12 @@ RWLOCK_RENEW: Final = Script(_SOURCES["rwlock_renew"])
 RWLOCK_RELEASE: Final = Script(_SOURCES["rwlock_release"])
 RWLOCK_WITHDRAW: Final = Script(_SOURCES["rwlock_withdraw"])
 
+# -- the election: the lock's string <token> under the key, the leader record beside it ---
+# A campaign, a withdrawal and a resignation are the lock's W_ACQUIRE, WITHDRAW and
+# RELEASE, given the leader record (and the candidate's identity) that their grants write.
+E_RENEW: Final = Script(_SOURCES["e_renew"])
+E_LEADER: Final = Script(_SOURCES["e_leader"])
+
 # -- for operators: who holds a key, and taking it away ------------------------------------
 #
 # Not part of any lock cycle: ``Lock.owner`` / ``locked`` (a Semaphore's) and
@@ -158,6 +164,7 @@ _QUEUE_MARK: Final = {
     Kind.SEMAPHORE: "s:",
     Kind.READ: "rw:",
     Kind.WRITE: "rw:",
+    Kind.CAMPAIGN: "e:",
 }
 
 
@@ -179,6 +186,13 @@ def readers_key(key: str) -> str:
     """The sorted set of read-write lock ``key``'s readers (token -> the instant its lease
     ends), in ``key``'s Cluster slot."""
     return f"distlock:readers:{{{slot_tag(key_slot(key))}}}:{key}"
+
+
+@functools.lru_cache(maxsize=KEY_NAME_CACHE)
+def leader_key(key: str) -> str:
+    """The leader record of election ``key`` (a hash: ``tok``, ``id``, ``fence`` of the
+    key's last grant, living as long as that lease), in ``key``'s Cluster slot."""
+    return f"distlock:leader:{{{slot_tag(key_slot(key))}}}:{key}"
 
 
 def wake_key(key: str, token: str, kind: Kind = Kind.LOCK) -> str:
@@ -300,12 +314,38 @@ def _encode_readwrite(command: Command) -> tuple[Script, list[str], list[str | i
     )
 
 
+def _encode_campaign(command: Command) -> tuple[Script, list[str], list[str | int]]:
+    op = command.op
+    key = command.key
+    token = command.token
+    record = leader_key(key)
+    if op is Op.RENEW or op is Op.EXTEND:
+        return E_RENEW, [key, record], [token, command.ttl_ms]
+    queue, places, wake = queue_keys(key, Kind.CAMPAIGN)
+    if op is Op.RELEASE:
+        # No wake lists' prefix: the script makes it from the queue's name (release.lua).
+        return (
+            RELEASE,
+            [key, released_key(key, token), queue, places, fence_key(key), record],
+            [token, RELEASE_MEMORY_MS],
+        )
+    # A campaign's attempt is always a waiting one: with no wait (wait_ms=0) it is the
+    # last, queue_ms 0, which is refused while another candidate is first in line.
+    return (
+        W_ACQUIRE if op is Op.ACQUIRE else WITHDRAW,
+        [key, fence_key(key), queue, places, record],
+        [token, command.ttl_ms, command.queue_ms or 0, QUEUE_GRACE_MS, wake,
+         command.hand_ms, command.identity],
+    )
+
+
 #: The encoding of every kind but the lock's (which :func:`encode` makes itself, first).
 _ENCODERS: Final = {
     Kind.REENTRANT: _encode_reentrant,
     Kind.SEMAPHORE: _encode_semaphore,
     Kind.READ: _encode_readwrite,
     Kind.WRITE: _encode_readwrite,
+    Kind.CAMPAIGN: _encode_campaign,
 }
 
 
@@ -333,8 +373,10 @@ def decode(command: Command, reply: object) -> int:
     refused), 1 or 0 for everything else.  A waiting attempt's refusal is ``-ms``, the
     time it can last at most (see ``distlock/lua/lib/wait.lua``), or 0 when it was the
     last attempt."""
-    if command.queue_ms is not None and command.op is Op.ACQUIRE:
-        parts: Any = reply  # {fence, ms}
+    if command.op is Op.ACQUIRE and (
+        command.queue_ms is not None or command.kind is Kind.CAMPAIGN
+    ):
+        parts: Any = reply  # {fence, ms}: a campaign's is always a waiting attempt's
         fence = int(parts[0])
         return fence if fence > 0 else -int(parts[1])
     if isinstance(reply, list):

@@ -11,6 +11,8 @@ Redis has answered a release.
 """
 
 from distlock._async import (
+    Election,
+    Leadership,
     Lock,
     LockGroup,
     LockHandle,
@@ -25,6 +27,8 @@ from distlock._async import (
 )
 
 __all__ = [
+    "Election",
+    "Leadership",
     "Lock",
     "LockGroup",
     "LockHandle",

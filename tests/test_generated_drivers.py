@@ -17,6 +17,8 @@ import distlock.asyncio
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC_ASYNCIO = {
+    "Election",
+    "Leadership",
     "Lock",
     "LockGroup",
     "LockHandle",

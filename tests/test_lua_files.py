@@ -42,7 +42,7 @@ def fields(text: str) -> dict[str, str]:
 def test_the_files_are_read_from_the_package_beside_the_module() -> None:
     where = Path(str(_lua.lua_dir()))
     assert where == Path(_lua.__file__).parent / "lua"
-    assert len(SCRIPTS) == 23
+    assert len(SCRIPTS) == 25
     assert {"lib/read", "lib/now", "lib/queue", "lib/wait", "lib/withdraw"} <= set(PIECES)
 
 

@@ -67,6 +67,7 @@ RULES: list[tuple[re.Pattern[str], str]] = [
         (r"\b__aexit__\b", "__exit__"),
         (r"\baclose\b", "close"),
         (r"\bAsyncLeaseSignal\b", "LeaseSignal"),
+        (r"\bAsyncIterator\b", "Iterator"),
         (r"\bAsyncHoldOptions\b", "HoldOptions"),
         (r"\bAsyncLockOptions\b", "LockOptions"),
         (r"\bASYNC_HOLD_KEYS\b", "HOLD_KEYS"),
@@ -133,6 +134,8 @@ def _prune_imports(text: str) -> str:
                 kept = [n for n in names if len(re.findall(rf"\b{re.escape(n)}\b", text)) > 1]
             if not kept:
                 continue
+            if match.group(1) == "collections.abc":
+                kept.sort()  # classes only, which a rename (AsyncIterator) may unsort
             line = f"from {match.group(1)} import {', '.join(kept)}\n"
         out.append(line)
     return "".join(out)

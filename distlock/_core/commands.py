@@ -45,6 +45,9 @@ class Kind(enum.Enum):
     READ = "read"
     #: A :class:`distlock.ReadWriteLock`'s writer: the key's hash (``w``, ``f``, ``x``).
     WRITE = "write"
+    #: A :class:`distlock.Election`'s candidate: the lock's string (the token) under the
+    #: key, and the leader record (token, identity, fence) its grants write beside it.
+    CAMPAIGN = "campaign"
 
 
 class Command:
@@ -58,6 +61,7 @@ class Command:
     ``reentrant=True`` is ``kind=Kind.REENTRANT``.  ``depth``: the depth a re-entry or an
     inner exit writes.  ``limit``: a semaphore's acquire grants a permit only while fewer
     than ``limit`` are live.
+    ``identity``: a campaign's candidate, as the leader record names it once granted.
     ``replicas``: wait (``WAIT``, on the connection that wrote) until this many replicas
     acknowledged the write, for at most ``replica_timeout_ms``; 0 sends the script alone.
     ``queue_ms``: for an acquire, None fails fast (the key is taken if free, whoever
@@ -70,6 +74,7 @@ class Command:
         "best_effort",
         "depth",
         "hand_ms",
+        "identity",
         "key",
         "kind",
         "limit",
@@ -96,6 +101,7 @@ class Command:
         kind: Kind = Kind.LOCK,
         limit: int = 0,
         queue_ms: int | None = None,
+        identity: str = "",
     ) -> None:
         self.op = op
         self.key = key
@@ -107,6 +113,7 @@ class Command:
         self.depth = depth
         self.limit = limit
         self.queue_ms = queue_ms
+        self.identity = identity
         #: A waiting attempt: the TTL a release may hand the key over with, or 0 to be
         #: woken instead (see :mod:`distlock._core.waiting`).
         self.hand_ms = 0

@@ -12,6 +12,7 @@ Releases survive cancellation: a release interrupted in flight is sent again fro
 background task, so cancelling a caller never drops the token before Redis has answered.
 """
 
+from .election import Election, Leadership
 from .handles import LockGroup, LockHandle
 from .lock import Lock
 from .readwrite import ReadLock, ReadWriteLock, RoleHandle, WriteLock
@@ -19,6 +20,8 @@ from .reentrant import ReentrantHandle, ReentrantLock
 from .semaphore import PermitHandle, Semaphore
 
 __all__ = [
+    "Election",
+    "Leadership",
     "Lock",
     "LockGroup",
     "LockHandle",

@@ -8,6 +8,7 @@
 -- Returns: 1 if deleted now, or if this token's release already deleted it (a resend);
 --   else 0.
 -- Spec: Reentrant.tla RedisStep (m.kind = "release"); Wait.tla RedisRelease
+local RECORD = nil  -- no leader record: an election's key alone has one
 -- include: read queue r_claim hands_off
 if read('HGET', KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])

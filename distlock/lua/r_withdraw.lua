@@ -4,4 +4,5 @@
 -- ARGV: as W_ACQUIRE's ([3] and [6] unused).
 -- Returns: 1.
 -- Spec: Wait.tla RedisLeave
+local RECORD = nil  -- no leader record: an election's key alone has one
 -- include: read queue r_claim hands_off r_busy drop withdraw

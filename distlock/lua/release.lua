@@ -13,8 +13,11 @@
 -- releases have nobody waiting.  For the same reason the key is read with a pcall of
 -- its own rather than lib/read.lua's function: a key of another type (WRONGTYPE) is
 -- not ours, as read() has it, and any other error is raised, before anything is written.
+-- An election's resignation is this script with the leader record: the handoff writes
+-- the next candidate's (lib/hands_off.lua); the resigning leader's is left to expire with
+-- the TTL it shares with the key, and no read reports it once the key is gone.
 -- KEYS: [1] the lock key, [2] this token's release record, [3] the key's queue, [4] its
---   places, [5] the fence counter.
+--   places, [5] the fence counter, [6] an election's leader record (none for a lock).
 -- ARGV: [1] token, [2] the record's life, ms (RELEASE_MEMORY_MS).  The wake lists'
 --   prefix is the queue's name with its prefix made the wake lists' (the names of
 --   distlock/_queue_names.py, as queue_keys makes them), made only where there is a
@@ -23,14 +26,15 @@
 -- Substitutes: ${WAKE_PREFIX} and ${QUEUE_PREFIX_LEN}, from distlock/_queue_names.py.
 -- Returns: 1 if deleted now, or if this token's release already deleted it (a resend);
 --   0 if the key is not ours and we did not release it.
--- Spec: DistLock.tla RedisStep (m.kind = "release"); Wait.tla RedisRelease
+-- Spec: DistLock.tla RedisStep (m.kind = "release"); Wait.tla RedisRelease; Election.tla
+--   RedisRun (its RecordGrant)
 local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
   if redis.call('EXISTS', KEYS[3]) == 1 then
     -- include: queue
-    local FENCES = KEYS[5]
+    local FENCES, RECORD = KEYS[5], KEYS[6]
     -- include: claim hands_off
     local wake = '${WAKE_PREFIX}' .. string.sub(KEYS[3], ${QUEUE_PREFIX_LEN} + 1) .. ':'
     hand_head(KEYS[3], KEYS[4], wake, handed)

@@ -5,8 +5,10 @@
 -- Returns: {fence, 0} granted; {0, ms} refused, queued, may block up to ms; {0, 0} the
 --   last attempt refused, out of the queue.
 -- Spec: Wait.tla RedisAttempt; Reentrant.tla RedisStep (m.kind = "acquire")
+local RECORD = nil  -- no leader record: an election's key alone has one
 -- include: read queue r_claim hands_off
 local HANDOFF = tonumber(ARGV[6]) > 0
+local NOTE = nil
 -- include: r_busy
 local function room() return false end
 -- include: wait

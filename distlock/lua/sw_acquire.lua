@@ -13,6 +13,7 @@
 -- include: read queue permits
 local LIMIT = tonumber(ARGV[6])
 local HANDOFF = false
+local NOTE = nil
 -- include: s_claim s_busy
 local function room()
   return redis.call('ZCARD', KEYS[1]) < LIMIT

@@ -1,9 +1,11 @@
 -- WITHDRAW: the lock's withdrawal (see lib/withdraw.lua): a key handed to the waiter is
 -- deleted, and handed on.
--- KEYS: [1] the lock key, [2] the fence counter, [3] the key's queue, [4] its places.
--- ARGV: as W_ACQUIRE's ([3] and [6] unused).
+-- KEYS: as W_ACQUIRE's: [1] the lock key, [2] the fence counter, [3] the key's queue, [4]
+--   its places, [5] an election's leader record (none for a lock).
+-- ARGV: as W_ACQUIRE's ([3], [6] and [7] unused).
 -- Returns: 1.
--- Spec: Wait.tla RedisLeave; DistLock.tla RedisStep (m.kind = "withdraw")
+-- Spec: Wait.tla RedisLeave; DistLock.tla RedisStep (m.kind = "withdraw"); Election.tla
+--   RedisRun (its RecordGrant)
 -- include: read queue
-local FENCES = KEYS[2]
+local FENCES, RECORD = KEYS[2], KEYS[5]
 -- include: claim hands_off busy drop withdraw

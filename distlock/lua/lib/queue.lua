@@ -1,7 +1,9 @@
 -- Piece queue: a key's waiters.  Beside a key K, in K's Cluster slot: its queue (a list
 -- of waiters' tokens, in arrival order), the queue's places (a hash: token -> the
 -- Redis-clock ms at which that waiter's place expires unless its next attempt renews it;
--- field '>token': the TTL to hand K over with, where the waiter asked for it), and one
+-- field '>token': the TTL to hand K over with, where the waiter asked for it; field
+-- '#token': what the primitive notes of the waiter, an election's candidate's identity
+-- for the leader record a handoff writes), and one
 -- wake list per waiter, which a release pushes to and the waiter BLPOPs.  A list
 -- remembers a wake-up pushed before its waiter blocks, so no release between an attempt
 -- and its block is lost.  A place is what a waiter that dies without withdrawing leaves
@@ -21,7 +23,7 @@
 -- include: now
 local function leave(queue, places, wake, token)
   redis.call('LREM', queue, 1, token)
-  redis.call('HDEL', places, token, '>' .. token)
+  redis.call('HDEL', places, token, '>' .. token, '#' .. token)
   redis.call('DEL', wake .. token)
 end
 local function live_head(queue, places, wake, now)
@@ -31,7 +33,7 @@ local function live_head(queue, places, wake, now)
     local until_ms = tonumber(redis.call('HGET', places, head) or '0')
     if until_ms > now then return head, until_ms end
     redis.call('LPOP', queue)
-    redis.call('HDEL', places, head, '>' .. head)
+    redis.call('HDEL', places, head, '>' .. head, '#' .. head)
     redis.call('DEL', wake .. head)
   end
 end

@@ -7,7 +7,8 @@
 --   possible; and whether the key is ours), claim() (the primitive's plain acquire),
 --   room() (whether the key can take another holder right after a grant: then the next
 --   waiter is woken at once), HANDOFF (whether a refused waiter's place keeps ARGV[6],
---   the TTL a release hands it the key with: field '>token', see lib/queue.lua).
+--   the TTL a release hands it the key with: field '>token', see lib/queue.lua), NOTE
+--   (what a refused waiter's place keeps of it besides, field '#token', or nil).
 -- Substitutes: ${LONGEST_BLOCK_MS}, distlock._core.waiting.LONGEST_BLOCK_MS (the longest
 --   block a waiter takes, ms), written in by the loader (distlock/_lua.py).  No block is
 --   longer, so neither is a place's life, less its grace.
@@ -58,6 +59,7 @@ if not had then redis.call('RPUSH', queue, token) end
 redis.call('HSET', places, token, math.max(tonumber(had or '0'), now + life))
 -- The TTL a release hands us the key with: short, until our first renewal.
 if HANDOFF then redis.call('HSET', places, '>' .. token, ARGV[6]) end
+if NOTE then redis.call('HSET', places, '#' .. token, NOTE) end
 -- Whatever a release left in our wake list came before this refusal: a key handed to us
 -- that has since expired (and been taken by another), or a wake-up this attempt answers.
 redis.call('DEL', wake .. token)

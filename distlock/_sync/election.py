@@ -1,0 +1,284 @@
+# Generated from distlock/_async/election.py by tools/unasync.py: do not edit.
+"""Leader election: candidates campaign for one key; the one its lease is granted to leads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any, Self, TypeVar, Unpack
+
+from redis.exceptions import RedisError
+
+from distlock._clock import now_ms
+from distlock._core.election import CampaignSection, leading
+from distlock._leader import (
+    Leader,
+    check_identity,
+    check_name,
+    check_poll,
+    default_identity,
+    keyspace_channel,
+    leader_call,
+    read_leader,
+)
+from distlock._protocol import leader_key
+from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason
+from distlock.options import MAX_MS, LockOptions, check_wait
+
+from . import backend, wire
+from .handles import LockHandle, _Hold
+from .primitive import Primitive
+
+T = TypeVar("T")
+
+#: An election's key is ``election:<name>`` unless a prefix is given.
+ELECTION_PREFIX = "election"
+
+#: How often ``observe()`` reads who leads when no keyspace notification comes, ms.
+OBSERVE_POLL_MS = 1_000
+
+
+class Leadership(LockHandle):
+    """A candidate's leadership, from :meth:`Election.campaign`: renewed in the background
+    until :meth:`resign` (or ``with``'s exit, or the Election's ``close``).
+
+    ``fence`` is larger than every earlier leader's: hand it to the resources the leader
+    writes, so that they refuse a deposed leader's writes.  ``signal`` fires the moment the
+    lease is known lost (a renewal refused, or not confirmed in time); :attr:`is_leader`
+    is the check to make before acting as leader: it reads the clock itself, so it turns
+    False at the lease's deadline even if the event loop was too busy to run the timer
+    that fires the signal."""
+
+    __slots__ = ("_hold", "_resigned")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        #: The hold that campaigned; its exit resigns.
+        self._hold: _Hold[Leadership] | None = None
+        #: What resign() returned (None: not resigned yet).
+        self._resigned: bool | None = None
+
+    @property
+    def identity(self) -> str:
+        """The identity this candidate campaigned under (what ``leader()`` reports)."""
+        section: Any = self._section
+        return str(section.identity)
+
+    @property
+    def is_leader(self) -> bool:
+        """Held, no loss known, and the lease valid on this client's clock: whether the
+        candidate may still act as leader now."""
+        return leading(self._section, now_ms())
+
+    def resign(self) -> bool:
+        """Stop leading: the lease is given back and handed, with a new fence, to the
+        candidate first in line, if any.  Returns True if this candidate led without a
+        break until now, False if its lease had been lost (its ``signal`` said so).
+        Calling it again returns what the first call returned.  Cancellation-safe, as a
+        lock's release."""
+        hold = self._hold
+        if hold is None:
+            return bool(self._resigned)
+        self._hold = None
+        self._resigned = False
+        try:
+            hold.__exit__(None, None, None)
+        except LockLeaseLostError:
+            return False
+        self._resigned = True
+        return True
+
+    def release(self) -> bool:
+        """:meth:`resign`, by the name every handle has."""
+        return self.resign()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.resign()
+
+
+class _Candidates(Primitive[Leadership]):
+    """An Election's campaigns: a primitive whose sections are :class:`CampaignSection`."""
+
+    _section_type = CampaignSection
+    _handle_type = Leadership
+
+
+class Election:
+    """Leader election among the candidates of ``name`` (key ``<prefix>:<name>``, prefix
+    ``"election"`` by default): at most one leads at a time, holding a renewed lease with
+    a fence larger than every earlier leader's.
+
+    A campaign waits in the election's queue, in arrival order; when the leader resigns,
+    the lease is handed straight to the first candidate in line (with a new fence); when
+    it dies, its lease ends at its TTL and the first candidate takes it.  ``identity`` is
+    what :meth:`leader` reports for this candidate (``"<host>:<pid>"`` unless given).
+    ``client`` and the options are a :class:`Lock`'s (``ttl_ms``, ``heartbeat_ms``, ...).
+
+    >>> election = Election("redis://127.0.0.1:6379/0", "scheduler")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        client: backend.Client | str | backend.ClientFactory,
+        name: str,
+        *,
+        identity: str | None = None,
+        **options: Unpack[LockOptions],
+    ) -> None:
+        check_name(name)
+        self.identity = default_identity() if identity is None else check_identity(identity)
+        merged: LockOptions = {"prefix": ELECTION_PREFIX, **options}
+        self._candidates = _Candidates(client, **merged)
+        #: The election's name: its id under the prefix.
+        self.name = name
+        #: The election's Redis key, ``<prefix>:<name>``.
+        self.key = self._candidates.key(name)
+
+    @property
+    def client(self) -> backend.Client:
+        """The Redis client, created on first use when a URL or a factory was given."""
+        candidates = self._candidates
+        return candidates.client
+
+    # -- taking part -------------------------------------------------------------------------
+
+    def campaign(self, *, wait_ms: int | None = None) -> Leadership | None:
+        """Wait to lead, in the election's queue, for at most ``wait_ms`` (None: until this
+        candidate leads, or is cancelled, or the Election is closed; 0: one attempt).
+        Returns the leadership, renewed in the background until :meth:`Leadership.resign`,
+        or None if ``wait_ms`` passed first.  Interrupted while it waits (cancelled,
+        ``KeyboardInterrupt``), the candidate withdraws its place before the interruption
+        propagates.  A lost lease cancels nothing: the leadership's ``signal`` fires and
+        its ``is_leader`` turns False (:meth:`run_as_leader` cancels its body)."""
+        limit = None if wait_ms is None else check_wait(wait_ms)
+        while True:
+            hold = self._hold(MAX_MS if limit is None else limit, keep_body=True)
+            try:
+                leadership = hold.__enter__()
+            except LockNotAcquiredError:
+                if limit is None:
+                    continue  # a wait of MAX_MS (24 days) ended: campaign on
+                return None
+            leadership._hold = hold
+            return leadership
+
+    def run_as_leader(self, fn: Callable[[Leadership], T]) -> T:
+        """Campaign until this candidate leads, then run ``fn(leadership)`` while it leads,
+        and resign when ``fn`` returns; returns what ``fn`` returned.  If the lease is lost
+        while ``fn`` runs, ``fn`` is cancelled (under asyncio, unless
+        ``cancel_on_loss=False``; a sync ``fn`` must watch ``leadership.signal`` or check
+        ``leadership.is_leader``) and the candidate campaigns again, then runs ``fn``
+        again.  Hand ``leadership.fence`` to what ``fn`` writes.  An exception of ``fn``
+        resigns and propagates."""
+        backend.check_body(fn)
+        while True:
+            hold = self._hold(MAX_MS, keep_body=False)
+            try:
+                with hold as leadership:
+                    result = backend.awaitable(fn, fn(leadership))
+            except LockNotAcquiredError:
+                continue  # a wait of MAX_MS ended: campaign on
+            except LockLeaseLostError as loss:
+                if loss.key != self.key or loss.reason is LossReason.LOCK_CLOSED:
+                    raise
+                continue  # deposed: campaign again
+            return backend.returned(fn, result)
+
+    def _hold(self, wait_ms: int, *, keep_body: bool) -> _Hold[Leadership]:
+        """A campaign for this candidate: ``keep_body``, a loss cancels no task (a
+        campaign's caller has no body; run_as_leader's has, as the options say)."""
+        options: Any = {"wait_ms": wait_ms}
+        hold: _Hold[Leadership] = _Hold(self._candidates, self.name, options)
+        section: Any = hold._handle._section
+        section.identity = self.identity
+        return hold
+
+    # -- watching ------------------------------------------------------------------------------
+
+    def leader(self) -> Leader | None:
+        """Who leads now, or None: one read-only script reading the key and the leader
+        record together, which names only a candidate whose lease the key holds (never one
+        that was not granted, nor one whose lease has ended)."""
+        client = self.client
+        return read_leader(wire.eval_script(client, *leader_call(self.key)))
+
+    def observe(self, *, poll_ms: int = OBSERVE_POLL_MS) -> Iterator[Leader | None]:
+        """Yield who leads now, then each change of leader (a new fence, or None once
+        nobody leads), until the Election is closed or the caller stops iterating.
+
+        With keyspace notifications on (``notify-keyspace-events`` with ``K`` and the
+        classes ``g``, ``h`` and ``x``, e.g. ``Kghx``), a change is read as soon as Redis
+        announces it; otherwise (or on a Cluster, or for a user not allowed the channel)
+        within ``poll_ms`` of it, by reading again.  Every value yielded is a read of
+        :meth:`leader`, never the notification's word."""
+        period = check_poll(poll_ms) / 1000.0
+        client = self.client
+        pubsub = _subscribe(client, self.key)
+        last: Leader | None = None
+        first = True
+        try:
+            while not self._candidates._closed:
+                now = self.leader()
+                if first or _changed(last, now):
+                    first = False
+                    last = now
+                    yield now
+                pubsub = _wait_for_news(pubsub, period)
+        finally:
+            if pubsub is not None:
+                pubsub.reset()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the Election: a leadership held now is lost (its ``signal`` fires) and
+        resigned, a campaign waiting now withdraws and raises
+        :class:`~distlock.LockClosedError`, observers stop, and a client made from a URL
+        is closed."""
+        self._candidates.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _changed(last: Leader | None, now: Leader | None) -> bool:
+    if last is None or now is None:
+        return last is not now
+    return (last.identity, last.fence) != (now.identity, now.fence)
+
+
+def _subscribe(client: backend.Client, key: str) -> Any:
+    """A pub/sub of the keyspace notifications of ``key``'s leader record, or None where
+    there are none to have (a Cluster client, or a subscription refused)."""
+    if isinstance(client, backend.RedisCluster):
+        return None
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        pubsub.subscribe(keyspace_channel(db, leader_key(key)))
+    except RedisError:
+        pubsub.reset()
+        return None
+    return pubsub
+
+
+def _wait_for_news(pubsub: Any, period: float) -> Any:
+    """Wait for a notification, or ``period`` seconds; the pub/sub to wait on next time
+    (None once it failed: the observer polls from then on)."""
+    if pubsub is None:
+        backend.sleep(period)
+        return None
+    try:
+        pubsub.get_message(timeout=period)
+    except RedisError:
+        pubsub.reset()
+        backend.sleep(period)
+        return None
+    return pubsub

@@ -1,0 +1,12 @@
+-- E_RENEW: the leader's renewal (and a manual extend): the key's TTL re-set if it holds
+-- our token, and the leader record's with it, so the record dies with the lease it names.
+-- KEYS: [1] the election's key, [2] the leader record.
+-- ARGV: [1] token, [2] ttl ms.
+-- Returns: 1 if extended, 0 if not ours.
+-- Spec: Election.tla RedisRun (m.kind \in {"renew", "extend"}): DistLock.tla RedisStep
+-- include: read
+if read('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
