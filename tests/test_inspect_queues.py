@@ -11,7 +11,9 @@ import redis
 import distlock
 from distlock._protocol import permits_released_key, queue_keys, released_key
 from distlock.tools.inspect import (
+    LEADER_RECORD,
     LIMIT_NOTE,
+    LOCK,
     QUEUE,
     QUEUE_PLACES,
     RELEASE_RECORD,
@@ -176,3 +178,16 @@ def test_each_kind_s_queue_is_recognised_with_its_places() -> None:
         queue_key, places, wake = queue_keys("iq:k", kind)
         assert internal_word(queue_key) == "queue" and places_key(queue_key) == places
         assert internal_word(places) == "queued" and internal_word(wake + "t") == "wake"
+
+
+def test_an_election_shows_its_key_as_a_lock_and_its_leader_record(r: redis.Redis) -> None:
+    from distlock._protocol import leader_key
+
+    with distlock.Election(r, "k", prefix="ie", identity="node-1", ttl_ms=FOREVER_MS) as e:
+        leadership = e.campaign(wait_ms=0)
+        assert leadership is not None
+        found = own(r)
+        record = found[leader_key("ie:k")]
+        assert record.kind == LEADER_RECORD and record.ttl_ms is not None
+        held = {h.key: h for h in inspect(r, "ie").held}["ie:k"]
+        assert (held.kind, held.token_prefix) == (LOCK, leadership.token[:8])

@@ -27,14 +27,17 @@ What each key is, is decided by its Redis ``TYPE`` (:data:`READERS`):
 - ``semaphore``: a sorted set of tokens scored by their expiry instants in Redis's clock,
   the key of a :class:`distlock.Semaphore`: its permits (:class:`Permit`) are listed with
   the time each has left, measured on Redis's clock (``TIME``), never the inspector's;
-- ``fence-counter``, ``release-record``, ``queue``, ``queue-places`` and ``wake-list``:
+- ``fence-counter``, ``release-record``, ``queue``, ``queue-places``, ``wake-list`` and
+  ``leader-record``:
   distlock's own bookkeeping, ``distlock:<word>:{<tag>}`` or
   ``distlock:<word>:{<tag>}:<key>``, told by the ending of ``<word>`` (so that a family
   added later is recognised): ``fence``, ``...released`` (a release record, a string
   holding a token, one per released token, or a release memory, a sorted set of token
   -> forget instant, such as a semaphore's ``sem-released``), ``...queue`` (a waiting
   queue: its waiters, :class:`Waiter`, in order with the time each one's place has
-  left), ``...queued`` (a queue's places) and ``...wake`` (a waiter's wake list).  They live under
+  left), ``...queued`` (a queue's places), ``...wake`` (a waiter's wake list) and
+  ``leader`` (an election's leader record: its last grant's token, identity and fence;
+  the election's key itself is a ``lock``).  They live under
   ``distlock:``, so the scan of any other prefix never meets them; they are listed, under
   these kinds rather than as locks, only when the prefix is ``distlock`` (or starts with
   ``distlock:``);
@@ -94,6 +97,7 @@ FENCE_COUNTER: Final = "fence-counter"
 RELEASE_RECORD: Final = "release-record"
 QUEUE: Final = "queue"
 QUEUE_PLACES: Final = "queue-places"
+LEADER_RECORD: Final = "leader-record"
 WAKE_LIST: Final = "wake-list"
 UNKNOWN: Final = "unknown"
 
@@ -397,6 +401,8 @@ def _read_hash(probe: Probe) -> Held:
     if word is not None:
         if word.endswith("queued"):
             return Held(key, QUEUE_PLACES, redis_type, ttl_ms)
+        if word == "leader":
+            return Held(key, LEADER_RECORD, redis_type, ttl_ms)
         return Held(key, UNKNOWN, redis_type, ttl_ms)
     if _is_read_write(probe):
         return _read_read_write(probe)
