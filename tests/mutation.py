@@ -733,9 +733,9 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     # -- the queue (shared by every waiting script and the releases) ------------------------
     Mutant(
         "Q1", "W_ACQUIRE", "a key handed to the first waiter leaves it in the queue",
-        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n"
-        "    leave(queue, places, wake, head)\n",
-        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n",
+        "  local element = '=' .. string.format('%.0f', grant(head, ttl))\n"
+        "  leave(queue, places, wake, head)\n",
+        "  local element = '=' .. string.format('%.0f', grant(head, ttl))\n",
         (EDGES, *WAIT, WAIT_MODEL),
     ),
     Mutant(
@@ -746,8 +746,8 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "Q3", "RELEASE", "a handed fence pushed as Lua's own number text (14 digits)",
-        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n",
-        "    element = '=' .. grant(head, ttl)\n",
+        "  local element = '=' .. string.format('%.0f', grant(head, ttl))\n",
+        "  local element = '=' .. grant(head, ttl)\n",
         ("tests/test_lua_scripts.py", *WAIT),
     ),
     # -- the operator's scripts -------------------------------------------------------------
