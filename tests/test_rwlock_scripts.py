@@ -431,6 +431,18 @@ def test_a_readers_grant_wakes_the_next_reader_not_a_writer(r: redis.Redis) -> N
     assert queued(r) == [W2]
 
 
+def test_a_waiter_already_woken_is_not_woken_twice(r: redis.Redis) -> None:
+    assert acquire(r, WRITE, W1)[0] == 1
+    assert acquire(r, READ, R1, WAIT)[0] == 0
+    assert acquire(r, READ, R2, WAIT)[0] == 0
+    assert release(r, WRITE, W1) == 1
+    assert woken(r, R1) == ["1"]
+    # A reader that does not wait comes in before R1 attempts: its grant would wake R1,
+    # whose list already holds the wake-up it will read.
+    assert acquire(r, READ, R3)[0] == 1
+    assert woken(r, R1) == ["1"] and woken(r, R2) == []
+
+
 def add_ended_readers(r: redis.Redis, count: int) -> None:
     """``count`` readers whose leases ended long ago: a script's first read of the readers
     evicts them, which keeps it busy for some ms after its NOW."""
