@@ -5,7 +5,9 @@ the wake lists and the release records, and what each reply says.
 Each case sends the scripts as the drivers would (``EVALSHA`` of what
 :func:`distlock._protocol.encode` makes), in some interleaving, and reads the keys
 afterwards.  Nothing waits on time: a lease or a place that has ended is written as one, on
-Redis's clock, so each case is fast and exact.  ``tests/mutation.py`` names the script bug
+Redis's clock, so each case is fast and exact (but for a place that ends while a script
+runs, made by giving the script work to do after its NOW, and checked to have ended
+then).  ``tests/mutation.py`` names the script bug
 each one catches; ``spec/ReadWrite.tla``'s RedisStep is what the replies follow.
 """
 
