@@ -707,6 +707,20 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         RWLOCK,
     ),
     Mutant(
+        "RLK3", "RWLOCK_RELEASE",
+        "the wake-up chooses again by TIME read later: a first place ending in between "
+        "passes it on, to a writer the readers keep out",
+        "  wake_up(wake, head, until_ms, NOW)\n",
+        "  wake_head(queue, places, wake)\n",
+        RWLOCK,
+    ),
+    Mutant(
+        "RLK4", "RWLOCK_RELEASE", "the woken waiter's wake list outlives its place",
+        "  wake_up(wake, head, until_ms, NOW)\n",
+        "  wake_up(wake, head, until_ms, 0)\n",
+        RWLOCK,
+    ),
+    Mutant(
         "RLW1", "RWLOCK_WITHDRAW", "a first waiter that gives up keeps its wake-up from the next",
         "if head == token then\n  local foreign",
         "if false then\n  local foreign",
@@ -733,9 +747,9 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     # -- the queue (shared by every waiting script and the releases) ------------------------
     Mutant(
         "Q1", "W_ACQUIRE", "a key handed to the first waiter leaves it in the queue",
-        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n"
-        "    leave(queue, places, wake, head)\n",
-        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n",
+        "  local element = '=' .. string.format('%.0f', grant(head, ttl))\n"
+        "  leave(queue, places, wake, head)\n",
+        "  local element = '=' .. string.format('%.0f', grant(head, ttl))\n",
         (EDGES, *WAIT, WAIT_MODEL),
     ),
     Mutant(
@@ -746,9 +760,21 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "Q3", "RELEASE", "a handed fence pushed as Lua's own number text (14 digits)",
-        "    element = '=' .. string.format('%.0f', grant(head, ttl))\n",
-        "    element = '=' .. grant(head, ttl)\n",
+        "  local element = '=' .. string.format('%.0f', grant(head, ttl))\n",
+        "  local element = '=' .. grant(head, ttl)\n",
         ("tests/test_lua_scripts.py", *WAIT),
+    ),
+    Mutant(
+        "Q4", "RWLOCK_ACQUIRE", "a waiter already woken gets a second wake-up in its list",
+        "  if redis.call('LLEN', wake .. token) > 0 then return end\n",
+        "",
+        (*RWLOCK, EDGES),
+    ),
+    Mutant(
+        "Q5", "RWLOCK_RELEASE", "a woken waiter's wake list never expires",
+        "  redis.call('PEXPIRE', wake .. token, until_ms - now)\n",
+        "",
+        (*RWLOCK, EDGES),
     ),
     # -- the operator's scripts -------------------------------------------------------------
     Mutant(

@@ -5,7 +5,9 @@ the wake lists and the release records, and what each reply says.
 Each case sends the scripts as the drivers would (``EVALSHA`` of what
 :func:`distlock._protocol.encode` makes), in some interleaving, and reads the keys
 afterwards.  Nothing waits on time: a lease or a place that has ended is written as one, on
-Redis's clock, so each case is fast and exact.  ``tests/mutation.py`` names the script bug
+Redis's clock, so each case is fast and exact (but for a place that ends while a script
+runs, made by giving the script work to do after its NOW, and checked to have ended
+then).  ``tests/mutation.py`` names the script bug
 each one catches; ``spec/ReadWrite.tla``'s RedisStep is what the replies follow.
 """
 
@@ -429,6 +431,72 @@ def test_a_readers_grant_wakes_the_next_reader_not_a_writer(r: redis.Redis) -> N
     assert acquire(r, READ, R2, WAIT)[0] >= 1
     assert woken(r, W2) == []
     assert queued(r) == [W2]
+
+
+def test_a_waiter_already_woken_is_not_woken_twice(r: redis.Redis) -> None:
+    assert acquire(r, WRITE, W1)[0] == 1
+    assert acquire(r, READ, R1, WAIT)[0] == 0
+    assert acquire(r, READ, R2, WAIT)[0] == 0
+    assert release(r, WRITE, W1) == 1
+    assert woken(r, R1) == ["1"]
+    # A reader that does not wait comes in before R1 attempts: its grant would wake R1,
+    # whose list already holds the wake-up it will read.
+    assert acquire(r, READ, R3)[0] == 1
+    assert woken(r, R1) == ["1"] and woken(r, R2) == []
+
+
+def add_ended_readers(r: redis.Redis, count: int) -> None:
+    """``count`` readers whose leases ended long ago: a script's first read of the readers
+    evicts them, which keeps it busy for some ms after its NOW."""
+    r.eval(
+        "local n, t = tonumber(ARGV[1]), {} "
+        "for i = 1, n do "
+        "  t[#t + 1] = 1; t[#t + 1] = 'ended' .. i "
+        "  if #t == 2000 or i == n then redis.call('ZADD', KEYS[1], unpack(t)) t = {} end "
+        "end",
+        1, READERS, count,
+    )
+
+
+def test_the_waiter_chosen_is_woken_though_its_place_ends_as_the_script_runs(
+    r: redis.Redis,
+) -> None:
+    """The release chooses whom to wake at its NOW, by role, and wakes that waiter: a first
+    place that ends while the script runs (TIME moves on within it) does not pass the
+    wake-up on to the next waiter, here a writer the reader left keeps out.  The place ends
+    a few ms after the release is sent, among the evictions of many ended readers that come
+    after its NOW; the case is tried again, with more of them, until the script's NOW was
+    before that end (the place is still there) and its release record was written after."""
+    count = 200_000
+    for _ in range(5):
+        r.flushall()
+        # R1 and R2 read; R3, first in line before the writer W2, took its wake-up (the
+        # grant of R2 before it woke it) and went quiet.
+        assert acquire(r, WRITE, W1)[0] == 1
+        for token in (R1, R2, R3):
+            assert acquire(r, READ, token, WAIT)[0] == 0
+        assert acquire(r, WRITE, W2, WAIT)[0] == 0
+        assert release(r, WRITE, W1) == 1
+        assert acquire(r, READ, R1, WAIT)[0] >= 1
+        assert acquire(r, READ, R2, WAIT)[0] >= 1
+        assert queued(r) == [R3, W2] and woken(r, R3) == ["1"]
+        r.delete(WAKE + R3)
+        add_ended_readers(r, count)
+        ends = now(r) + 10
+        r.hset(PLACES, R3, ends)
+        assert release(r, READ, R1) == 1
+        assert woken(r, W2) == []  # R2 still reads
+        written = r.pexpiretime(released_key(KEY, R1)) - RELEASE_MEMORY_MS
+        if R3 in queued(r) and written >= ends:
+            break
+        count *= 2
+    else:
+        pytest.fail("no release's NOW came before the end of the place and its record after")
+    assert queued(r) == [R3, W2]
+    assert woken(r, R3) == ["1"]
+    # Its wake list lasts the rest of the place as NOW saw it: past its end by the ms the
+    # script ran after NOW.
+    assert 0 < r.pexpiretime(WAKE + R3) - ends <= SLACK
 
 
 def test_a_refused_attempt_clears_its_wake_list(r: redis.Redis) -> None:

@@ -20,9 +20,10 @@ Time is Redis's: before each step, the machine waits (on Redis's clock) until no
 of the model lies within a few ms of now, so that on an idle machine the script's ``NOW``
 is on a known side of every instant.  A loaded machine may delay the script anywhere
 between the ``TIME`` read before the step and the one after, so the model is run at every
-ms in between, and at the script's other clocks: Redis 7.0 judges keys' expiry at the
-script's start, but ``TIME`` moves on within a script (the wake-up, and the PTTL of
-another primitive's key, read it later than ``NOW``).  The instants a script writes
+ms in between, and at the script's start: Redis 7.0 judges keys' expiry then, but
+``TIME`` moves on within a script (the PTTL of another primitive's key reads it later
+than ``NOW``; the wake-up goes to the waiter the script chose at ``NOW``, its place
+ended or not by the time it is pushed).  The instants a script writes
 (``NOW`` + a TTL, + a place's life) are read back and give its exact ``NOW``.  Where
 several of these give Redis's reply but not the same state (something ended within the
 step), Redis's state tells which one the script saw.  A failure's message holds the
@@ -158,13 +159,9 @@ class Model:
     places_until: int | None = None
     #: The largest fence returned so far, to anyone.
     top: int = 0
-    #: A script's clocks besides its NOW, set for the one step being run.  Redis judges
-    #: keys' expiry at the script's start (at or before NOW: a key that expired by NOW may
-    #: still be there); the wake-up (lib/queue.lua's hand_head) reads TIME again, at or
-    #: after NOW, and a place may end in between.  Redis 7.0 does not freeze TIME within
-    #: a script.
+    #: The script's start, set for the one step being run: Redis judges keys' expiry then
+    #: (at or before NOW: a key that expired by NOW may still be there).
     start: int | None = None
-    late: int | None = None
 
     def live_places(self, now: int) -> list[tuple[str, str, int]]:
         return [
@@ -241,17 +238,15 @@ class Model:
             self.places_until = None
 
     def wake_next(self, now: int, readers: int) -> None:
-        """The first live waiter is woken if its attempt would be granted now."""
+        """The first live waiter is woken if its attempt would be granted now: the waiter
+        chosen at NOW, with the end of its place read then, even if that place ends before
+        the script pushes the wake-up (no one else is woken, whatever its role)."""
         if self.writer or not self.queue:
             return
         head = self.live_head(now)
         if head is None or (readers > 0 and head in self.marks):
             return
-        # The wake-up (hand_head) reads the clock again: a head whose place ended since
-        # NOW is dropped there, and whoever is first then is woken, whatever its role (a
-        # writer that live readers keep out attempts in vain, and waits again).
-        head = self.live_head(now if self.late is None else max(now, self.late))
-        if head is not None and head not in self.woken:
+        if head not in self.woken:
             self.woken.add(head)
             self.wake_ends[head] = self.places[head]
 
@@ -432,12 +427,11 @@ class Sent:
 
 @dataclass
 class Tried:
-    """One rerun of the model within a step: at NOW, with the script's start and late
-    clock, what it answers and why that is not what Redis did (None: it is)."""
+    """One rerun of the model within a step: at NOW, with the script's start, what it
+    answers and why that is not what Redis did (None: it is)."""
 
     now: int
     start: int
-    late: int
     expect: Expect
     why: str | None
 
@@ -476,16 +470,14 @@ def _runs(tried: list[Tried], base: int) -> list[str]:
     """The reruns, those at consecutive NOWs that fare alike (but for numbers that move
     with NOW) on one line."""
     out: list[list[Any]] = []
-    for run in sorted(tried, key=lambda r: (r.start - r.now, r.late - r.now, r.now)):
+    for run in sorted(tried, key=lambda r: (r.start - r.now, r.now)):
         clocks = ""
         if run.start != run.now:
             clocks += f" / start {_ms(run.start, base)}"
-        if run.late != run.now:
-            clocks += f" / late {_ms(run.late, base)}"
         reply = run.expect.reply
         shown = ["NEW" if v == NEW else v for v in reply] if isinstance(reply, list) else reply
         text = f": answers {shown}; {run.why or 'fits'}"
-        kind = (run.start == run.now, run.late == run.now, re.sub(r"[-+]?\d+", "#", text))
+        kind = (run.start == run.now, re.sub(r"[-+]?\d+", "#", text))
         if out and out[-1][0] == kind and out[-1][2] + 1 == run.now and not clocks:
             out[-1][2:4] = [run.now, text]
         else:
@@ -625,31 +617,25 @@ class ReadWriteMachine(RuleBasedStateMachine):
             return model.release(sent.token, now)
         return model.withdraw(sent.token, now)
 
-    def clocks(self, now: int, before: int, after: int) -> list[tuple[int, int]]:
-        """The script's start and its late clock that make a difference at NOW ``now``:
-        the start at NOW or at the expiry of a key (then still there), the late clock at
-        NOW or at the end of a place (then ended)."""
+    def starts(self, now: int, before: int) -> list[int]:
+        """The script's starts that make a difference at NOW ``now``: NOW, or the expiry
+        of a key (then still there)."""
         starts = {u for u in self.model.key_instants() if before <= u < now}
-        lates = {e for e in self.model.places.values() if now < e <= after}
-        return [
-            (start, late)
-            for start in [now, *sorted(starts, reverse=True)]
-            for late in [now, *sorted(lates)]
-        ]
+        return [now, *sorted(starts, reverse=True)]
 
     def match(
         self, sent: Sent, reply: list[int] | int, before: int, after: int
     ) -> tuple[Model, int]:
-        """The model after the step, at a NOW (and the script's other clocks, see
-        :meth:`clocks`) within the step that gives the reply Redis gave, the instants it
+        """The model after the step, at a NOW (and the script's start, see
+        :meth:`starts`) within the step that gives the reply Redis gave, the instants it
         wrote, and the state Redis holds: every ms of the step is tried, so that no
         instant the model does not list can fall between two tries."""
         read = self.read_back(sent)
         fitting: list[tuple[Model, int, str]] = []
         for now in range(before, after + 1):
-            for start, late in self.clocks(now, before, after):
+            for start in self.starts(now, before):
                 model = copy.deepcopy(self.model)
-                model.start, model.late = start, late
+                model.start = start
                 expect = self.run_model(model, sent, now)
                 exact = self.exact_now(sent, expect, reply, read)
                 why = (
@@ -657,14 +643,11 @@ class ReadWriteMachine(RuleBasedStateMachine):
                     if exact is not None and exact != now
                     else self.fits(model, sent, expect, reply, now, after, read)
                 )
-                self.tried.append(Tried(now, start, late, expect, why))
+                self.tried.append(Tried(now, start, expect, why))
                 if why is None:
-                    model.start = model.late = None
+                    model.start = None
                     if all(repr(model) != repr(m) for m, _, _ in fitting):
-                        clocks = "" if start == late == now else (
-                            "with the script's start before NOW" if start != now
-                            else "with its late clock after NOW"
-                        )
+                        clocks = "" if start == now else "with the script's start before NOW"
                         fitting.append((model, now, clocks))
         if not fitting:
             raise AssertionError(
@@ -948,7 +931,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
             f"{_ms(after, before)}",
             "the model before it:",
             *(f"  {line}" for line in _show(prior, before)),
-            "its reruns (NOW / the script's start / its late clock: why it does not fit):",
+            "its reruns (NOW / the script's start: why it does not fit):",
             *(f"  {line}" for line in _runs(self.tried, before)),
             f"Redis after it (read at {_ms(snap.t0, before)}..{_ms(snap.t1, before)}):",
             *(f"  {line}" for line in snap.show(before)),

@@ -1,5 +1,6 @@
--- Piece now: Redis's clock in ms.  Scripts see time frozen at their start, so every call
--- in one script answers the same instant.
+-- Piece now: Redis's clock in ms.  Redis judges keys' expiry at a script's start, but
+-- TIME moves on within a script (Redis 7.0 does not freeze it): two calls in one script
+-- may answer two instants, so a script that decides by one instant reads it once.
 -- Defines: now_ms() -> ms since the epoch, by Redis's TIME.
 local function now_ms()
   local t = redis.call('TIME')

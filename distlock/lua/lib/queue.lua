@@ -14,11 +14,15 @@
 -- Defines: leave(queue, places, wake, token): the waiter's place and wake list go.
 --   live_head(queue, places, wake, now) -> the first waiter whose place is live and the
 --   end of its place (nil, 0 if none); expired places before it are dropped.
+--   wake_up(wake, token, until_ms, now): a wake-up ('1') for the waiter token, whose
+--   place ends at until_ms (as read at now), unless one is already waiting in its list;
+--   the list lasts as long as the place.  A script that chose its waiter itself (by
+--   role: lib/rw_wake.lua) wakes it so, with the end and the instant it read.
 --   hand_head(queue, places, wake, grant): the first live waiter gets K (grant(head, ttl)
 --   makes it the holder and gives its fence: pushed as '=fence', in full digits (Lua's
 --   own number-to-text gives 14 significant digits, and fences have 15), and the waiter leaves
 --   the queue) if its place keeps a TTL to be handed K with and grant is not nil, else
---   a wake-up ('1', unless one is already waiting in its list).
+--   wake_up.
 --   wake_head(queue, places, wake): hand_head without a grant.
 -- include: now
 local function leave(queue, places, wake, token)
@@ -37,19 +41,20 @@ local function live_head(queue, places, wake, now)
     redis.call('DEL', wake .. head)
   end
 end
+local function wake_up(wake, token, until_ms, now)
+  if redis.call('LLEN', wake .. token) > 0 then return end
+  redis.call('RPUSH', wake .. token, '1')
+  redis.call('PEXPIRE', wake .. token, until_ms - now)
+end
 local function hand_head(queue, places, wake, grant)
   if redis.call('EXISTS', queue) == 0 then return end
   local now = now_ms()
   local head, until_ms = live_head(queue, places, wake, now)
   if not head then return end
   local ttl = grant and redis.call('HGET', places, '>' .. head)
-  local element = '1'
-  if ttl then
-    element = '=' .. string.format('%.0f', grant(head, ttl))
-    leave(queue, places, wake, head)
-  elseif redis.call('LLEN', wake .. head) > 0 then
-    return
-  end
+  if not ttl then return wake_up(wake, head, until_ms, now) end
+  local element = '=' .. string.format('%.0f', grant(head, ttl))
+  leave(queue, places, wake, head)
   redis.call('RPUSH', wake .. head, element)
   redis.call('PEXPIRE', wake .. head, until_ms - now)
 end
