@@ -66,6 +66,7 @@ EDGES: Final = "tests/test_script_edges.py"
 OPERATOR: Final = "tests/drivers/_sync/test_operator_api.py"
 FLOOR: Final = "tests/test_fence_floor.py"
 RWLOCK: Final = ("tests/test_rwlock_scripts.py",)
+ELECTION: Final = ("tests/test_election_scripts.py",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -743,6 +744,123 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
         "  if not foreign then wake_next(",
         "  if true then wake_next(",
         RWLOCK,
+    ),
+    # -- the election (the lock's scripts with the leader record, and its own two) ----------
+    Mutant(
+        "EL1", "W_ACQUIRE", "a campaign's grant writes no leader record",
+        "    redis.call('HSET', RECORD, 'tok', token, 'id', id, 'fence', "
+        "string.format('%.0f', fence))\n",
+        "",
+        ELECTION,
+    ),
+    Mutant(
+        "EL2", "RELEASE", "a handed candidate is named by the caller's identity alone (none)",
+        "local id = token == ARGV[1] and ARGV[7] or redis.call('HGET', KEYS[4], '#' .. token) "
+        "or ''",
+        "local id = ARGV[7] or ''",
+        ELECTION,
+    ),
+    Mutant(
+        "EL3", "WITHDRAW", "the candidate a withdrawal hands the key to is named as the withdrawer",
+        "local id = token == ARGV[1] and ARGV[7] or redis",
+        "local id = ARGV[7] or redis",
+        ELECTION,
+    ),
+    Mutant(
+        "EL4", "RELEASE", "a handed candidate's identity read from its place's handed TTL",
+        "redis.call('HGET', KEYS[4], '#' .. token)",
+        "redis.call('HGET', KEYS[4], '>' .. token)",
+        ELECTION,
+    ),
+    Mutant(
+        "EL5", "W_ACQUIRE", "the record is written without its fence",
+        "'id', id, 'fence', string.format('%.0f', fence))",
+        "'id', id)",
+        ELECTION,
+    ),
+    Mutant(
+        "EL6", "RELEASE", "the record's fence drawn anew, not the one granted",
+        "'fence', string.format('%.0f', fence))",
+        "'fence', redis.call('INCR', FENCES))",
+        ELECTION,
+    ),
+    Mutant(
+        "EL7", "W_ACQUIRE", "the record never expires: it outlives the lease it names",
+        "    redis.call('PEXPIRE', RECORD, ttl)\n",
+        "",
+        ELECTION,
+    ),
+    Mutant(
+        "EL8", "RELEASE", "a handed record lives the releaser's TTL, not the handed lease's",
+        "    redis.call('PEXPIRE', RECORD, ttl)\n",
+        "    redis.call('PEXPIRE', RECORD, ARGV[2])\n",
+        ELECTION,
+    ),
+    Mutant(
+        "EL9", "W_ACQUIRE", "a refused candidate's place keeps no identity",
+        "if NOTE then redis.call('HSET', places, '#' .. token, NOTE) end\n",
+        "",
+        ELECTION,
+    ),
+    Mutant(
+        "EL10", "W_ACQUIRE", "a candidate that leaves the queue leaves its note behind",
+        "  redis.call('HDEL', places, token, '>' .. token, '#' .. token)\n",
+        "  redis.call('HDEL', places, token, '>' .. token)\n",
+        ELECTION,
+    ),
+    Mutant(
+        "EL11", "RELEASE", "an ended place is dropped without its note",
+        "    redis.call('HDEL', places, head, '>' .. head, '#' .. head)\n",
+        "    redis.call('HDEL', places, head, '>' .. head)\n",
+        ELECTION,
+    ),
+    Mutant(
+        "EL12", "E_RENEW", "a renewal renews the key but not the record",
+        "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n",
+        "",
+        ELECTION,
+    ),
+    Mutant(
+        "EL13", "E_RENEW", "the record is renewed whoever holds the key",
+        "if read('GET', KEYS[1]) == ARGV[1] then\n  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n",
+        "redis.call('PEXPIRE', KEYS[2], ARGV[2])\nif read('GET', KEYS[1]) == ARGV[1] then\n",
+        ELECTION,
+    ),
+    Mutant(
+        "EL14", "E_RENEW", "a renewal without the token check",
+        "if read('GET', KEYS[1]) == ARGV[1] then\n  redis.call('PEXPIRE', KEYS[2]",
+        "if redis.call('EXISTS', KEYS[1]) == 1 then\n  redis.call('PEXPIRE', KEYS[2]",
+        ELECTION,
+    ),
+    Mutant(
+        "EL15", "E_LEADER", "the record is reported whatever token the key holds",
+        "if rec[1] ~= token then return {} end\n",
+        "",
+        ELECTION,
+    ),
+    Mutant(
+        "EL16", "E_LEADER", "the record's remaining TTL is reported, not the key's",
+        "redis.call('PTTL', KEYS[1])}",
+        "redis.call('PTTL', KEYS[2])}",
+        ELECTION,
+    ),
+    Mutant(
+        "EL17", "E_LEADER", "a key of another type is a WRONGTYPE error, not nobody leading",
+        "local token = read('GET', KEYS[1])",
+        "local token = redis.call('GET', KEYS[1])",
+        ELECTION,
+    ),
+    Mutant(
+        "EL18", "E_LEADER", "a free key is not read as nobody leading",
+        "if not token then return {} end\n",
+        "",
+        ELECTION,
+    ),
+    Mutant(
+        "EL19", "RELEASE", "a handoff to a place without a note fails half-written",
+        "'#' .. token) or ''",
+        "'#' .. token)",
+        ELECTION,
     ),
     # -- the queue (shared by every waiting script and the releases) ------------------------
     Mutant(

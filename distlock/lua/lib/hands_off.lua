@@ -15,11 +15,14 @@
 --   (then KEYS[4] is the queue's places, and ARGV[7] the caller's identity where it
 --   campaigns).
 -- Defines: handed(token, ttl) -> the fence of the key claimed for token (hand_head's
---   grant); claim() -> the caller's own claim: handed(ARGV[1], ARGV[2]).
+--   grant); claim() -> the caller's own claim: handed(ARGV[1], ARGV[2]).  Every caller
+--   claims a key that is free or token's own (lib/wait.lua claims only then, a release
+--   hands off the key it has just deleted, a withdrawal only a free key), so the claim is
+--   always a grant, and always written.
 local function handed(token, ttl)
   local fence = claim_as(token, ttl)
   if type(fence) == 'table' then fence = fence[2] end
-  if RECORD and fence ~= 0 then
+  if RECORD then
     local id = token == ARGV[1] and ARGV[7] or redis.call('HGET', KEYS[4], '#' .. token) or ''
     redis.call('HSET', RECORD, 'tok', token, 'id', id, 'fence', string.format('%.0f', fence))
     redis.call('PEXPIRE', RECORD, ttl)
