@@ -40,6 +40,7 @@ from typing import Any, ClassVar, Final
 
 from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS, method_name
 from distlock._core.commands import Kind, Op, Step
+from distlock._core.election import CampaignSection, leading
 from distlock._core.lease import Write
 from distlock._core.readwrite import ReadSection, WriteSection, reentry_refused
 from distlock._core.reentrant import ReentrantSection
@@ -390,6 +391,11 @@ class Adapter:
         """The client still takes steps (the semaphore's clients may be killed)."""
         return c not in state.get("dead", ())
 
+    def observed(self, state: dict[str, Value], c: str) -> bool:
+        """The spec's view of client ``c`` is the core's to match (a client killed where
+        the spec ends its section is no longer run by any core)."""
+        return True
+
     def silent_refusal(self, action: str) -> str | None:
         """Why the core does not take the ``silent`` step ``action`` as the spec does (None:
         it does)."""
@@ -629,6 +635,8 @@ class Replay:
 
     def check_view(self, client: Client, state: dict[str, Value], c: str, after: str,
                    arg: Arg = None) -> None:
+        if not self.spec.observed(state, c):
+            return
         core, spec = self.spec.core_view(client), self.spec.spec_view(state, c)
         if core != spec:
             diff = {k: (core[k], spec[k]) for k in core if core[k] != spec[k]}
@@ -1133,3 +1141,82 @@ class ReadWriteAdapter(Adapter):
         if isinstance(refused, UpgradeError):
             return None
         return f"a read asking for the write is refused with {refused!r}, not UpgradeError"
+
+
+class ElectionAdapter(Adapter):
+    """``spec/Election.tla``'s candidates and :class:`CampaignSection`: the lock's actions
+    and its handoff's ``Wake`` (a wake-up carrying the handed fence: held, the lease
+    counted from the last attempt) and ``Withdraw``; every campaign waits (the drivers'
+    ``wait_ms=None``, a deadline no model comes near) and is renewed.  A block ends
+    without a wake-up in the next ``Acquire``: the core's ``block`` and a ``wake`` with
+    no fence change nothing the spec shows, and are not called.
+
+    ``Die`` is the environment's: the spec ends the killed candidate's section, which no
+    core runs any more, so a dead candidate is neither observed nor probed.  What the spec
+    observes adds the handle's check before its leader acts, ``leading()`` against the
+    spec's ``Leading`` (``Acting``) in every state, a starved loop's among them."""
+
+    actions: ClassVar[Mapping[str, str]] = {
+        **CLIENT_ACTIONS, "Wake": WAIT_ACTIONS["Wake"], "Withdraw": WAIT_ACTIONS["Withdraw"]}
+    #: A campaign's deadline (``campaign(wait_ms=None)``): no model's behaviour comes near.
+    wait_ms: ClassVar[int] = 10**9
+
+    def new_section(self, state: dict[str, Value], c: str) -> Section:
+        tok = state["token"][c]
+        base = section_config(self.model, True)
+        cfg = SectionConfig(
+            ttl_ms=base.ttl_ms, retries=base.retries, retry_delay_ms=base.retry_delay_ms,
+            renew_every_ms=base.renew_every_ms, watch=True, drift_factor=base.drift_factor,
+            wait_ms=self.wait_ms, cancel_on_loss=False)
+        section = CampaignSection("k", f"{tok[0]}-{tok[1]}", cfg, client=c, record=True)
+        section.identity = c
+        return section
+
+    def core_view(self, client: Client) -> dict[str, Any]:
+        view = super().core_view(client)
+        # A campaign's attempts are not retries: the spec's retries_left stays.
+        view["retries_left"] = self.model.retries
+        return {**view, "leading": leading(client.section, client.now)}
+
+    def spec_view(self, state: dict[str, Value], c: str) -> dict[str, Any]:
+        leads = (state["phase"][c] == "held" and not state["lost"][c]
+                 and state["deadline_in"][c] > 0)
+        return {**super().spec_view(state, c), "leading": leads}
+
+    def client_key(self, state: dict[str, Value], c: str) -> tuple[Any, ...]:
+        # A waiter's lease, if the key is handed to it, counts from its last attempt.
+        waiting = state["phase"][c] == "waiting"
+        return (*super().client_key(state, c), state["sent_ago"][c] if waiting else None)
+
+    def observed(self, state: dict[str, Value], c: str) -> bool:
+        return c not in state["dead"]
+
+    def reply_value(self, action: str, c: str, src: dict[str, Value],
+                    dst: dict[str, Value]) -> Arg:
+        if action == "Wake":
+            return "handed"
+        return super().reply_value(action, c, src, dst)
+
+    def fence(self, c: str, arg: Arg, dst: dict[str, Value]) -> int:
+        return int(dst["fence"][c]) if arg in ("granted", "handed") else 0
+
+    def invoke(self, sec: Section, now: float, action: str, arg: Arg, fence: int) -> Step:
+        if action == "Wake":
+            return sec.wake(now, True, fence)
+        if action == "AcquireReply" and arg != "granted":
+            # A waiting attempt's refusal carries how long it may last (>= 1 ms).
+            return sec.acquire_reply(now, -self.unit_ms)
+        return super().invoke(sec, now, action, arg, fence)
+
+    def core_sent(self, step: Step) -> str | None:
+        # A campaign's every request runs the election's scripts.
+        sent = super().core_sent(step)
+        if sent is None or step.send is None:
+            return None
+        kind = step.send.kind
+        return sent if kind is Kind.CAMPAIGN else f"{sent} ({kind.value})"
+
+    @classmethod
+    def candidates_of(cls, actions: Iterable[str]) -> list[tuple[str, Arg, bool]]:
+        return [(a, "handed" if a == "Wake" else arg, tick)
+                for a, arg, tick in super().candidates_of(actions)]

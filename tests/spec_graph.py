@@ -64,6 +64,14 @@ class Model:
     #: reads (ghosts for its properties): states that differ only there have the same
     #: steps, so one of them is enough, and a model with many such is much smaller.
     view: str = ""
+    #: The spec's initial predicate, and (with ``client_actions``) the disjuncts of the
+    #: model's ``Next`` after the client actions: a spec that extends another names its
+    #: own (``spec/Election.tla``: ``EInit``, and its ``ENext`` without the candidates).
+    init: str = "Init"
+    env: tuple[str, ...] = ("EnvStep",)
+    #: Actions the replay knows by another name: (its name, the spec's), ``("Tick",
+    #: "ETick")``: the graph's labels say the former.
+    aliases: tuple[tuple[str, str], ...] = ()
 
     def constants(self) -> dict[str, str]:
         if not self.lock_constants:
@@ -141,7 +149,7 @@ def _cfg(model: Model, spec: Path) -> str:
     lines = ["CONSTANTS", *(f"    {k} = {v}" for k, v in constants.items())]
     nxt = "GuardNext" if model.client_actions else "Next"
     view = [f"VIEW {_PREFIX}View"] if model.view else []
-    return "\n".join([*lines, "INIT Init", f"NEXT {nxt}", *view, ""])
+    return "\n".join([*lines, f"INIT {model.init}", f"NEXT {nxt}", *view, ""])
 
 
 #: Prefix of the generated per-action operators; the graph's labels lose it.
@@ -157,7 +165,7 @@ def _module(model: Model) -> str:
         lines.append("GuardNext ==")
         lines += [f"    \\/ \\E c \\in {model.client_set} : {_PREFIX}{a}(c)"
                   for a in model.client_actions]
-        lines.append("    \\/ EnvStep")
+        lines += [f"    \\/ {step}" for step in model.env]
     if model.view:
         lines.append(f"{_PREFIX}View == {model.view}")
     return "\n".join([*lines, "====", ""])
@@ -221,9 +229,11 @@ def parse_dot(model: Model, text: str) -> Graph:
     states: dict[str, dict[str, Value]] = {}
     init: list[str] = []
     edges: list[tuple[str, str, str]] = []
+    renamed = {spec: ours for ours, spec in model.aliases}
     for line in text.splitlines():
         if found := _EDGE.match(line):
             label = found.group(3).removeprefix(_PREFIX)
+            label = renamed.get(label, label)
             edges.append((found.group(1), found.group(2), label))
         elif (found := _NODE.match(line)) and found.group(1) not in states:
             states[found.group(1)] = parse_state(_unescape(found.group(2)))

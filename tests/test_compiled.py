@@ -36,6 +36,8 @@ def expected_build() -> str:
 
 def test_the_compiled_modules_are_the_core_and_exist() -> None:
     assert "distlock._core.section" in COMPILED_MODULES, COMPILED_MODULES
+    # The election's pure machine is core too: its campaigns' sections are compiled.
+    assert "distlock._core.election" in COMPILED_MODULES, COMPILED_MODULES
     for name in COMPILED_MODULES:
         assert (ROOT / (name.replace(".", "/") + ".py")).is_file(), name
 
@@ -98,6 +100,8 @@ def test_each_primitive_makes_its_own_section_in_either_build() -> None:
     import redis.asyncio as aredis
 
     import distlock.asyncio
+    from distlock._core.commands import Kind
+    from distlock._core.election import CampaignSection
     from distlock._core.readwrite import ReadSection, WriteSection
     from distlock._core.reentrant import ReentrantSection
     from distlock._core.section import Section
@@ -119,3 +123,13 @@ def test_each_primitive_makes_its_own_section_in_either_build() -> None:
             config = side._config(side.defaults, watch=False, cancel_on_loss=False)
             section = side._new_section("k", 1, config, "c", False)
             assert type(section) is expected_role, (module.__name__, type(section))
+        # An Election's campaigns (its _candidates primitive, a driver's class over the
+        # compiled base) make the campaign's section, which carries the identity.
+        candidates = module.Election(client, "e", identity="me")._candidates
+        config = candidates._config(candidates.defaults, watch=True, cancel_on_loss=False)
+        section = candidates._new_section("k", 1, config, "c", False)
+        assert type(section) is CampaignSection, (module.__name__, type(section))
+        section.identity = "me"
+        command = section.acquire(0.0).send
+        assert command is not None and command.identity == "me", (module.__name__, command)
+        assert command.kind is Kind.CAMPAIGN, (module.__name__, command.kind)
