@@ -44,7 +44,10 @@ handoff's record naming the caller's identity (ARGV[7], the withdrawing candidat
 rather than the one its waiter's place keeps; E_LEADER's token check dropped (it reports
 a record the key's holder did not write: the story below has it report a resigned
 leader while a Lock holds the key); the identity note's HDEL dropped from
-lib/queue.lua's ``leave`` (a stale ``#token`` stays in the places).
+lib/queue.lua's ``leave`` (a stale ``#token`` stays in the places).  E_RENEW giving the
+record its TTL before the key's (the record may expire before its lease), which the
+machine meets only when a renewal spans a ms boundary, is caught every time by the
+regression test at the end.
 """
 
 from __future__ import annotations
@@ -766,3 +769,37 @@ def test_the_election_stories_step_by_step(redis_server: RedisServer) -> None:
     assert new("a lock took the key beside a stale record") == 1
     assert new("leader read nobody") == 1 and new("resigned") == 1
 
+
+def test_a_renewal_never_leaves_the_record_to_expire_before_its_lease(
+    fresh_redis: RedisServer,
+) -> None:
+    """E_RENEW gives the key its TTL before the record.  Redis before 7.2 reads its clock
+    at each command of a script, so a renewal that gave the record its TTL first, across
+    a ms boundary, left it to expire before the lease it names; a renewal run in that last
+    ms of the lease finds the key its own and renews it, while the record is gone, and
+    ``leader()`` reports nobody for the whole renewed lease.  Here every PEXPIRE publishes
+    a keyspace notification to patterns made to take ms to refute, so that every renewal
+    spans a ms boundary: the record's instant is then strictly after the key's."""
+    r = redis.Redis(port=fresh_redis.port)
+    sub = r.pubsub()
+    try:
+        key = "er:" + "x" * 20_000
+        r.config_set("notify-keyspace-events", "Kg")
+        sub.psubscribe(*["*" + "x*" * 200 + f"y{i}" for i in range(200)])
+        token = TOKENS[0]
+        campaign = Command(Op.ACQUIRE, key, token, LONG, kind=Kind.CAMPAIGN, queue_ms=0,
+                           identity=IDENTITY[token])
+        script, keys, args = encode(campaign)
+        assert int(r.eval(script.source, len(keys), *keys, *args)[0]) > 0
+        renew = Command(Op.RENEW, key, token, HAND, kind=Kind.CAMPAIGN)
+        script, keys, args = encode(renew)
+        assert keys == [key, leader_key(key)]
+        for _ in range(3):
+            assert r.eval(script.source, len(keys), *keys, *args) == 1
+            key_at, record_at = r.pexpiretime(key), r.pexpiretime(leader_key(key))
+            assert record_at > key_at, (
+                f"the record expires at {record_at}, its lease at {key_at}"
+            )
+    finally:
+        sub.close()
+        r.close()
