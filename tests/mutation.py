@@ -822,15 +822,26 @@ MUTANTS: Final[tuple[Mutant, ...]] = (
     ),
     Mutant(
         "EL13", "E_RENEW", "the record is renewed whoever holds the key",
-        "if read('GET', KEYS[1]) == ARGV[1] then\n  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n",
-        "redis.call('PEXPIRE', KEYS[2], ARGV[2])\nif read('GET', KEYS[1]) == ARGV[1] then\n",
+        "if read('GET', KEYS[1]) == ARGV[1] then\n  local renewed",
+        "redis.call('PEXPIRE', KEYS[2], ARGV[2])\nif read('GET', KEYS[1]) == ARGV[1] then\n"
+        "  local renewed",
         ELECTION,
     ),
     Mutant(
         "EL14", "E_RENEW", "a renewal without the token check",
-        "if read('GET', KEYS[1]) == ARGV[1] then\n  redis.call('PEXPIRE', KEYS[2]",
-        "if redis.call('EXISTS', KEYS[1]) == 1 then\n  redis.call('PEXPIRE', KEYS[2]",
+        "if read('GET', KEYS[1]) == ARGV[1] then\n  local renewed",
+        "if redis.call('EXISTS', KEYS[1]) == 1 then\n  local renewed",
         ELECTION,
+    ),
+    Mutant(
+        "EL20", "E_RENEW", "the record's TTL is set before the key's: a renewal spanning a ms "
+        "leaves the record to expire before its lease (Redis 7.0 reads its clock per command)",
+        "  local renewed = redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+        "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n  return renewed\n",
+        "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+        "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
+        ("tests/properties/test_election_stateful.py::"
+         "test_a_renewal_never_leaves_the_record_to_expire_before_its_lease",),
     ),
     Mutant(
         "EL15", "E_LEADER", "the record is reported whatever token the key holds",
