@@ -20,12 +20,13 @@ could answer was sent before the pause: the deadline is at most a TTL after it),
 take the slack the other scenarios allow for a timer, and ``is_leader``, a read of the
 clock, must be False past that deadline exactly: every read of it that returned True
 began before the pause's start plus a TTL.  After the pause a campaigner leads, then
-resigns, handing the lease on (a campaigner whose renewals a loaded machine holds back
-past its TTL may lose its lease instead: its signal must say so).  Each candidate reads
-``is_leader`` every few ms while it leads, on the one monotonic clock of this process:
-from the end of its first True read to the start of its last it was leader throughout
-(once False, a leadership's ``is_leader`` stays False), and no two candidates' such
-spans may overlap; fences increase from one leader to the next.
+resigns, handing the lease on (a campaigner whose attempt was sent during the pause and
+granted after it counts its lease from that send, as the spec does, so little of it may
+be left, and it may lapse before a renewal is answered: its signal must say so).  Each
+candidate reads ``is_leader`` every few ms while it leads, on the one monotonic clock of
+this process: from the end of its first True read to the start of its last it was leader
+throughout (once False, a leadership's ``is_leader`` stays False), and no two
+candidates' such spans may overlap; fences increase from one leader to the next.
 
 The first trial of each is traced (the candidates' events, the dead leader's process's
 up to the kill, and the observer's ``leader()`` reads recorded with
@@ -499,8 +500,9 @@ def _judge(sc: Scenario, trial: int, seen: _Trial, problems: list[str]) -> float
     led = [t for t in seen.terms if t.granted_at is not None]
     if len(led) != len(seen.terms):
         fail(f"only {[t.name for t in led]} led: every campaigner must lead in turn")
-    # A campaigner may lose its lease too (a loaded machine delays its renewals past its
-    # TTL): its loss must be surfaced, as every lapsed lease's is.
+    # A campaigner may lose its lease too (an attempt sent during the pause, granted after
+    # it: its lease counts from the send): its loss must be surfaced, as every lapsed
+    # lease's is.
     silent = [t.name for t in campaigners if t.resigned is False and t.signal_at is None]
     if silent:
         fail(f"a campaigner's resign() said its lease was lost, its signal silent: {silent}")
