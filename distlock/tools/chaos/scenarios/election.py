@@ -326,8 +326,12 @@ def _sync_paused_trial(sc: Scenario, trial: int, campaigners: int) -> _Trial:
         if leadership is None:
             return
         term.granted_at, term.fence = now(), leadership.fence
+        resigned = threading.Event()
         watcher = threading.Thread(
-            target=_watch_signal, args=(leadership, term), name="chaos-signal", daemon=True
+            target=_watch_signal,
+            args=(leadership, term, resigned),
+            name="chaos-signal",
+            daemon=True,
         )
         watcher.start()
         ends = term.granted_at + TERM_TTLS * params.ttl
@@ -342,6 +346,7 @@ def _sync_paused_trial(sc: Scenario, trial: int, campaigners: int) -> _Trial:
             if stop.wait(READ_EVERY_S):
                 break
         term.resigned = leadership.resign()
+        resigned.set()
         watcher.join(timeout=params.ttl + 10)
 
     try:
@@ -383,9 +388,13 @@ def _sync_paused_trial(sc: Scenario, trial: int, campaigners: int) -> _Trial:
     return out
 
 
-def _watch_signal(leadership: Leadership, term: _Term) -> None:
-    if leadership.signal.wait(WAIT_MS / 1000):
-        term.signal_at = now()
+def _watch_signal(leadership: Leadership, term: _Term, resigned: threading.Event) -> None:
+    """Note when the leadership's signal fires, until its candidate has resigned (a
+    resignation fires no signal: the wait's time-out is only the check for that)."""
+    while not resigned.is_set():
+        if leadership.signal.wait(0.01):
+            term.signal_at = now()
+            return
 
 
 async def _async_paused_trial(sc: Scenario, trial: int, campaigners: int) -> _Trial:
