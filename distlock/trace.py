@@ -20,6 +20,12 @@ caused or saw it knows it happened: :meth:`NdjsonRecorder.declare_data_loss` wri
 :data:`DATA_LOSS` event saying so, and the checker compares fences within each stretch
 between such events only.
 
+An election's ``leader()`` reads are no section's transitions: whoever reads records them
+beside the candidates' events with :func:`traced_leader` (or :func:`atraced_leader` for
+the asyncio driver), as :data:`LEADER_SEND` before the read is sent and
+:data:`LEADER_READ` (what it reported) or :data:`LEADER_FAIL` once it returned.  The
+checker then holds each read to the spec's ``LeaderRead`` (``spec/ElectionTrace.tla``).
+
 Whoever stopped Redis may also say when no Redis process ran at all
 (:meth:`NdjsonRecorder.declare_redis_down`, a :data:`REDIS_DOWN` event; a stretch may
 start at the instant a SIGKILL was sent: from then on the dying process serves no request
@@ -35,10 +41,15 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
+
+from distlock._clock import now_ms
+
+if TYPE_CHECKING:
+    from distlock._leader import Leader
 
 #: The action of an event declaring that Redis lost its data (keys and fence counters).
 DATA_LOSS: Final = "RedisLostData"
@@ -47,6 +58,13 @@ DATA_LOSS: Final = "RedisLostData"
 REDIS_DOWN: Final = "RedisDown"
 #: The actions of the declarations: what the clients' own sections did not record.
 DECLARATIONS: Final = frozenset({DATA_LOSS, REDIS_DOWN})
+#: An election's ``leader()`` read: sent (recorded before the call), and what it reported
+#: (``identity`` and ``fence``, both None when nobody leads) or that it failed.
+LEADER_SEND: Final = "LeaderSend"
+LEADER_READ: Final = "LeaderRead"
+LEADER_FAIL: Final = "LeaderReadFail"
+#: The actions of an election's observers: reads, no section's transitions.
+LEADER_ACTIONS: Final = frozenset({LEADER_SEND, LEADER_READ, LEADER_FAIL})
 
 
 def data_loss_event(t: float, key: str | None = None) -> dict[str, Any]:
@@ -148,6 +166,57 @@ def iter_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         yield event
 
 
+class _Election(Protocol):
+    key: str
+
+
+def _leader_event(action: str, key: str, observer: str, **fields: Any) -> dict[str, Any]:
+    return {"action": action, "client": observer, "key": key, "t": now_ms(), **fields}
+
+
+def _reported(leader: Leader | None) -> dict[str, Any]:
+    if leader is None:
+        return {"identity": None, "fence": None, "ttl_ms": None}
+    return {"identity": leader.identity, "fence": leader.fence, "ttl_ms": leader.ttl_ms}
+
+
+def traced_leader(
+    election: _Election,
+    trace: Callable[[dict[str, Any]], None],
+    observer: str = "observer",
+) -> Leader | None:
+    """``election.leader()`` (a sync :class:`~distlock.Election`), recorded into ``trace``
+    as the read of ``observer``: :data:`LEADER_SEND` before it is sent, then
+    :data:`LEADER_READ` with what it reported, or :data:`LEADER_FAIL` (the error is
+    re-raised).  An observer has one read in flight at a time."""
+    read: Callable[[], Leader | None] = election.leader  # type: ignore[attr-defined]
+    trace(_leader_event(LEADER_SEND, election.key, observer))
+    try:
+        leader = read()
+    except BaseException:
+        trace(_leader_event(LEADER_FAIL, election.key, observer))
+        raise
+    trace(_leader_event(LEADER_READ, election.key, observer, **_reported(leader)))
+    return leader
+
+
+async def atraced_leader(
+    election: _Election,
+    trace: Callable[[dict[str, Any]], None],
+    observer: str = "observer",
+) -> Leader | None:
+    """:func:`traced_leader` for an asyncio :class:`~distlock.asyncio.Election`."""
+    read: Callable[[], Awaitable[Leader | None]] = election.leader  # type: ignore[attr-defined]
+    trace(_leader_event(LEADER_SEND, election.key, observer))
+    try:
+        leader = await read()
+    except BaseException:
+        trace(_leader_event(LEADER_FAIL, election.key, observer))
+        raise
+    trace(_leader_event(LEADER_READ, election.key, observer, **_reported(leader)))
+    return leader
+
+
 def write_events(path: str | os.PathLike[str], events: Iterable[dict[str, Any]]) -> None:
     """Write ``events`` as an NDJSON trace (used by tests to build corrupted traces)."""
     with NdjsonRecorder(Path(path), append=False) as rec:
@@ -158,11 +227,17 @@ def write_events(path: str | os.PathLike[str], events: Iterable[dict[str, Any]])
 __all__ = [
     "DATA_LOSS",
     "DECLARATIONS",
+    "LEADER_ACTIONS",
+    "LEADER_FAIL",
+    "LEADER_READ",
+    "LEADER_SEND",
     "REDIS_DOWN",
     "NdjsonRecorder",
+    "atraced_leader",
     "data_loss_event",
     "iter_events",
     "read_events",
     "redis_down_event",
+    "traced_leader",
     "write_events",
 ]

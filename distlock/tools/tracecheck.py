@@ -238,6 +238,26 @@ has run.  The release wakes, never hands: a ``Wake`` with a fence is a TraceErro
 modelled, so refused: a declared data loss (``spec/ReadWrite.tla`` has no key loss), and
 another key of the slot taking a fence during the trace (a reader's fence above the last
 write's: the spec's counter is the key's own).
+
+**The election.**  A key whose events hold a campaign (an ``Acquire`` recording the
+candidate's ``identity``) or an observer's ``leader()`` read (:data:`distlock.trace.LEADER_SEND`,
+``LEADER_READ``, ``LEADER_FAIL``, recorded by :func:`distlock.trace.traced_leader`;
+:func:`is_election`) is checked against ``spec/Election.tla`` with the static
+``spec/ElectionTrace.tla`` (:func:`build_election_model`).  A campaign is the lock's
+waiting section with the handoff, action for action, so the sections are the lock's
+trace model's rows, as above (the generated ``DistLockTrace``, which
+``ElectionTrace.tla`` EXTENDS): a resignation that hands the lease to the campaigner
+first in line is the release's ``ReleaseHand``, a campaign whose ``wait_ms`` ran out a
+waiter refused at its deadline, a killed leader a section that stops (its key lapses at
+its TTL).  What the election adds is checked there: each read's script runs at one
+instant between its send and its reply, and reports the identity and the fence of the
+section whose token the key holds then (the leader record every grant writes in the same
+step), or nobody while the key is free: a read naming a candidate never granted, one
+whose lease has ended, or a fence not the last granted to the key's holder is no
+behaviour.  A fence is compared by its rank among the sections' recorded fences; a read's
+fence no section recorded (its grant's reply lost) matches only a holder with no recorded
+grant.  Observers have no fences or deadlines of their own: the pre-pass checks only
+their clocks.
 """
 
 from __future__ import annotations
@@ -260,7 +280,15 @@ from typing import Any, Final
 from distlock._core.actions import CLIENT_ACTIONS, REENTRANT_ACTIONS, WAIT_ACTIONS
 from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS, QUEUE_GRACE_MS
 from distlock.tools import specfiles
-from distlock.trace import DATA_LOSS, DECLARATIONS, REDIS_DOWN
+from distlock.trace import (
+    DATA_LOSS,
+    DECLARATIONS,
+    LEADER_ACTIONS,
+    LEADER_FAIL,
+    LEADER_READ,
+    LEADER_SEND,
+    REDIS_DOWN,
+)
 
 #: Ticks per TTL in the generated model (the spec's TTL constant), by default.  Fewer
 #: ticks make TLC's search smaller and the timing checks coarser.
@@ -686,6 +714,18 @@ def _is_declaration(event: dict[str, Any]) -> bool:
     return event.get("action") in DECLARATIONS
 
 
+def _is_read(event: dict[str, Any]) -> bool:
+    """Whether ``event`` is an election observer's (a ``leader()`` read's), no section's."""
+    return event.get("action") in LEADER_ACTIONS
+
+
+def _read_key(event: dict[str, Any]) -> str:
+    key = event.get("key")
+    if not isinstance(key, str):
+        raise TraceError(f"a leader read without its election's key: {event}")
+    return key
+
+
 def _data_losses(events: Sequence[dict[str, Any]]) -> int:
     """How many data losses ``events`` declare."""
     return sum(1 for e in events if e.get("action") == DATA_LOSS)
@@ -806,6 +846,9 @@ def split_by_key(events: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, A
     for e in events:
         if _is_declaration(e):
             continue
+        if _is_read(e):
+            out.setdefault(_read_key(e), [])
+            continue
         client = str(e["client"])
         if client not in key_of:
             if e["action"] != "Acquire" or "key" not in e:
@@ -818,6 +861,8 @@ def split_by_key(events: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, A
             for key, evs in out.items():
                 if named is None or named == key:
                     evs.append(e)
+        elif _is_read(e):
+            out[_read_key(e)].append(e)
         else:
             out[key_of[str(e["client"])]].append(e)
     return out
@@ -1202,6 +1247,8 @@ def prepass(
                 f"before its own previous event (event {n + 1}, t={before} ms)",
             )
         last[client] = (i, t)
+        if _is_read(e):
+            continue  # an observer's read: its fence is checked against the model's grants
         problem = deadlines.step(i, e, t) or waits.step(i, e, t)
         if problem is not None:
             return problem
@@ -1306,6 +1353,13 @@ class Model:
     #: The model's clients (a lock's sections run as rounds of fewer: see
     #: :func:`lock_rounds`); 0: one per section.
     clients: int = 0
+    #: The lock's model: each row's time bound (``k``) and its hidden steps' fields (the
+    #: handoffs and faults offered before it), which a row put before it shares.
+    row_k: list[int] = field(default_factory=list)
+    row_hidden: list[str] = field(default_factory=list)
+    #: Other generated modules TLC needs beside TraceData, by name (the module
+    #: ``trace_spec`` extends, when it is not the checked module itself).
+    modules: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.clients:
@@ -1415,6 +1469,8 @@ def build_model(
     t0 = _time(logged[0][1])
     k = 0
     rows: list[str] = []
+    row_k: list[int] = []
+    row_hidden: list[str] = []
     for n, (_, e) in enumerate(logged):
         client = str(e["client"])
         # Time may pass up to the event's timestamp (rounded up, plus one tick of slack);
@@ -1433,6 +1489,8 @@ def build_model(
             fences[client] = fence
         # the core's "waiting" is the spec's "backoff" (see WaitDenied)
         phase = "backoff" if e["phase"] == "waiting" else e["phase"]
+        row_k.append(k)
+        row_hidden.append(f"hand |-> {hands[n]}, abandoned |-> {abandoned[n]}, {faults[n]}")
         rows.append(
             f"[a |-> {_tla_str(e['action'])}, c |-> {client_of[client]}, k |-> {k}, "
             f"lo |-> {lows[n]}, keep |-> {_tla_bool(keep[n])}, "
@@ -1523,7 +1581,16 @@ def build_model(
             "",
         ]
     )
-    return Model(data, trace_spec, cfg, len(index), [i for i, _ in logged], clients=model_clients)
+    return Model(
+        data,
+        trace_spec,
+        cfg,
+        len(index),
+        [i for i, _ in logged],
+        clients=model_clients,
+        row_k=row_k,
+        row_hidden=row_hidden,
+    )
 
 
 def _per_round(client_of: dict[str, int], round_of: dict[str, int], values: dict[str, str]) -> str:
@@ -1865,6 +1932,119 @@ def build_readwrite_model(
         ]
     )
     return Model(data, None, cfg, len(index), rows_of, module="ReadWriteTrace")
+
+
+def is_election(events: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``events`` are an election's: a campaign's Acquire records the candidate's
+    ``identity``, or an observer read who leads."""
+    return any(
+        _is_read(e) or (e.get("action") == "Acquire" and "identity" in e) for e in events
+    )
+
+
+#: The reads' rows of the election's trace model: their action, by the recorded one.
+_READ_ROW: Final = {LEADER_SEND: "LeaderSend", LEADER_READ: "LeaderRead", LEADER_FAIL: "LeaderFail"}
+
+
+def build_election_model(
+    events: Sequence[dict[str, Any]],
+    *,
+    complete: bool = True,
+    ticks: int = TTL_TICKS,
+    hang_after_ms: float = 0.0,
+) -> Model:
+    """The modules and TLC config checking an election's ``events`` (one key: its
+    candidates' campaigns and its observers' ``leader()`` reads) with
+    ``spec/ElectionTrace.tla``, which EXTENDS the lock's trace model.
+
+    A campaign is a lock's waiting section, action for action (``spec/Election.tla``
+    EXTENDS ``spec/DistLock.tla`` and takes the lock's steps as they are), so its events
+    are the lock's trace model's rows (:func:`build_model`, the generated
+    ``DistLockTrace``): a resignation's handoff is the release's (``ReleaseHand``), a
+    campaign that gives up is a waiter whose wait ran out, a killed leader a section that
+    stops.  TraceData adds ``Identity`` (per model client, per round: what each section's
+    ``Acquire`` recorded) and ``Observers``.  Each read is two rows, put among the
+    sections' rows in file order: its send, and its reply (the identity, ``""`` when
+    nobody leads, and the fence's rank among the sections' recorded fences: 0 for one no
+    section recorded) or its failure.  A read row shares the time bound and the hidden
+    steps' fields of the section row after it (of the last row, at the end)."""
+    logged = [(i, e) for i, e in enumerate(events) if not _is_declaration(e)]
+    if not any(not _is_read(e) for _, e in logged):
+        raise TraceError("an election's trace without a campaign")
+    # The sections' events (declarations kept), and where each was among ``events``.
+    section_at = [i for i, e in enumerate(events) if not _is_read(e)]
+    sections = [events[i] for i in section_at]
+    base = build_model(sections, complete=complete, ticks=ticks, hang_after_ms=hang_after_ms)
+    assert base.trace_spec is not None
+    section_logged = [e for e in sections if not _is_declaration(e)]
+    client_of, round_of, _ = lock_rounds(section_logged)
+    identity: dict[str, str] = {}
+    for e in section_logged:
+        client = str(e["client"])
+        if client not in identity:
+            who = e.get("identity")
+            if not isinstance(who, str) or not who:
+                raise TraceError(f"campaign {client!r} records no identity: {e}")
+            identity[client] = _tla_str(who)
+    ranks = _fence_ranks(section_logged)
+    observers: dict[str, int] = {}
+    # The section rows, by their index among ``events``.
+    row_of = {section_at[r]: n for n, r in enumerate(base.rows)}
+    section_rows = base.data.split("Trace == <<\n  ", 1)[1].split("\n>>\n", 1)[0]
+    texts = section_rows.split(",\n  ")
+    assert len(texts) == len(base.rows)
+    rows: list[str] = []
+    indices: list[int] = []
+    next_row = 0
+    t0 = _time(logged[0][1])
+    unit = _ttl_ms([e for e in section_logged if e["action"] == "Acquire"]) / ticks
+    for i, e in logged:
+        if not _is_read(e):
+            n = row_of[i]
+            rows.append(texts[n])
+            indices.append(i)
+            next_row = n + 1
+            continue
+        observer = observers.setdefault(str(e["client"]), len(observers) + 1)
+        # The section row after it: its bound and hidden steps (the last one's at the end).
+        after = min(next_row, len(texts) - 1)
+        k = base.row_k[after]
+        if next_row >= len(texts):
+            k = max(k, math.ceil((_time(e) - t0) / unit) + 1)
+        who, fence = "", 0
+        if e["action"] == LEADER_READ and e.get("identity") is not None:
+            who = str(e["identity"])
+            reported = e.get("fence")
+            if isinstance(reported, bool) or not isinstance(reported, int) or reported <= 0:
+                raise TraceError(f"a leader read reporting no positive fence: {e}")
+            fence = ranks.get(reported, 0)
+        rows.append(
+            f"[a |-> {_tla_str(_READ_ROW[str(e['action'])])}, c |-> 1, o |-> {observer}, "
+            f"id |-> {_tla_str(who)}, fence |-> {fence}, k |-> {k}, fresh |-> FALSE, "
+            f"{base.row_hidden[after]}]"
+        )
+        indices.append(i)
+    data = base.data.replace(
+        "Trace == <<\n  " + section_rows + "\n>>\n",
+        f"Identity == {_per_round(client_of, round_of, identity)}\n\n"
+        f"Observers == {len(observers)}\n\n"
+        "Trace == <<\n  " + ",\n  ".join(rows) + "\n>>\n",
+    )
+    cfg = (
+        base.cfg.replace("INIT TraceInit", "INIT ElectionInit")
+        .replace("NEXT TraceNext", "NEXT ElectionNext")
+        .replace("VIEW TraceView", "VIEW ElectionView")
+    )
+    return Model(
+        data,
+        None,
+        cfg,
+        base.sections,
+        indices,
+        module="ElectionTrace",
+        clients=base.clients,
+        modules={"DistLockTrace": base.trace_spec},
+    )
 
 
 def is_reentrant(events: Sequence[dict[str, Any]]) -> bool:
@@ -2339,6 +2519,8 @@ def _run_tlc(
         if trace_spec is None:
             trace_spec = (spec / f"{name}.tla").read_text(encoding="ascii")
         (work / "TraceData.tla").write_text(model.data, encoding="ascii")
+        for module, text in model.modules.items():
+            (work / f"{module}.tla").write_text(text, encoding="ascii")
         (work / f"{name}.tla").write_text(trace_spec, encoding="ascii")
         (work / f"{name}.cfg").write_text(model.cfg, encoding="ascii")
         (work / "tmp").mkdir()
@@ -2404,6 +2586,7 @@ def check_key(
     reentrant: bool | None = None,
     semaphore: bool | None = None,
     readwrite: bool | None = None,
+    election: bool | None = None,
 ) -> Verdict:
     """The pre-pass, then TLC, on the sections of one key (``complete`` false: the events
     are a prefix of a longer trace).  ``readwrite``: check against ``spec/ReadWrite.tla``
@@ -2417,10 +2600,14 @@ def check_key(
         reentrant = not readwrite and is_reentrant(events)
     if semaphore is None:
         semaphore = not readwrite and not reentrant and is_semaphore(events)
+    if election is None:
+        election = not (readwrite or reentrant or semaphore) and is_election(events)
     build: Callable[..., Model] = build_model
     needs: tuple[str, ...] = ("DistLock.tla",)
     readers: set[str] = set()
-    if readwrite:
+    if election:
+        build, needs = build_election_model, ("DistLock.tla", "ElectionTrace.tla")
+    elif readwrite:
         build, needs = build_readwrite_model, ("ReadWrite.tla", "ReadWriteTrace.tla")
         readers = readers_of(events)
     elif reentrant:
@@ -2600,6 +2787,7 @@ __all__ = [
     "TraceError",
     "Verdict",
     "add_arguments",
+    "build_election_model",
     "build_model",
     "build_readwrite_model",
     "build_reentrant_model",
@@ -2607,6 +2795,7 @@ __all__ = [
     "check_key",
     "condense",
     "first_ms",
+    "is_election",
     "is_readwrite",
     "is_reentrant",
     "is_semaphore",

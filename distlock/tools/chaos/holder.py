@@ -17,6 +17,9 @@
     the same two on a ``Semaphore`` of LIMIT permits: one permit each section.
 ``python -m distlock.tools.chaos.holder hold-read URL PREFIX ID TTL_MS``
     ``hold``, as a reader of a ``ReadWriteLock`` (its ``.read``).
+``python -m distlock.tools.chaos.holder campaign URL PREFIX ID TTL_MS [TRACE]``
+    ``hold``, as a candidate of the ``Election`` ID (identity ``doomed``): campaigns,
+    leads (renewed) until killed.
 
 Used when the parent's own threads cannot run: a body holding the GIL, or the holder
 being killed with SIGKILL.
@@ -35,6 +38,7 @@ from typing import Any
 from redis.connection import parse_url
 
 from distlock import (
+    Election,
     Lock,
     LockHandle,
     LockLeaseLostError,
@@ -123,6 +127,42 @@ def hold(
         client.close()
 
 
+#: The identity of the candidate a ``campaign`` process runs.
+DOOMED = "doomed"
+
+
+def campaign(url: str, prefix: str, id: str, ttl_ms: int, trace: str | None = None) -> None:
+    """Campaign for election ``id`` and lead until killed."""
+    recorder = Recorder("leader")
+    client = _client(url, recorder, f"{prefix}-leader")
+    # Line-buffered: every event is in the file before the next one happens.
+    events = (
+        NdjsonRecorder(open(trace, "w", encoding="utf-8", buffering=1))  # noqa: SIM115
+        if trace
+        else None
+    )
+    election = Election(client, id, identity=DOOMED, prefix=prefix, ttl_ms=ttl_ms, trace=events)
+    try:
+        leadership = election.campaign(wait_ms=int(MAX_SECONDS * 1000))
+        if leadership is None:
+            _emit("NOT_LEADER", at=time.monotonic())
+            return
+        start = time.monotonic()
+        token = leadership.token
+        _emit("ACQUIRED", token=token, fence=leadership.fence, at=start)
+        recorder.wait_until(
+            lambda: any(c.ok and c.sent > start and c.carries(token) for c in recorder.commands),
+            MAX_SECONDS,
+        )
+        _emit("RENEWED", at=time.monotonic())
+        # Leads, renewed, until the parent kills this process.
+        leadership.signal.wait(MAX_SECONDS)
+        _emit("SIGNAL", at=time.monotonic())
+    finally:
+        election.close()
+        client.close()
+
+
 def intrude(
     url: str,
     prefix: str,
@@ -204,7 +244,9 @@ def main(argv: list[str]) -> None:
     limit: int | None = None
     if mode.endswith("-semaphore"):
         limit, rest = int(rest[0]), rest[1:]
-    if mode == "hold-read":
+    if mode == "campaign":
+        campaign(url, prefix, id, int(ttl), *rest)
+    elif mode == "hold-read":
         hold(url, prefix, id, int(ttl), None, *rest, read=True)
     elif mode.startswith("hold"):
         hold(url, prefix, id, int(ttl), limit, *rest)

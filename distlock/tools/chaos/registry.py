@@ -40,6 +40,7 @@ def _load() -> None:
     # Importing the modules registers their scenarios.
     from distlock.tools.chaos.scenarios import (  # noqa: F401
         client_crash,
+        election,
         network,
         readwrite,
         redis_process,

@@ -36,6 +36,9 @@ class Row:
     waits_timed_out: int = 0
     waits_failed: int = 0
     worst_wait_overrun_ms: float | None = None
+    #: What a scenario measured beyond the columns, in words (an election's takeover time
+    #: and the spec's bound on it), printed under the table.
+    note: str | None = None
     #: How the scenario ended; ``reason`` says why when it did not pass.
     status: Status = "passed"
     reason: str | None = None
@@ -125,6 +128,7 @@ class ChaosReport:
                     for r in scenarios
                 ],
             )
+            lines += [f"  {_name(r)}: {r.note}" for r in scenarios if r.note]
         if failovers:
             if lines:
                 lines.append("")
