@@ -35,6 +35,9 @@ ELECTION_PREFIX = "election"
 
 #: How often ``observe()`` reads who leads when no keyspace notification comes, ms.
 OBSERVE_POLL_MS = 1_000
+#: The longest ``observe()`` waits at a time, ms: how soon it ends once the Election is
+#: closed, whatever its ``poll_ms``.
+OBSERVE_CLOSE_CHECK_MS = 100
 
 
 class Leadership(LockHandle):
@@ -210,25 +213,27 @@ class Election:
 
         With keyspace notifications on (``notify-keyspace-events`` with ``K`` and the
         classes ``g``, ``h`` and ``x``, e.g. ``Kghx``), a change is read as soon as Redis
-        announces it; otherwise (or on a Cluster, or for a user not allowed the channel)
-        within ``poll_ms`` of it, by reading again.  Every value yielded is a read of
+        announces it (on the channels of the election's key and of its leader record);
+        otherwise (or on a Cluster, or for a user not allowed those channels) within
+        ``poll_ms`` of it, by reading again.  Every value yielded is a read of
         :meth:`leader`, never the notification's word."""
-        period = check_poll(poll_ms) / 1000.0
+        period_ms = check_poll(poll_ms)
+        candidates = self._candidates
         client = await self.client()
         pubsub = await _subscribe(client, self.key)
         last: Leader | None = None
         first = True
         try:
-            while not self._candidates._closed:
+            while not candidates._closed:
                 now = await self.leader()
                 if first or _changed(last, now):
                     first = False
                     last = now
                     yield now
-                pubsub = await _wait_for_news(pubsub, period)
+                pubsub = await _wait_for_news(pubsub, period_ms, candidates)
         finally:
             if pubsub is not None:
-                await pubsub.reset()
+                await pubsub.aclose()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -255,30 +260,41 @@ def _changed(last: Leader | None, now: Leader | None) -> bool:
 
 
 async def _subscribe(client: backend.Client, key: str) -> Any:
-    """A pub/sub of the keyspace notifications of ``key``'s leader record, or None where
-    there are none to have (a Cluster client, or a subscription refused)."""
+    """A pub/sub of the keyspace notifications of ``key`` and of its leader record, or
+    None where there are none to have (a Cluster client, or a subscription refused).
+
+    Both: a grant writes the record (``hset``), but a resignation with nobody in line, an
+    expiry and an operator's deletion end the key's lease without touching the record,
+    which lives on until its own TTL (only the key's ``del`` or ``expired`` says so)."""
     if isinstance(client, backend.RedisCluster):
         return None
     db = client.connection_pool.connection_kwargs.get("db", 0)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:
-        await pubsub.subscribe(keyspace_channel(db, leader_key(key)))
+        await pubsub.subscribe(keyspace_channel(db, key), keyspace_channel(db, leader_key(key)))
     except RedisError:
-        await pubsub.reset()
+        await pubsub.aclose()
         return None
     return pubsub
 
 
-async def _wait_for_news(pubsub: Any, period: float) -> Any:
-    """Wait for a notification, or ``period`` seconds; the pub/sub to wait on next time
-    (None once it failed: the observer polls from then on)."""
-    if pubsub is None:
-        await backend.sleep(period)
-        return None
-    try:
-        await pubsub.get_message(timeout=period)
-    except RedisError:
-        await pubsub.reset()
-        await backend.sleep(period)
-        return None
+async def _wait_for_news(pubsub: Any, period_ms: int, candidates: _Candidates) -> Any:
+    """Wait for a notification, or ``period_ms``, or the Election's close (looked at every
+    :data:`OBSERVE_CLOSE_CHECK_MS`); the pub/sub to wait on next time (None once it
+    failed: the observer polls from then on)."""
+    deadline = now_ms() + period_ms
+    while not candidates._closed:
+        left = deadline - now_ms()
+        if left <= 0:
+            break
+        step = min(left, OBSERVE_CLOSE_CHECK_MS) / 1000.0
+        if pubsub is None:
+            await backend.sleep(step)
+            continue
+        try:
+            if await pubsub.get_message(timeout=step) is not None:
+                break
+        except RedisError:
+            await pubsub.aclose()
+            pubsub = None
     return pubsub
