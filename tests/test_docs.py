@@ -237,10 +237,10 @@ def operator_calls(client: redis.Redis, admin: redis.Redis) -> None:
 def election_calls(client: redis.Redis, admin: redis.Redis) -> None:
     """A campaign, one that waits and gives up, a handoff and leader() (observe() under
     this user, and each of its rights taken away: tests/drivers/_async/test_acl.py)."""
-    options = {"ttl_ms": 10_000}
-    with Election(client, "2", identity="a", **options) as a, Election(
-        client, "2", identity="b", **options
-    ) as b:
+    with (
+        Election(client, "2", identity="a", ttl_ms=10_000) as a,
+        Election(client, "2", identity="b", ttl_ms=10_000) as b,
+    ):
         first = a.campaign(wait_ms=0)
         assert first is not None
         assert b.campaign(wait_ms=50) is None  # queued, blocked, gave up

@@ -171,7 +171,7 @@ async def election_calls(server: RedisServer, client: Any, heard_within_s: float
                     "b queued",
                 )
                 token = admin.lindex(queue, -1)
-                assert token is not None
+                assert isinstance(token, bytes)
                 admin.hdel(places, b">" + token)  # to be woken, not handed the lease
                 assert await first.resign() is True
                 second = await waiter.result()

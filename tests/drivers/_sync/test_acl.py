@@ -172,7 +172,7 @@ def election_calls(server: RedisServer, client: Any, heard_within_s: float) -> N
                     "b queued",
                 )
                 token = admin.lindex(queue, -1)
-                assert token is not None
+                assert isinstance(token, bytes)
                 admin.hdel(places, b">" + token)  # to be woken, not handed the lease
                 assert first.resign() is True
                 second = waiter.result()
