@@ -22,7 +22,12 @@ from distlock._leader import (
     read_leader,
 )
 from distlock._protocol import leader_key
-from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason
+from distlock.errors import (
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    NotReplicatedError,
+)
 from distlock.options import MAX_MS, LockOptions, check_wait
 
 from . import backend, wire
@@ -151,7 +156,9 @@ class Election:
         """Wait to lead, in the election's queue, for at most ``wait_ms`` (None: until this
         candidate leads, or is cancelled, or the Election is closed; 0: one attempt).
         Returns the leadership, renewed in the background until :meth:`Leadership.resign`,
-        or None if ``wait_ms`` passed first.  Interrupted while it waits (cancelled,
+        or None if ``wait_ms`` passed first.  With ``replicas``, a grant too few replicas
+        acknowledged is given back and raises :class:`~distlock.NotReplicatedError`, as a
+        Lock's acquire does, whatever the wait.  Interrupted while it waits (cancelled,
         ``KeyboardInterrupt``), the candidate withdraws its place before the interruption
         propagates.  A lost lease cancels nothing: the leadership's ``signal`` fires and
         its ``is_leader`` turns False (:meth:`run_as_leader` cancels its body)."""
@@ -160,6 +167,8 @@ class Election:
             hold = self._hold(MAX_MS if limit is None else limit, keep_body=True)
             try:
                 leadership = hold.__enter__()
+            except NotReplicatedError:
+                raise  # granted, but not by enough replicas: no other candidate's doing
             except LockNotAcquiredError:
                 if limit is None:
                     continue  # a wait of MAX_MS (24 days) ended: campaign on
@@ -174,13 +183,16 @@ class Election:
         ``cancel_on_loss=False``; a sync ``fn`` must watch ``leadership.signal`` or check
         ``leadership.is_leader``) and the candidate campaigns again, then runs ``fn``
         again.  Hand ``leadership.fence`` to what ``fn`` writes.  An exception of ``fn``
-        resigns and propagates."""
+        resigns and propagates; so does :class:`~distlock.NotReplicatedError`, as from
+        :meth:`campaign`."""
         backend.check_body(fn)
         while True:
             hold = self._hold(MAX_MS, keep_body=False)
             try:
                 with hold as leadership:
                     result = backend.awaitable(fn, fn(leadership))
+            except NotReplicatedError:
+                raise  # as campaign()
             except LockNotAcquiredError:
                 continue  # a wait of MAX_MS ended: campaign on
             except LockLeaseLostError as loss:

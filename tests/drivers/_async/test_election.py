@@ -22,7 +22,14 @@ from typing import Any
 import pytest
 import redis
 
-from distlock import Leader, LockClosedError, LockLeaseLostError, LossReason, ValidationError
+from distlock import (
+    Leader,
+    LockClosedError,
+    LockLeaseLostError,
+    LossReason,
+    NotReplicatedError,
+    ValidationError,
+)
 from distlock._core.commands import Kind
 from distlock._leader import MAX_IDENTITY
 from distlock._protocol import leader_key, queue_keys
@@ -416,6 +423,27 @@ async def test_a_closed_election_refuses_to_campaign(redis_server: RedisServer) 
         await a.campaign(wait_ms=0)
     with pytest.raises(LockClosedError):
         await a.run_as_leader(nobody)
+
+
+async def test_a_grant_no_replica_acknowledged_is_raised_not_taken_for_a_refusal(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """The test's server has no replica: a campaign whose grant must reach one is told so
+    (NotReplicatedError, as a Lock's acquire is), whatever its wait, rather than returning
+    None as if another candidate led, or campaigning again for ever; the grant is given
+    back each time."""
+    async with election(redis_server, "a", replicas=1, replica_timeout_ms=50) as a:
+        with pytest.raises(NotReplicatedError):
+            await a.campaign(wait_ms=0)
+        assert r.exists(KEY) == 0 and nothing_waits(r)
+        with pytest.raises(NotReplicatedError):
+            await a.campaign(wait_ms=TTL)
+        assert r.exists(KEY) == 0 and nothing_waits(r)
+        with pytest.raises(NotReplicatedError):
+            await a.campaign()
+        with pytest.raises(NotReplicatedError):
+            await a.run_as_leader(nobody)
+        assert r.exists(KEY) == 0 and nothing_waits(r)
 
 
 # -- observe() ---------------------------------------------------------------------------------
