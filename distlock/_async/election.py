@@ -237,7 +237,12 @@ class Election:
         first = True
         try:
             while not candidates._closed:
-                now = await self.leader()
+                try:
+                    now = await self.leader()
+                except RedisError:
+                    if candidates._closed:
+                        break  # the close took the read's connection away: observe no more
+                    raise
                 if first or _changed(last, now):
                     first = False
                     last = now
