@@ -56,7 +56,7 @@ class Leadership(LockHandle):
     False at the lease's deadline even if the event loop was too busy to run the timer
     that fires the signal."""
 
-    __slots__ = ("_hold", "_resigned")
+    __slots__ = ("_hold", "_resigned", "_resigning")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -64,6 +64,8 @@ class Leadership(LockHandle):
         self._hold: _Hold[Leadership] | None = None
         #: What resign() returned (None: not resigned yet).
         self._resigned: bool | None = None
+        #: Held by the resign() under way: a second caller waits for its answer.
+        self._resigning = backend.new_resolving_lock()
 
     @property
     def identity(self) -> str:
@@ -81,19 +83,20 @@ class Leadership(LockHandle):
         """Stop leading: the lease is given back and handed, with a new fence, to the
         candidate first in line, if any.  Returns True if this candidate led without a
         break until now, False if its lease had been lost (its ``signal`` said so).
-        Calling it again returns what the first call returned.  Cancellation-safe, as a
-        lock's release."""
-        hold = self._hold
-        if hold is None:
-            return bool(self._resigned)
-        self._hold = None
-        self._resigned = False
-        try:
-            await hold.__aexit__(None, None, None)
-        except LockLeaseLostError:
-            return False
-        self._resigned = True
-        return True
+        Calling it again, even while the first call is under way, returns what the first
+        call returned.  Cancellation-safe, as a lock's release."""
+        async with self._resigning:
+            hold = self._hold
+            if hold is None:
+                return bool(self._resigned)
+            self._hold = None
+            self._resigned = False
+            try:
+                await hold.__aexit__(None, None, None)
+            except LockLeaseLostError:
+                return False
+            self._resigned = True
+            return True
 
     async def release(self) -> bool:
         """:meth:`resign`, by the name every handle has."""

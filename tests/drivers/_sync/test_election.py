@@ -80,6 +80,13 @@ def start_campaign(r: redis.Redis, candidate: Election, **kwargs: Any) -> Task[A
     return task
 
 
+def script_held(r: redis.Redis) -> bool:
+    """Whether a script call is held unexecuted by CLIENT PAUSE WRITE."""
+    return any(
+        c.get("cmd") in ("evalsha", "eval") and "b" in c["flags"] for c in r.client_list()
+    )
+
+
 def led(candidate: Election, **kwargs: Any) -> Leadership:
     leadership = candidate.campaign(**kwargs)
     assert isinstance(leadership, Leadership)
@@ -274,6 +281,25 @@ def test_async_with_a_leadership_resigns_at_its_exit(
         with pytest.raises(KeyError):
             with again:
                 raise KeyError("body")
+        assert r.exists(KEY) == 0
+
+
+def test_a_second_resign_while_the_first_is_out_returns_what_it_returns(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    # No renewal while writes are paused: the first is 10 s away.
+    with election(redis_server, "a", heartbeat_ms=10_000) as a:
+        leadership = led(a, wait_ms=0)
+        r.client_pause(60_000, all=False)
+        try:
+            first = spawn(leadership.resign)
+            until(lambda: script_held(r), "the resignation held by the pause")
+            second = spawn(leadership.resign)
+        finally:
+            r.client_unpause()
+        assert first.result() is True
+        assert second.result() is True  # not False while the first was out
+        assert leadership.resign() is True
         assert r.exists(KEY) == 0
 
 
@@ -531,11 +557,7 @@ def test_observe_ends_quietly_when_the_election_closes_mid_read(
     assert observer.next(1) is None
     r.client_pause(60_000, all=False)
     try:
-        until(
-            lambda: any(c.get("cmd") in ("evalsha", "eval") and "b" in c["flags"]
-                        for c in r.client_list()),
-            "the observer's read held by the pause",
-        )
+        until(lambda: script_held(r), "the observer's read held by the pause")
         watcher.close()
     finally:
         r.client_unpause()
