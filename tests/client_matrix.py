@@ -142,8 +142,8 @@ BY_NAME = {config.name: config for config in CONFIGS}
 
 
 #: The prefixes the documented restricted users are given rights on; ids are unique per case.
-PREFIX = {"lock": "orders", "reentrant": "orders", "semaphore": "workers"}
-USER = {"lock": "locker", "reentrant": "locker", "semaphore": "worker"}
+PREFIX = {"lock": "orders", "reentrant": "orders", "semaphore": "workers", "election": "election"}
+USER = {"lock": "locker", "reentrant": "locker", "semaphore": "worker", "election": "elector"}
 #: The semaphore's documented rights, and what waiting adds to them (the semaphore's
 #: guide): the wake lists, the queue's commands and BLPOP.
 SEMAPHORE_WAIT_ACL = documented_acl("worker-waits")
@@ -164,6 +164,8 @@ class Endpoint:
         admin.execute_command("ACL", "SETUSER", "locker", *documented_lock_acl())  # type: ignore[no-untyped-call]
         admin.acl_setuser("worker", reset=True)
         admin.execute_command("ACL", "SETUSER", "worker", *SEMAPHORE_WAIT_ACL)  # type: ignore[no-untyped-call]
+        admin.acl_setuser("elector", reset=True)
+        admin.execute_command("ACL", "SETUSER", "elector", *documented_acl("elector"))  # type: ignore[no-untyped-call]
         admin.close()
 
     def url(self, config: ClientConfig, kind: str) -> str:
@@ -174,7 +176,7 @@ class Endpoint:
     def close(self) -> None:
         """Take the restricted users away again."""
         admin = redis.Redis(host=self.server.host, port=self.server.port)
-        admin.acl_deluser("locker", "worker")
+        admin.acl_deluser("locker", "worker", "elector")
         admin.close()
 
 

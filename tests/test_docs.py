@@ -19,7 +19,7 @@ import redis
 
 import distlock
 import distlock.errors
-from distlock import Lock, ReadWriteLock, ReentrantLock, Semaphore
+from distlock import Election, Lock, ReadWriteLock, ReentrantLock, Semaphore
 from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
 from distlock.errors import LossReason
@@ -234,6 +234,26 @@ def operator_calls(client: redis.Redis, admin: redis.Redis) -> None:
         assert owner is not None and owner.fence == h.fence
 
 
+def election_calls(client: redis.Redis, admin: redis.Redis) -> None:
+    """A campaign, one that waits and gives up, a handoff and leader() (observe() under
+    this user, and each of its rights taken away: tests/drivers/_async/test_acl.py)."""
+    with (
+        Election(client, "2", identity="a", ttl_ms=10_000) as a,
+        Election(client, "2", identity="b", ttl_ms=10_000) as b,
+    ):
+        first = a.campaign(wait_ms=0)
+        assert first is not None
+        assert b.campaign(wait_ms=50) is None  # queued, blocked, gave up
+        got = handed_over(
+            admin, queue_keys("election:2", Kind.CAMPAIGN)[0],
+            lambda: b.campaign(wait_ms=60_000), first.resign,
+        )
+        assert isinstance(got, distlock.Leadership) and got.fence > first.fence
+        now = a.leader()
+        assert now is not None and (now.identity, now.fence) == ("b", got.fence)
+        assert got.resign() and a.leader() is None
+
+
 def inspector(client: redis.Redis, admin: redis.Redis) -> None:
     assert documented_acls()["inspector"] == ["on", ">s3cret", *read_only_acl("order")]
     with Lock(admin, prefix="order") as locks, locks.hold("1") as handle:
@@ -251,6 +271,7 @@ EXERCISES: dict[str, Callable[[redis.Redis, redis.Redis], None]] = {
     "operator": operator_calls,
     "inspector": inspector,
     "docs-rw": readwrite_calls,
+    "elector": election_calls,
 }
 
 

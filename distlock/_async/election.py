@@ -21,7 +21,12 @@ from distlock._leader import (
     read_leader,
 )
 from distlock._protocol import leader_key
-from distlock.errors import LockLeaseLostError, LockNotAcquiredError, LossReason
+from distlock.errors import (
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    NotReplicatedError,
+)
 from distlock.options import MAX_MS, AsyncLockOptions, check_wait
 
 from . import backend, wire
@@ -35,6 +40,9 @@ ELECTION_PREFIX = "election"
 
 #: How often ``observe()`` reads who leads when no keyspace notification comes, ms.
 OBSERVE_POLL_MS = 1_000
+#: The longest ``observe()`` waits at a time, ms: how soon it ends once the Election is
+#: closed, whatever its ``poll_ms``.
+OBSERVE_CLOSE_CHECK_MS = 100
 
 
 class Leadership(LockHandle):
@@ -48,7 +56,7 @@ class Leadership(LockHandle):
     False at the lease's deadline even if the event loop was too busy to run the timer
     that fires the signal."""
 
-    __slots__ = ("_hold", "_resigned")
+    __slots__ = ("_hold", "_resigned", "_resigning")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -56,6 +64,8 @@ class Leadership(LockHandle):
         self._hold: _Hold[Leadership] | None = None
         #: What resign() returned (None: not resigned yet).
         self._resigned: bool | None = None
+        #: Held by the resign() under way: a second caller waits for its answer.
+        self._resigning = backend.new_resolving_lock()
 
     @property
     def identity(self) -> str:
@@ -73,19 +83,20 @@ class Leadership(LockHandle):
         """Stop leading: the lease is given back and handed, with a new fence, to the
         candidate first in line, if any.  Returns True if this candidate led without a
         break until now, False if its lease had been lost (its ``signal`` said so).
-        Calling it again returns what the first call returned.  Cancellation-safe, as a
-        lock's release."""
-        hold = self._hold
-        if hold is None:
-            return bool(self._resigned)
-        self._hold = None
-        self._resigned = False
-        try:
-            await hold.__aexit__(None, None, None)
-        except LockLeaseLostError:
-            return False
-        self._resigned = True
-        return True
+        Calling it again, even while the first call is under way, returns what the first
+        call returned.  Cancellation-safe, as a lock's release."""
+        async with self._resigning:
+            hold = self._hold
+            if hold is None:
+                return bool(self._resigned)
+            self._hold = None
+            self._resigned = False
+            try:
+                await hold.__aexit__(None, None, None)
+            except LockLeaseLostError:
+                return False
+            self._resigned = True
+            return True
 
     async def release(self) -> bool:
         """:meth:`resign`, by the name every handle has."""
@@ -146,7 +157,9 @@ class Election:
         """Wait to lead, in the election's queue, for at most ``wait_ms`` (None: until this
         candidate leads, or is cancelled, or the Election is closed; 0: one attempt).
         Returns the leadership, renewed in the background until :meth:`Leadership.resign`,
-        or None if ``wait_ms`` passed first.  Interrupted while it waits (cancelled,
+        or None if ``wait_ms`` passed first.  With ``replicas``, a grant too few replicas
+        acknowledged is given back and raises :class:`~distlock.NotReplicatedError`, as a
+        Lock's acquire does, whatever the wait.  Interrupted while it waits (cancelled,
         ``KeyboardInterrupt``), the candidate withdraws its place before the interruption
         propagates.  A lost lease cancels nothing: the leadership's ``signal`` fires and
         its ``is_leader`` turns False (:meth:`run_as_leader` cancels its body)."""
@@ -155,6 +168,8 @@ class Election:
             hold = self._hold(MAX_MS if limit is None else limit, keep_body=True)
             try:
                 leadership = await hold.__aenter__()
+            except NotReplicatedError:
+                raise  # granted, but not by enough replicas: no other candidate's doing
             except LockNotAcquiredError:
                 if limit is None:
                     continue  # a wait of MAX_MS (24 days) ended: campaign on
@@ -169,13 +184,16 @@ class Election:
         ``cancel_on_loss=False``; a sync ``fn`` must watch ``leadership.signal`` or check
         ``leadership.is_leader``) and the candidate campaigns again, then runs ``fn``
         again.  Hand ``leadership.fence`` to what ``fn`` writes.  An exception of ``fn``
-        resigns and propagates."""
+        resigns and propagates; so does :class:`~distlock.NotReplicatedError`, as from
+        :meth:`campaign`."""
         backend.check_body(fn)
         while True:
             hold = self._hold(MAX_MS, keep_body=False)
             try:
                 async with hold as leadership:
                     result = await backend.awaitable(fn, fn(leadership))
+            except NotReplicatedError:
+                raise  # as campaign()
             except LockNotAcquiredError:
                 continue  # a wait of MAX_MS ended: campaign on
             except LockLeaseLostError as loss:
@@ -210,25 +228,32 @@ class Election:
 
         With keyspace notifications on (``notify-keyspace-events`` with ``K`` and the
         classes ``g``, ``h`` and ``x``, e.g. ``Kghx``), a change is read as soon as Redis
-        announces it; otherwise (or on a Cluster, or for a user not allowed the channel)
-        within ``poll_ms`` of it, by reading again.  Every value yielded is a read of
+        announces it (on the channels of the election's key and of its leader record);
+        otherwise (or on a Cluster, or for a user not allowed those channels) within
+        ``poll_ms`` of it, by reading again.  Every value yielded is a read of
         :meth:`leader`, never the notification's word."""
-        period = check_poll(poll_ms) / 1000.0
+        period_ms = check_poll(poll_ms)
+        candidates = self._candidates
         client = await self.client()
         pubsub = await _subscribe(client, self.key)
         last: Leader | None = None
         first = True
         try:
-            while not self._candidates._closed:
-                now = await self.leader()
+            while not candidates._closed:
+                try:
+                    now = await self.leader()
+                except RedisError:
+                    if candidates._closed:
+                        break  # the close took the read's connection away: observe no more
+                    raise
                 if first or _changed(last, now):
                     first = False
                     last = now
                     yield now
-                pubsub = await _wait_for_news(pubsub, period)
+                pubsub = await _wait_for_news(pubsub, period_ms, candidates)
         finally:
             if pubsub is not None:
-                await pubsub.reset()
+                await pubsub.aclose()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -255,30 +280,41 @@ def _changed(last: Leader | None, now: Leader | None) -> bool:
 
 
 async def _subscribe(client: backend.Client, key: str) -> Any:
-    """A pub/sub of the keyspace notifications of ``key``'s leader record, or None where
-    there are none to have (a Cluster client, or a subscription refused)."""
+    """A pub/sub of the keyspace notifications of ``key`` and of its leader record, or
+    None where there are none to have (a Cluster client, or a subscription refused).
+
+    Both: a grant writes the record (``hset``), but a resignation with nobody in line, an
+    expiry and an operator's deletion end the key's lease without touching the record,
+    which lives on until its own TTL (only the key's ``del`` or ``expired`` says so)."""
     if isinstance(client, backend.RedisCluster):
         return None
     db = client.connection_pool.connection_kwargs.get("db", 0)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     try:
-        await pubsub.subscribe(keyspace_channel(db, leader_key(key)))
+        await pubsub.subscribe(keyspace_channel(db, key), keyspace_channel(db, leader_key(key)))
     except RedisError:
-        await pubsub.reset()
+        await pubsub.aclose()
         return None
     return pubsub
 
 
-async def _wait_for_news(pubsub: Any, period: float) -> Any:
-    """Wait for a notification, or ``period`` seconds; the pub/sub to wait on next time
-    (None once it failed: the observer polls from then on)."""
-    if pubsub is None:
-        await backend.sleep(period)
-        return None
-    try:
-        await pubsub.get_message(timeout=period)
-    except RedisError:
-        await pubsub.reset()
-        await backend.sleep(period)
-        return None
+async def _wait_for_news(pubsub: Any, period_ms: int, candidates: _Candidates) -> Any:
+    """Wait for a notification, or ``period_ms``, or the Election's close (looked at every
+    :data:`OBSERVE_CLOSE_CHECK_MS`); the pub/sub to wait on next time (None once it
+    failed: the observer polls from then on)."""
+    deadline = now_ms() + period_ms
+    while not candidates._closed:
+        left = deadline - now_ms()
+        if left <= 0:
+            break
+        step = min(left, OBSERVE_CLOSE_CHECK_MS) / 1000.0
+        if pubsub is None:
+            await backend.sleep(step)
+            continue
+        try:
+            if await pubsub.get_message(timeout=step) is not None:
+                break
+        except RedisError:
+            await pubsub.aclose()
+            pubsub = None
     return pubsub

@@ -3,20 +3,28 @@ on a real server."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 import redis
 
+from distlock import Leader, LockError
+from distlock._core.commands import Kind
 from distlock._protocol import queue_keys
-from distlock.asyncio import Lock, LockHandle
+from distlock.asyncio import Election, Leadership, Lock, LockHandle
+from distlock.events import Renewed
 from tests.docs_acl import documented_acl
 from tests.redis_server import RedisServer
 
-from .concurrency import Event, client_for, spawn, until
+from .concurrency import Event, Task, client_for, spawn, until
 
 #: The documented ACL (docs/acl.md), for locks under the prefix "orders".
 ACL = documented_acl("locker")
+#: The documented ACL of a leader election under the default prefix.
+ELECTOR_ACL = documented_acl("elector")
+#: Its rights (keys, channels, commands): each one taken away in turn below.
+ELECTOR_RIGHTS = [rule for rule in ELECTOR_ACL if rule[0] in "~&+"]
 
 
 @pytest.fixture
@@ -103,3 +111,110 @@ async def test_background_renewals_need_no_more_than_the_documented_acl(
         assert handle.held
     await client.aclose()
     admin.close()
+
+
+# -- a leader election ---------------------------------------------------------------------
+
+
+def elector(server: RedisServer, rules: list[str]) -> Any:
+    """The user ``elector`` with ``rules`` on the server (keyspace notifications on), and a
+    client of the driver's connected as it."""
+    admin = redis.Redis(port=server.port)
+    admin.acl_setuser("elector", reset=True)
+    admin.execute_command("ACL", "SETUSER", "elector", *rules)  # type: ignore[no-untyped-call]
+    admin.config_set("notify-keyspace-events", "Kghx")
+    admin.close()
+    return client_for(server, username="elector", password="s3cret")
+
+
+async def election_calls(server: RedisServer, client: Any, heard_within_s: float) -> None:
+    """Every call of an election: a campaign, a renewal, a campaign that queues, blocks
+    and gives up, a resignation that passes a dead candidate's expired place and wakes the
+    waiting one (after a script flush: EVAL), leader(), and observe() hearing a
+    resignation on Redis's word (it polls once a minute), within ``heard_within_s``.
+
+    The waiting candidate is woken, not handed the lease: its place's handoff TTL is taken
+    away, as a campaign with ``replicas=`` leaves none (its grant must reach the replicas
+    before it leads); the resignation's handoff is the dead-waiter test's and the client
+    matrix's."""
+    admin = redis.Redis(port=server.port)
+    queue, places, _ = queue_keys("election:1", Kind.CAMPAIGN)
+    seen: list[Leader | None] = []
+    renewed = Event()
+
+    def renewal(event: object) -> None:
+        if isinstance(event, Renewed) and event.key == "election:1":
+            renewed.set()
+
+    options: Any = {"ttl_ms": 10_000, "heartbeat_ms": 100, "observers": [renewal]}
+    started: list[Task[Any]] = []  # each one's outcome is collected, whatever happens
+    try:
+        async with Election(client, "1", identity="a", **options) as a:
+
+            async def observe() -> None:
+                async for now in a.observe(poll_ms=60_000):
+                    seen.append(now)
+
+            async with Election(client, "1", identity="b", ttl_ms=10_000) as b:
+                first = await a.campaign(wait_ms=0)
+                assert isinstance(first, Leadership)
+                await renewed.wait()
+                assert await b.campaign(wait_ms=50) is None  # queued, blocked, gave up
+                admin.script_flush()
+                # First in line, a candidate that died long ago: its place has expired.
+                admin.rpush(queue, "dead")
+                admin.hset(places, mapping={"dead": 1, ">dead": 3_000, "#dead": "dead"})
+                waiter = spawn(b.campaign, wait_ms=60_000)
+                started.append(waiter)
+                await until(
+                    lambda: admin.lindex(queue, -1) not in (None, b"dead") or waiter.done(),
+                    "b queued",
+                )
+                token = admin.lindex(queue, -1)
+                assert isinstance(token, bytes)
+                admin.hdel(places, b">" + token)  # to be woken, not handed the lease
+                assert await first.resign() is True
+                second = await waiter.result()
+                assert isinstance(second, Leadership) and second.fence > first.fence
+                assert admin.lrange(queue, 0, -1) == []  # the dead one's place too
+                now = await a.leader()
+                assert now is not None and now.identity == "b"
+                observer = spawn(observe)
+                started.append(observer)
+                await until(lambda: len(seen) == 1 or observer.done(), "observe's first read")
+                assert await second.resign() is True
+                await until(lambda: len(seen) == 2 or observer.done(), "the resignation heard",
+                            limit_s=heard_within_s)
+                assert seen[-1] is None
+    finally:
+        for task in started:  # ended by the Elections' close; the test's failure says why
+            with contextlib.suppress(Exception):
+                await task.result()
+        admin.close()
+
+
+async def test_the_documented_election_acl_is_enough(fresh_redis: RedisServer) -> None:
+    client = elector(fresh_redis, ELECTOR_ACL)
+    await election_calls(fresh_redis, client, heard_within_s=30.0)
+    await client.aclose()
+    admin = redis.Redis(port=fresh_redis.port)
+    assert admin.exists("election:1") == 0
+    admin.close()
+    # Not vacuous: the user can touch no other key, nor a lock's queue.
+    plain = redis.Redis(port=fresh_redis.port, username="elector", password="s3cret")
+    for key in ("elsewhere:1", queue_keys("election:1")[0]):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            plain.get(key)
+    plain.close()
+
+
+@pytest.mark.parametrize("right", ELECTOR_RIGHTS)
+async def test_the_election_needs_every_right_its_line_gives(
+    fresh_redis: RedisServer, right: str
+) -> None:
+    """Each right taken away: a call is refused, or (a channel, or SUBSCRIBE) observe()
+    polls, and does not hear the resignation within the 3 s it hears it in otherwise."""
+    client = elector(fresh_redis, [rule for rule in ELECTOR_ACL if rule != right])
+    with pytest.raises((redis.RedisError, LockError, AssertionError)):
+        await election_calls(fresh_redis, client, heard_within_s=3.0)
+    await client.aclose()

@@ -23,9 +23,11 @@ from distlock import (
     ValidationError,
 )
 from distlock._core.commands import Kind
-from distlock._protocol import fence_key, queue_keys, readers_key
+from distlock._protocol import fence_key, leader_key, queue_keys, readers_key
 from distlock._slots import key_slot
 from distlock.asyncio import (
+    Election,
+    Leadership,
     Lock,
     LockGroup,
     LockHandle,
@@ -216,6 +218,67 @@ async def test_read_write_lock_on_a_cluster(
         assert isinstance(read, RoleHandle) and read.fence == written.fence
         assert await read.release() is True
     assert rc.exists(key, readers_key(key), queue, places) == 0
+    await client.aclose()
+
+
+async def test_an_election_on_a_cluster(
+    redis_cluster: Cluster, rc: redis.RedisCluster, prefix: str
+) -> None:
+    """A campaign, a handoff to a waiting candidate and leader() on a Cluster, and
+    observe(), which has no keyspace notifications there and polls."""
+    key = f"{prefix}:lead"
+    queue, places, wake = queue_keys(key, Kind.CAMPAIGN)
+    record = leader_key(key)
+    # Every key a script touches is in the key's slot: no CROSSSLOT, on any node.
+    assert {key_slot(k) for k in (key, record, fence_key(key), queue, places)} == {
+        key_slot(key)
+    }
+    assert key_slot(wake + "t") == key_slot(key)
+    client = cluster_client(redis_cluster, socket_timeout=5)
+    a, b, watcher = (
+        Election(client, "lead", identity=i, prefix=prefix, ttl_ms=10_000)
+        for i in ("a", "b", "w")
+    )
+    seen: list[Any] = []
+    news = concurrency.Event()
+
+    async def observe() -> None:
+        async for now in watcher.observe(poll_ms=20):
+            seen.append(now)
+            news.set()
+
+    async def yielded(count: int) -> Any:
+        while len(seen) < count:
+            await news.wait()
+            news.clear()
+        return seen[count - 1]
+
+    async with a, b:
+        observer = concurrency.spawn(observe)
+        assert await yielded(1) is None
+        first = await a.campaign(wait_ms=0)
+        assert isinstance(first, Leadership) and first.key == key
+        assert await b.campaign(wait_ms=0) is None
+        now = await b.leader()
+        assert now is not None and (now.identity, now.fence) == ("a", first.fence)
+        seen_now = await yielded(2)
+        assert seen_now is not None and (seen_now.identity, seen_now.fence) == ("a", first.fence)
+        waiting = concurrency.spawn(b.campaign, wait_ms=10_000)
+        await concurrency.until(lambda: rc.llen(queue) == 1, "b queued")
+        assert await first.resign() is True
+        second = await waiting.result()
+        assert isinstance(second, Leadership) and second.fence > first.fence
+        now = await a.leader()
+        assert now is not None and (now.identity, now.fence) == ("b", second.fence)
+        assert await second.resign() is True
+        assert await a.leader() is None
+        while seen[-1] is not None:  # read within its 20 ms
+            await yielded(len(seen) + 1)
+        await watcher.aclose()
+        await observer.result()
+    identities = [None if s is None else s.identity for s in seen]
+    assert identities in ([None, "a", None], [None, "a", "b", None])
+    assert rc.exists(key, queue, places) == 0
     await client.aclose()
 
 

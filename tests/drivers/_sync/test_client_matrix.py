@@ -8,8 +8,10 @@ holder and handed the lock by its release, and a key deleted under its holder fi
 signal.  A long wait (longer than redis-py 8's hidden 5 s socket timeout) runs on the
 default ``from_url`` client and on a URL handed to the Lock.  The ReadWriteLock runs the
 same contract, for both of its sides, on the clients whose replies differ in shape (a URL
-it owns, the defaults of ``from_url``, ``decode_responses``, RESP3).  (Asyncio's cancelled
-waiter: ``tests/drivers/test_client_matrix_asyncio.py``.)
+it owns, the defaults of ``from_url``, ``decode_responses``, RESP3).  A leader election
+runs on every client too, its observer on a pub/sub of that client (the restricted user
+is docs/acl.md's ``elector``).  (Asyncio's cancelled waiter:
+``tests/drivers/test_client_matrix_asyncio.py``.)
 """
 
 from __future__ import annotations
@@ -21,8 +23,17 @@ from typing import Any
 import pytest
 import redis
 
-from distlock import LockLeaseLostError, LockNotAcquiredError
-from distlock import Lock, LockHandle, ReadWriteLock, ReentrantLock, RoleHandle, Semaphore
+from distlock import Leader, LockLeaseLostError, LockNotAcquiredError
+from distlock import (
+    Election,
+    Leadership,
+    Lock,
+    LockHandle,
+    ReadWriteLock,
+    ReentrantLock,
+    RoleHandle,
+    Semaphore,
+)
 from distlock.errors import LossReason
 from distlock.events import Renewed
 from tests.client_matrix import (
@@ -241,6 +252,81 @@ def test_a_wait_longer_than_the_default_socket_timeout(
     for handle in outcomes.values():
         assert isinstance(handle, LockHandle)
         leaves_nothing(admin, handle.key)
+
+
+# -- the leader election ------------------------------------------------------------------
+
+
+@pytest.fixture
+def notifying(admin: redis.Redis) -> Iterator[None]:
+    """Keyspace notifications on the server while the case runs (observe() hears them)."""
+    admin.config_set("notify-keyspace-events", "Kghx")
+    yield
+    admin.config_set("notify-keyspace-events", "")
+
+
+def test_an_election(
+    config: ClientConfig, endpoint: Endpoint, key_id: str, admin: redis.Redis, notifying: None
+) -> None:
+    """A campaign renewed, one refused, a waiting candidate handed the lease, leader()'s
+    reply read, a deletion under the leader signalled, and observe() hearing each change
+    on Redis's word (it polls once a minute), through a pub/sub of the client's kind."""
+    renewed = Event()
+
+    def renewal(event: object) -> None:
+        if isinstance(event, Renewed):
+            renewed.set()
+
+    seen: list[Leader | None] = []
+    news = Event()
+
+    def yielded(count: int) -> Leader | None:
+        while len(seen) < count:
+            news.wait()
+            news.clear()
+        return seen[count - 1]
+
+    client, close = made_client(config, endpoint.url(config, "election"))
+    try:
+        options: Any = {"ttl_ms": SHORT_TTL_MS}
+        with (
+            Election(client, key_id, identity="a", observers=[renewal], **options) as a,
+            Election(client, key_id, identity="b", **options) as b,
+            Election(client, key_id, identity="w") as watcher,
+        ):
+
+            def observe() -> None:
+                for now in watcher.observe(poll_ms=LONG_MS):
+                    seen.append(now)
+                    news.set()
+
+            observer = spawn(observe)
+            assert yielded(1) is None
+            first = a.campaign(wait_ms=0)
+            assert isinstance(first, Leadership) and first.fence >= 1
+            renewed.wait()  # "never renewed" otherwise
+            assert first.is_leader
+            assert b.campaign(wait_ms=0) is None
+            now = b.leader()
+            assert now is not None and (now.identity, now.fence) == ("a", first.fence)
+            assert 0 < now.ttl_ms <= SHORT_TTL_MS
+            now = yielded(2)
+            assert now is not None and (now.identity, now.fence) == ("a", first.fence)
+            waiting = start_waiting(admin, a.key, b.campaign, wait_ms=LONG_MS)
+            assert first.resign() is True
+            second = waiting.result()
+            assert isinstance(second, Leadership) and second.fence > first.fence
+            now = yielded(3)
+            assert now is not None and (now.identity, now.fence) == ("b", second.fence)
+            admin.delete(a.key)  # the lease taken away under its leader
+            signalled(second.signal)
+            assert not second.is_leader and second.resign() is False
+            assert yielded(4) is None
+            watcher.close()
+            observer.result()
+        leaves_nothing(admin, a.key)
+    finally:
+        close()
 
 
 # -- the read-write lock ------------------------------------------------------------------
