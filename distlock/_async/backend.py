@@ -42,6 +42,7 @@ T = TypeVar("T")
 #: The client classes this driver talks through (a Sentinel's ``master_for`` gives a Redis).
 Redis = aredis.Redis
 RedisCluster = aredis.RedisCluster
+ConnectionPool = aredis.ConnectionPool
 Client: TypeAlias = aredis.Redis | aredis.RedisCluster
 ClientFactory: TypeAlias = Callable[[], "Client | Awaitable[Client]"]
 #: The other driver's clients, refused with a pointer to that driver.

@@ -253,7 +253,7 @@ class Election:
                 pubsub = await _wait_for_news(pubsub, period_ms, candidates)
         finally:
             if pubsub is not None:
-                await pubsub.aclose()
+                await _unsubscribe(pubsub)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -288,14 +288,30 @@ async def _subscribe(client: backend.Client, key: str) -> Any:
     which lives on until its own TTL (only the key's ``del`` or ``expired`` says so)."""
     if isinstance(client, backend.RedisCluster):
         return None
-    db = client.connection_pool.connection_kwargs.get("db", 0)
-    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    # A subscription holds its connection for good: taken from the client's pool, it would
+    # leave a bounded pool a connection short (or empty) for the election's own calls.
+    # So it is made from the pool's settings on a pool of its own, as a waiter's block is.
+    shared = client.connection_pool
+    kwargs = shared.connection_kwargs
+    own = backend.ConnectionPool(
+        connection_class=shared.connection_class, max_connections=1, **kwargs
+    )
+    pubsub = backend.Redis(connection_pool=own).pubsub(ignore_subscribe_messages=True)
+    db = kwargs.get("db", 0)
     try:
         await pubsub.subscribe(keyspace_channel(db, key), keyspace_channel(db, leader_key(key)))
     except RedisError:
-        await pubsub.aclose()
+        await _unsubscribe(pubsub)
         return None
     return pubsub
+
+
+async def _unsubscribe(pubsub: Any) -> None:
+    """Close a pub/sub of :func:`_subscribe`'s, and its own pool's connection."""
+    try:
+        await pubsub.aclose()
+    finally:
+        await pubsub.connection_pool.disconnect()
 
 
 async def _wait_for_news(pubsub: Any, period_ms: int, candidates: _Candidates) -> Any:
@@ -315,6 +331,6 @@ async def _wait_for_news(pubsub: Any, period_ms: int, candidates: _Candidates) -
             if await pubsub.get_message(timeout=step) is not None:
                 break
         except RedisError:
-            await pubsub.aclose()
+            await _unsubscribe(pubsub)
             pubsub = None
     return pubsub

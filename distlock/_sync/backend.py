@@ -42,6 +42,7 @@ T = TypeVar("T")
 
 Redis = redis.Redis
 RedisCluster = redis.RedisCluster
+ConnectionPool = redis.ConnectionPool
 #: What a sync Lock talks through (a Sentinel's ``master_for`` gives a redis.Redis).
 Client: TypeAlias = redis.Redis | redis.RedisCluster
 ClientFactory: TypeAlias = Callable[[], Client]

@@ -37,7 +37,17 @@ from distlock.asyncio import Election, Leadership
 from tests.redis_server import RedisServer
 from tests.waiting import calls
 
-from .concurrency import DRIVER, Event, Task, client_for, signalled, spawn, until
+from .concurrency import (
+    DRIVER,
+    BlockingConnectionPool,
+    Event,
+    Redis,
+    Task,
+    client_for,
+    signalled,
+    spawn,
+    until,
+)
 
 TTL = 30_000
 #: A lease that must run out within a test.
@@ -532,6 +542,31 @@ async def test_observe_yields_the_leader_then_each_change(
     assert len(observer.seen) == 6
     for candidate in (a, b):
         await candidate.aclose()
+
+
+async def test_an_observer_takes_no_connection_from_a_bounded_pool(
+    redis_server: RedisServer, r: redis.Redis, notifications: bool
+) -> None:
+    """The observer's subscription is on a connection of its own, as a waiter's block is:
+    with a pool of one connection, the election's own calls still get it while an
+    observer listens (a subscription taken from the pool would hold it for good, and
+    they would wait out the pool's timeout)."""
+    pool = BlockingConnectionPool.from_url(redis_server.url, max_connections=1, timeout=2)
+    client = Redis(connection_pool=pool)
+    watcher = Election(client, NAME, identity="w", ttl_ms=TTL, heartbeat_ms=QUICK)
+    observer = Observer(watcher, 60_000 if notifications else 50)
+    assert await observer.next(1) is None
+    leadership = await led(watcher, wait_ms=0)
+    now = await observer.next(2)
+    assert now is not None and now.fence == leadership.fence
+    read = await watcher.leader()
+    assert read is not None and read.identity == "w"
+    assert await leadership.resign() is True
+    assert await observer.next(3) is None
+    await watcher.aclose()
+    await observer.task.result()
+    await client.aclose()
+    await pool.disconnect()
 
 
 @pytest.mark.parametrize("poll_ms", [60_000])
