@@ -40,8 +40,9 @@ PURE_TESTS ?= \
 	tests/test_core.py tests/test_reentrant_core.py tests/test_semaphore_core.py \
 	tests/test_wait_core.py tests/test_flows.py \
 	tests/test_parity.py tests/test_parity_semaphore.py tests/test_parity_wait.py \
-	tests/test_parity_readwrite.py \
+	tests/test_parity_readwrite.py tests/test_parity_election.py \
 	tests/drivers/_async/test_readwrite.py tests/drivers/_sync/test_readwrite.py \
+	tests/drivers/_async/test_election.py tests/drivers/_sync/test_election.py \
 	tests/drivers/_async/test_lock.py tests/drivers/_sync/test_lock.py \
 	tests/drivers/test_lock_asyncio.py tests/drivers/test_lock_threads.py \
 	tests/drivers/_async/test_call_options.py tests/drivers/_sync/test_call_options.py \
