@@ -185,21 +185,28 @@ class Election:
         ``leadership.is_leader``) and the candidate campaigns again, then runs ``fn``
         again.  Hand ``leadership.fence`` to what ``fn`` writes.  An exception of ``fn``
         resigns and propagates; so does :class:`~distlock.NotReplicatedError`, as from
-        :meth:`campaign`."""
+        :meth:`campaign`.  A loss learnt only once ``fn`` has returned (its resignation
+        found the lease gone, or ``fn`` ended past the deadline) is raised, as ``hold``
+        raises it: ``fn`` did its work, which was not known to be the leader's alone to
+        the end, and is not run again."""
         backend.check_body(fn)
         while True:
             hold = self._hold(MAX_MS, keep_body=False)
+            deposed = False
             try:
                 async with hold as leadership:
-                    result = await backend.awaitable(fn, fn(leadership))
+                    try:
+                        result = await backend.awaitable(fn, fn(leadership))
+                    finally:
+                        deposed = leadership._section.lost is not None
             except NotReplicatedError:
                 raise  # as campaign()
             except LockNotAcquiredError:
                 continue  # a wait of MAX_MS ended: campaign on
             except LockLeaseLostError as loss:
-                if loss.key != self.key or loss.reason is LossReason.LOCK_CLOSED:
+                if not deposed or loss.key != self.key or loss.reason is LossReason.LOCK_CLOSED:
                     raise
-                continue  # deposed: campaign again
+                continue  # deposed while fn ran: campaign again
             return backend.returned(fn, result)
 
     def _hold(self, wait_ms: int, *, keep_body: bool) -> _Hold[Leadership]:

@@ -368,6 +368,27 @@ async def test_run_as_leader_campaigns_again_after_a_loss(
         assert r.exists(KEY) == 0
 
 
+async def test_fn_that_finished_before_its_loss_was_known_is_not_run_again(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """fn returns while its leadership still looks whole; only the resignation finds the
+    lease gone (taken away before fn returned: not known to have been exclusive to the
+    end).  fn did its work: it is not run a second time, and the loss is raised, as a
+    hold raises it, for the caller to reconcile."""
+    runs: list[int] = []
+
+    async def fn(leadership: Leadership) -> str:
+        runs.append(leadership.fence)
+        r.delete(KEY)  # deposed, and no renewal (every 10 s) has told it yet
+        return "done"
+
+    async with election(redis_server, "a", heartbeat_ms=10_000) as a:
+        with pytest.raises(LockLeaseLostError) as lost:
+            await a.run_as_leader(fn)
+        assert lost.value.reason is LossReason.RELEASE_REJECTED
+        assert len(runs) == 1
+
+
 async def test_an_exception_of_fn_resigns_and_propagates(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
