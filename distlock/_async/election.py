@@ -26,6 +26,7 @@ from distlock.errors import (
     LockNotAcquiredError,
     LossReason,
     NotReplicatedError,
+    UsageError,
 )
 from distlock.options import MAX_MS, AsyncLockOptions, check_wait
 
@@ -101,6 +102,14 @@ class Leadership(LockHandle):
     async def release(self) -> bool:
         """:meth:`resign`, by the name every handle has."""
         return await self.resign()
+
+    async def extend(self, ttl_ms: int | None = None) -> bool:
+        """Refused: a leadership is renewed for you every heartbeat, as long as it lasts."""
+        raise UsageError(
+            f"a leadership of {self.key!r} is renewed for you every heartbeat: there is "
+            "nothing to extend (the Election's ttl_ms and heartbeat_ms set its lease)",
+            self.key,
+        )
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None

@@ -28,6 +28,7 @@ from distlock import (
     LockLeaseLostError,
     LossReason,
     NotReplicatedError,
+    UsageError,
     ValidationError,
 )
 from distlock._core.commands import Kind
@@ -274,6 +275,18 @@ def test_a_dead_waiting_candidate_does_not_stall_the_queue(
 
 
 # -- the leadership as a handle ----------------------------------------------------------------
+
+
+def test_a_leadership_is_not_extended_by_hand(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    with election(redis_server, "a") as a:
+        leadership = led(a, wait_ms=0)
+        ttl = r.pttl(KEY)
+        with pytest.raises(UsageError, match="renewed for you"):
+            leadership.extend(60_000)
+        assert r.pttl(KEY) <= ttl and leadership.is_leader
+        assert leadership.resign() is True
 
 
 def test_async_with_a_leadership_resigns_at_its_exit(
