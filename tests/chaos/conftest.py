@@ -7,7 +7,9 @@ settings of :meth:`~distlock.tools.chaos.targets.Settings.from_env`.
 
 ``toxiproxy``: a Toxiproxy server this session starts (or the one at ``TOXIPROXY_URL``).
 ``chaos_runner``: runs one registered scenario; its row lands in ``chaos-report.json``
-(``CHAOS_REPORT``) and in the terminal summary.
+(``CHAOS_REPORT``) and in the terminal summary.  It leaves TLC's verdict on the traced
+trial to ``test_trace`` for each scenario whose ``test_scenario`` and ``test_trace`` are
+both selected (:data:`DEFERRED_KEY`).
 ``chaos_target``/``chaos_proxy``: a redis-server of the test's own (or the Redis at
 ``CHAOS_REDIS_URL``) and a fresh proxy in front of it, for the instruments' own tests.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from distlock.tools.chaos.registration import Entry
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.runner import PROXY_NAME, Runner
 from distlock.tools.chaos.targets import ExternalTarget, LocalTarget, RedisTarget, Settings
@@ -34,10 +37,25 @@ from distlock.tools.servers.toxiproxy import (
 )
 
 REPORT_KEY = pytest.StashKey[ChaosReport]()
+#: The scenarios whose ``test_scenario`` and ``test_trace`` both run in this session.
+DEFERRED_KEY = pytest.StashKey[frozenset[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[REPORT_KEY] = ChaosReport()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    selected: dict[str, set[str]] = {"test_scenario": set(), "test_trace": set()}
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        entry = None if callspec is None else callspec.params.get("entry")
+        test = getattr(item, "originalname", None)
+        if isinstance(entry, Entry) and test in selected:
+            selected[test].add(entry.name)
+    session.config.stash[DEFERRED_KEY] = frozenset(
+        selected["test_scenario"] & selected["test_trace"]
+    )
 
 
 def _report_path(config: pytest.Config) -> Path:
@@ -86,9 +104,13 @@ def toxiproxy(chaos_settings: Settings) -> Iterator[ToxiproxyClient]:
 
 @pytest.fixture(scope="session")
 def chaos_runner(
-    chaos_settings: Settings, toxiproxy: ToxiproxyClient, chaos_report: ChaosReport
+    request: pytest.FixtureRequest,
+    chaos_settings: Settings,
+    toxiproxy: ToxiproxyClient,
+    chaos_report: ChaosReport,
 ) -> Runner:
-    return Runner(chaos_settings, toxiproxy, chaos_report)
+    deferred = request.config.stash.get(DEFERRED_KEY, frozenset())
+    return Runner(chaos_settings, toxiproxy, chaos_report, defer_traces=deferred)
 
 
 @pytest.fixture

@@ -21,14 +21,15 @@ from redis.retry import Retry
 from distlock import Lock
 from distlock._protocol import R_ENTER, R_LEAVE
 from distlock.tools import tracecheck
-from distlock.tools.chaos.harness import Scenario
+from distlock.tools.chaos import judging
+from distlock.tools.chaos.harness import DeferredTrace, Scenario
 from distlock.tools.chaos.invariants import check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
 from distlock.tools.chaos.params import TRACED_TRIAL
 from distlock.tools.chaos.recorder import Command, Level, Recorder, Section
 from distlock.tools.chaos.report import ChaosReport
 from distlock.tools.chaos.targets import RedisTarget, Settings, is_own_key
-from distlock.tools.chaos.tracing import NO_TLC
+from distlock.tools.chaos.tracing import NO_TLC, TrialTrace
 from distlock.tools.servers.toxiproxy import Proxy
 from distlock.trace import read_events
 
@@ -612,3 +613,48 @@ def test_the_traced_trials_semaphores_and_reentrant_locks_record_into_its_trace(
 
 async def _nothing(handle: object) -> None:
     return None
+
+
+def test_a_trace_check_left_for_later_gives_the_same_verdict_and_row(
+    chaos_target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Scenario(defer_trace=True)``: TLC checks the same traced trial after the scenario's
+    end; its row gets TLC's columns then, its thread is no leak meanwhile, and a rejection
+    reads as ``finish`` would have raised it, timeline included."""
+    admin = redis.Redis.from_url(chaos_target.url)
+    settings = Settings(None, None, None, None, None, None)
+    sc = Scenario(
+        name="deferred",
+        ttl_ms=2_000,
+        target=chaos_target,
+        proxy=None,
+        settings=settings,
+        report=ChaosReport(),
+        admin=admin,
+        defer_trace=True,
+    )
+    try:
+        sc.trace.start(TRACED_TRIAL)
+        lock = sc.clients.sync_lock(sc.clients.sync_client("sync", via_proxy=False))
+        lock.run(sc.params.key_id, lambda handle: None)
+        sc.clients.close_sync()
+        sc.trace.stop()
+        checking = sc.trace.checking
+        assert checking is not None, "no check under way once the traced trial stopped"
+        left = check_no_leaks(
+            sc.baseline, admin=None, name_prefix="x", timeout=0.05, ignore_threads=(checking,)
+        )
+        assert left == [], left
+        row = judging.row(sc.params, sc.recorder, check(sc.recorder, slack_ms=50), sc.trace)
+        deferred = DeferredTrace(sc.name, sc.params, sc.recorder, sc.trace, row)
+        assert deferred.problems() is None
+        assert (row.traces_validated, row.trace_note) == (1, None)
+        assert row.trace_seconds > 0
+        monkeypatch.setattr(TrialTrace, "verdict", lambda self: ["no behaviour of the spec"])
+        message = deferred.problems()
+        assert message is not None
+        assert message.startswith("deferred:\n  no behaviour of the spec\n--- timeline ---")
+    finally:
+        sc.clients.close_sync()
+        sc.target.cleanup(sc.params.prefix)
+        admin.close()

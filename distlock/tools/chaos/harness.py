@@ -38,7 +38,7 @@ from distlock.tools.chaos.invariants import Verdict, check
 from distlock.tools.chaos.leaks import Baseline, check_no_leaks
 from distlock.tools.chaos.params import Params
 from distlock.tools.chaos.recorder import Recorder
-from distlock.tools.chaos.report import ChaosReport
+from distlock.tools.chaos.report import ChaosReport, Row
 from distlock.tools.chaos.sections import Sections
 from distlock.tools.chaos.targets import LocalTarget, RedisTarget, Settings
 from distlock.tools.chaos.tracing import TrialTrace
@@ -62,6 +62,9 @@ class Scenario:
     limit: int | None = None
     #: Long victim bodies are cooperative in one trial out of this many.
     cooperative_every: int = 3
+    #: ``finish`` leaves TLC's verdict on the traced trial for later (:attr:`deferred`)
+    #: instead of waiting for it.
+    defer_trace: bool = False
     params: Params = field(init=False)
     recorder: Recorder = field(init=False)
     baseline: Baseline = field(init=False)
@@ -70,6 +73,8 @@ class Scenario:
     sections: Sections = field(init=False)
     trials: Trials = field(init=False)
     faults: Faults = field(init=False)
+    #: With ``defer_trace``, once ``finish`` ran: TLC's verdict, still to be asked for.
+    deferred: DeferredTrace | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.params = Params(
@@ -112,16 +117,26 @@ class Scenario:
         """
         self.clients.close_sync()
         self.trace.stop()
-        trace_problems = self.trace.verdict()
+        trace_problems = [] if self.defer_trace else self.trace.verdict()
+        # A check left for later is still running: the only thread meant to outlive this.
+        checking = self.trace.checking if self.defer_trace else None
         admin = self.admin if check_server_connections else None
-        leaks = check_no_leaks(self.baseline, admin=admin, name_prefix=self.params.tag)
+        leaks = check_no_leaks(
+            self.baseline,
+            admin=admin,
+            name_prefix=self.params.tag,
+            ignore_threads=() if checking is None else (checking,),
+        )
         verdict = check(
             self.recorder,
             slack_ms=self.params.slack_ms,
             wait_allowance_ms=WAIT_ALLOWANCE_MS,
             limit=self.params.capacity,
         )
-        self.report.add(judging.row(self.params, self.recorder, verdict, self.trace))
+        row = judging.row(self.params, self.recorder, verdict, self.trace)
+        self.report.add(row)
+        if self.defer_trace:
+            self.deferred = DeferredTrace(self.name, self.params, self.recorder, self.trace, row)
         problems = list(verdict.violations) + leaks + trace_problems
         problems += judging.problems(
             self.params,
@@ -132,10 +147,32 @@ class Scenario:
             min_overlaps=min_overlaps,
         )
         if problems:
-            raise ScenarioFailed(
-                f"{self.name}:\n  "
-                + "\n  ".join(problems)
-                + "\n--- timeline ---\n"
-                + timeline(self.recorder)
-            )
+            raise ScenarioFailed(failure(self.name, problems, self.recorder))
         return verdict
+
+
+def failure(name: str, problems: list[str], recorder: Recorder) -> str:
+    """A failed scenario's message: what failed it, then its timeline."""
+    return f"{name}:\n  " + "\n  ".join(problems) + "\n--- timeline ---\n" + timeline(recorder)
+
+
+@dataclass
+class DeferredTrace:
+    """TLC's verdict on a scenario's traced trial, left for after the scenario's end
+    (``Scenario(defer_trace=True)``): the check runs on while later scenarios do, and
+    :meth:`problems` waits for it.  The trace and the check are the same as ``finish``
+    waits for otherwise; only when the answer is read changes."""
+
+    name: str
+    params: Params
+    recorder: Recorder
+    trace: TrialTrace
+    #: The scenario's report row: its trace columns are filled in once TLC is done.
+    row: Row
+
+    def problems(self) -> str | None:
+        """Wait for TLC; the failure, as ``finish`` would have raised it (None: the trace
+        passed, or was not checked, as the row says)."""
+        found = self.trace.verdict()
+        judging.trace_columns(self.row, self.params, self.trace)
+        return failure(self.name, found, self.recorder) if found else None

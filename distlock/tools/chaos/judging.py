@@ -21,7 +21,7 @@ def _rounded(ms: float | None) -> float | None:
 
 def row(params: Params, recorder: Recorder, verdict: Verdict, trace: TrialTrace) -> Row:
     """The scenario's row of the report."""
-    return Row(
+    made = Row(
         scenario=params.name,
         trials=recorder.trials,
         faults=recorder.faults,
@@ -29,19 +29,24 @@ def row(params: Params, recorder: Recorder, verdict: Verdict, trace: TrialTrace)
         lost=verdict.surfaced,
         overlaps=verdict.overlaps,
         worst_detection_ms=_rounded(verdict.worst_detection_ms),
-        traces_validated=(
-            None
-            if trace.excluded or not params.settings.validate_traces
-            else trace.validated
-        ),
-        trace_seconds=round(trace.seconds, 1),
-        trace_excluded=trace.excluded,
-        trace_note=trace.note,
         waits_granted=verdict.waits_granted,
         waits_timed_out=verdict.waits_timed_out,
         waits_failed=verdict.waits_failed,
         worst_wait_overrun_ms=_rounded(verdict.worst_wait_overrun_ms),
     )
+    trace_columns(made, params, trace)
+    return made
+
+
+def trace_columns(made: Row, params: Params, trace: TrialTrace) -> None:
+    """The row's columns of the traced trial's check, as far as it has got (again once
+    TLC is done, when the verdict was left for later)."""
+    made.traces_validated = (
+        None if trace.excluded or not params.settings.validate_traces else trace.validated
+    )
+    made.trace_seconds = round(trace.seconds, 1)
+    made.trace_excluded = trace.excluded
+    made.trace_note = trace.note
 
 
 def problems(

@@ -11,6 +11,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import redis
@@ -57,13 +58,17 @@ class Baseline:
 PROCESS_THREADS = ("distlock-timer", "distlock-worker")
 
 
-def leaked_threads(baseline: Baseline) -> list[str]:
+def leaked_threads(
+    baseline: Baseline, ignore: Collection[threading.Thread] = ()
+) -> list[str]:
+    """Threads started since ``baseline`` and still running, but for ``ignore``."""
     return [
         f"{t.name} (daemon={t.daemon})"
         for t in threading.enumerate()
         if t.is_alive()
         and (t.ident or 0) not in baseline.threads
         and not t.name.startswith(PROCESS_THREADS)
+        and t not in ignore
     ]
 
 
@@ -81,12 +86,16 @@ def check_no_leaks(
     admin: redis.Redis | None,
     name_prefix: str,
     timeout: float = 10.0,
+    ignore_threads: Collection[threading.Thread] = (),
 ) -> list[str]:
-    """Poll until nothing is left over, or return what still is after ``timeout``."""
+    """Poll until nothing is left over, or return what still is after ``timeout``
+    (``ignore_threads``: threads meant to outlive the scenario)."""
     give_up = time.monotonic() + timeout
     problems: list[str] = []
     while True:
-        problems = [f"thread left running: {t}" for t in leaked_threads(baseline)]
+        problems = [
+            f"thread left running: {t}" for t in leaked_threads(baseline, ignore_threads)
+        ]
         problems += [f"socket left open: {s}" for s in leaked_sockets(baseline)]
         if admin is not None:
             try:

@@ -37,6 +37,9 @@ class Context:
     report: ChaosReport
     admin: redis.Redis
     made: list[Scenario] = field(default_factory=list)
+    #: The scenarios made leave TLC's verdict on their traced trial for later
+    #: (:attr:`Scenario.deferred <distlock.tools.chaos.harness.Scenario.deferred>`).
+    defer_traces: bool = False
 
     def scenario(
         self,
@@ -61,6 +64,7 @@ class Context:
             settings=self.settings,
             report=self.report,
             admin=self.admin,
+            defer_trace=self.defer_traces,
         )
         self.made.append(made)
         return made

@@ -70,6 +70,14 @@ SEMAPHORE_TRACE_TTLS = 2
 #: Model ticks per TTL for the chaos traces: coarser than the trace tests' model (whose
 #: corruptions need the finer one), and four times fewer states.
 TRACE_TICKS = 4
+#: TLC runs on traced trials under way at once in this process; a check waits for a slot
+#: before its TLC starts (the bounds above count from there).  A scenario whose verdict is
+#: asked for after later scenarios ran (the test suite's ``Runner(defer_traces=...)``)
+#: leaves its check running beside their trials, so several may be pending: two at a time,
+#: for the two cores CI has (a trial mostly sleeps, and TLC, one worker at the lowest
+#: priority, takes only the CPU the trials leave), and no more JVM heaps than that at once.
+TLC_SLOTS = 2
+_slots = threading.BoundedSemaphore(TLC_SLOTS)
 
 def rejection_command(within_ms: float) -> str:
     """The command that checks a traced trial's events as the chaos suite does."""
@@ -107,6 +115,8 @@ class TrialTrace:
         self._stream: io.StringIO | None = None
         self._events: list[dict[str, Any]] = []
         self._check: threading.Thread | None = None
+        #: Set once the check has its slot (:data:`TLC_SLOTS`) and is running.
+        self._running = threading.Event()
         #: Traces of other processes of the traced trial still to be merged.
         self._parts = 0
         self._problems: list[str] = []
@@ -172,12 +182,22 @@ class TrialTrace:
             self.sink.declare_redis_down(since * 1000.0, until * 1000.0)
 
     def verdict(self) -> list[str]:
-        """What TLC found wrong with the trace, once it is done."""
-        if self._check is not None:
-            self._check.join(TRACE_WALL_S + 30)
-            if self._check.is_alive():
+        """What TLC found wrong with the trace, once it is done (after the checks ahead
+        of it for a slot, each bounded as this one is)."""
+        check = self._check
+        if check is not None:
+            while not self._running.wait(1.0) and check.is_alive():
+                pass
+            check.join(TRACE_WALL_S + 30)
+            if check.is_alive():
                 return [f"TLC still running on the recorded trace after {TRACE_WALL_S:.0f} s"]
         return list(self._problems)
+
+    @property
+    def checking(self) -> threading.Thread | None:
+        """The thread checking the trace, while it runs or waits for its slot."""
+        check = self._check
+        return check if check is not None and check.is_alive() else None
 
     def _start_validation(self) -> None:
         if self._parts or not self._events or self._check is not None:
@@ -192,8 +212,13 @@ class TrialTrace:
             self.note = NO_TLC
             return
         # TLC (one core) runs while the next trials do.
-        self._check = threading.Thread(target=self._validate, name="chaos-tlc", daemon=True)
+        self._check = threading.Thread(target=self._in_slot, name="chaos-tlc", daemon=True)
         self._check.start()
+
+    def _in_slot(self) -> None:
+        with _slots:
+            self._running.set()
+            self._validate()
 
     def _validate(self) -> None:
         """TLC on the traced trial's events, one key at a time; notes the problems found."""
