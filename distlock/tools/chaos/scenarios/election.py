@@ -52,7 +52,7 @@ from distlock._core.waiting import LONGEST_BLOCK_MS
 from distlock.asyncio import Election as AsyncElection
 from distlock.asyncio import Leadership as AsyncLeadership
 from distlock.tools.chaos.failures import ScenarioFailed, require
-from distlock.tools.chaos.harness import Scenario
+from distlock.tools.chaos.harness import DeferredTrace, Scenario
 from distlock.tools.chaos.holder import DOOMED
 from distlock.tools.chaos.leaks import check_no_leaks
 from distlock.tools.chaos.processes import Child
@@ -153,12 +153,25 @@ def _row(sc: Scenario, *, ok: int, lost: int, overlaps: int, detection: float | 
 
 
 def _finish(sc: Scenario, problems: list[str], row: Callable[[], Row]) -> None:
-    """The trace's verdict, the leak checks, the report row; fail on any problem."""
+    """The trace's verdict (or, with ``defer_trace``, the check left running for later,
+    as :meth:`Scenario.finish` leaves it), the leak checks, the report row; fail on any
+    problem."""
     sc.clients.close_sync()
     sc.trace.stop()
-    problems = problems + sc.trace.verdict()
-    problems += check_no_leaks(sc.baseline, admin=sc.admin, name_prefix=sc.params.tag)
-    sc.report.add(row())
+    if not sc.defer_trace:
+        problems = problems + sc.trace.verdict()
+    # A check left for later is still running: the only thread meant to outlive this.
+    checking = sc.trace.checking if sc.defer_trace else None
+    problems += check_no_leaks(
+        sc.baseline,
+        admin=sc.admin,
+        name_prefix=sc.params.tag,
+        ignore_threads=() if checking is None else (checking,),
+    )
+    made = row()
+    sc.report.add(made)
+    if sc.defer_trace:
+        sc.deferred = DeferredTrace(sc.params.name, sc.params, sc.recorder, sc.trace, made)
     if problems:
         raise ScenarioFailed(f"{sc.params.name}:\n  " + "\n  ".join(problems))
 
