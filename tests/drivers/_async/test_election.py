@@ -849,6 +849,32 @@ async def test_a_loss_cancels_run_as_leader_s_fn_and_it_runs_again(
     assert r.exists(KEY) == 0
 
 
+async def test_a_cancelled_observer_closes_its_subscription(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """Cancelled while it waits for news, an observer's generator closes its
+    subscription's connection (its own, outside the client's pool) before the
+    cancellation leaves it."""
+    r.config_set("notify-keyspace-events", "Kghx")
+    try:
+        watcher = cancellable(redis_server, "w")
+        before = {c["id"] for c in r.client_list()}
+        observer = Observer(watcher, 60_000)
+        assert await observer.next(1) is None
+        await until(
+            lambda: any(c["cmd"] == "subscribe" for c in r.client_list() if c["id"] not in before),
+            "the observer subscribed",
+        )
+        observer.task.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await observer.task.task
+        subscribed = [c for c in r.client_list() if int(c["sub"]) > 0]
+        assert subscribed == []
+        await closed(watcher)
+    finally:
+        r.config_set("notify-keyspace-events", "")
+
+
 async def test_cancelling_run_as_leader_resigns(redis_server: RedisServer, r: redis.Redis) -> None:
     entered = asyncio.Event()
 
