@@ -26,7 +26,12 @@
 (* (e.hand, ReleaseHand): the key holds its token at depth 1 with HandTTL  *)
 (* and a fresh fence; that Wake is the grant (HandedGrant), counted from   *)
 (* the last attempt's send (wsent[i]) with the handed TTL, renewed at once *)
-(* when the handed TTL is short.  A waiter whose withdrawal got no answer *)
+(* when the handed TTL is short.  Or to a waiter whose block ran out       *)
+(* (e.late: BLPOP timed out, or the client stopped reading a reply that    *)
+(* did not come, Redis paused past the block) and whose next attempt is    *)
+(* granted: Redis grants it the key it holds (Wait.tla's RedisAttempt, "a  *)
+(* K holding our token was handed to us"), from the key's fence, with the  *)
+(* attempt's TTL.  A waiter whose withdrawal got no answer *)
 (* (WithdrawFail) may have left its place queued, until the place ends on  *)
 (* its own (e.abandoned): a release may hand that place the key, which     *)
 (* nobody claims and which lapses after HandTTL (AbandonedHand), and a     *)
@@ -177,7 +182,7 @@ WaitStep(e) ==
       [] e.a = "Wake" ->
               /\ waiting[i]
               /\ IF e.kind = "hand" THEN HandedGrant(i)
-                 ELSE handed[i] = 0 /\ UNCHANGED vars
+                 ELSE (handed[i] = 0 \/ e.late) /\ UNCHANGED vars
               /\ handed' = [handed EXCEPT ![i] = 0]
               /\ UNCHANGED <<wsent, withdrawing>>
       [] e.a = "Withdraw" ->
@@ -302,7 +307,10 @@ TraceNext ==
              ELSE /\ Logged(Trace[l])
                   /\ wsent' = IF Trace[l].a = "Acquire" /\ Trace[l].w
                               THEN [wsent EXCEPT ![Trace[l].c] = now] ELSE wsent
-                  /\ UNCHANGED <<handed, withdrawing>>
+                  \* a key handed over before the attempt is its grant (see ReleaseHand)
+                  /\ handed' = IF Trace[l].a = "Acquire"
+                               THEN [handed EXCEPT ![Trace[l].c] = 0] ELSE handed
+                  /\ UNCHANGED withdrawing
           /\ Observed(Trace[l])
           /\ Answered(Trace[l]) /\ Fenced(Trace[l])
           /\ at' = [at EXCEPT ![Trace[l].c] = IF Trace[l].keep THEN now ELSE 0]

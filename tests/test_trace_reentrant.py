@@ -903,3 +903,100 @@ def test_attempts_refused_while_redis_is_down_end_their_sections() -> None:
         "chaos:res", events, complete=False, ticks=TRACE_TICKS, hang_after_ms=hang_after_ms
     )
     assert verdict.accepted, verdict.describe() + "\n" + verdict.output[-2000:]
+
+
+#: A chaos trial (``reentrant-redis-paused-past-the-ttl-sync``, TTL 200 ms, times shifted)
+#: whose Redis was paused (SIGSTOP) from about t=757 to t=1208.  L77.1 waits (wait_ms 400):
+#: refused at 658, it blocks until 758, its place in Redis kept for min(wait left, recheck,
+#: LONGEST_BLOCK_MS) + QUEUE_GRACE_MS after that attempt.  L76.1's attempt, sent at 706,
+#: runs after the pause (granted too late: lost) and its release at 1209 hands the key to
+#: the queued L77.1, so L76.2's attempt at 1210.5 is refused.  L77.1's block ran out with
+#: no element read (Wake, woken false, no fence, at 1256), and its last attempt (queue_ms 0)
+#: is granted the key handed to it, with the handed fence.
+PAUSED_PAST_THE_BLOCK = """\
+{"action":"Acquire","attempt":1,"client":"L75.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":651.328,"ttl_ms":200,"watch":true}
+{"action":"Acquire","attempt":1,"client":"L76.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":651.977,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L75.1","deadline":849.328,"fence":447758514728960,"granted":true,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":653.454}
+{"action":"Acquire","attempt":1,"client":"L77.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","queue_ms":400,"renew_every_ms":50,"renew_in_flight":false,"retries":0,"t":653.915,"ttl_ms":200,"wait_ms":400,"watch":true}
+{"action":"AcquireReply","client":"L76.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":656.695}
+{"action":"Reenter","client":"L75.1","deadline":849.328,"depth":1,"fence":447758514728960,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":656.835,"to":2}
+{"action":"ReenterReply","client":"L75.1","deadline":854.835,"depth":2,"fence":447758514728960,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":657.129}
+{"action":"AcquireReply","client":"L77.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"waiting","recheck_ms":200,"renew_in_flight":false,"t":657.95}
+{"action":"Block","client":"L77.1","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"waiting","renew_in_flight":false,"t":657.991,"until":757.95}
+{"action":"Acquire","attempt":7,"client":"L76.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":701.219,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L76.1","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":701.415}
+{"action":"RenewSend","client":"L75.1","deadline":854.835,"fence":447758514728960,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":701.706}
+{"action":"RenewReply","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":702.301}
+{"action":"Acquire","attempt":8,"client":"L76.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":706.5,"ttl_ms":200,"watch":true}
+{"action":"RenewSend","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":757.14}
+{"action":"LeaseTimeout","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":true,"outcome":"none","phase":"held","renew_in_flight":true,"t":899.869}
+{"action":"RenewReply","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":true,"ok":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1208.972}
+{"action":"AcquireReply","client":"L76.1","deadline":904.5,"fence":447758515865600,"granted":true,"lost":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1209.185}
+{"action":"Release","client":"L76.1","deadline":904.5,"fence":447758515865600,"lost":true,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1209.437}
+{"action":"ReleaseReply","client":"L76.1","deadline":904.5,"fence":447758515865600,"lost":true,"ok":true,"outcome":"lost","phase":"done","renew_in_flight":false,"t":1210.24}
+{"action":"Acquire","attempt":1,"client":"L76.2","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1210.501,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L76.2","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1210.657}
+{"action":"Wake","client":"L77.1","deadline":0.0,"fence":null,"lost":false,"outcome":"none","phase":"waiting","renew_in_flight":false,"t":1256.12,"woken":false}
+{"action":"Acquire","attempt":2,"client":"L77.1","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","queue_ms":0,"renew_every_ms":50,"renew_in_flight":false,"retries":0,"t":1256.183,"ttl_ms":200,"wait_ms":400,"watch":true}
+{"action":"AcquireReply","client":"L77.1","deadline":1454.183,"fence":447758515869696,"granted":true,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1256.589}
+{"action":"Leave","client":"L75.1","deadline":899.706,"depth":1,"fence":447758514728960,"lost":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1258.228}
+{"action":"LeaveReply","client":"L75.1","deadline":899.706,"depth":1,"fence":447758514728960,"lost":true,"ok":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1258.578}
+{"action":"BodyDone","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":true,"outcome":"none","phase":"body_done","renew_in_flight":false,"t":1258.641}
+{"action":"Release","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":true,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1258.664}
+{"action":"ReleaseReply","client":"L75.1","deadline":899.706,"fence":447758514728960,"lost":true,"ok":false,"outcome":"lost","phase":"done","renew_in_flight":false,"t":1258.805}
+{"action":"Acquire","attempt":1,"client":"L75.3","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1258.991,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L75.3","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1259.109}
+{"action":"RenewSend","client":"L77.1","deadline":1454.183,"fence":447758515869696,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1306.433}
+{"action":"RenewReply","client":"L77.1","deadline":1504.433,"fence":447758515869696,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1306.935}
+{"action":"Acquire","attempt":21,"client":"L76.2","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1336.353,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L76.2","deadline":0.0,"fence":null,"granted":false,"lost":false,"outcome":"none","phase":"backoff","renew_in_flight":false,"t":1336.614}
+{"action":"BodyDone","client":"L77.1","deadline":1504.433,"fence":447758515869696,"lost":false,"outcome":"none","phase":"body_done","renew_in_flight":false,"t":1338.57}
+{"action":"Release","client":"L77.1","deadline":1504.433,"fence":447758515869696,"lost":false,"outcome":"none","phase":"releasing","renew_in_flight":false,"t":1338.64}
+{"action":"ReleaseReply","client":"L77.1","deadline":1504.433,"fence":447758515869696,"lost":false,"ok":true,"outcome":"ok","phase":"done","renew_in_flight":false,"t":1338.9}
+{"action":"Acquire","attempt":22,"client":"L76.2","deadline":0.0,"fence":null,"key":"chaos:res","lost":false,"outcome":"none","phase":"acquiring","renew_every_ms":50,"renew_in_flight":false,"retries":400,"t":1341.766,"ttl_ms":200,"watch":true}
+{"action":"AcquireReply","client":"L76.2","deadline":1539.766,"fence":447758516140032,"granted":true,"lost":false,"outcome":"none","phase":"held","renew_in_flight":false,"t":1342.107}
+{"action":"RenewSend","client":"L76.2","deadline":1539.766,"fence":447758516140032,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1392.311}
+{"action":"RenewReply","client":"L76.2","deadline":1590.311,"fence":447758516140032,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1392.846}
+{"action":"RenewSend","client":"L76.2","deadline":1590.311,"fence":447758516140032,"lost":false,"outcome":"none","phase":"held","renew_in_flight":true,"t":1443.165}
+{"action":"RenewReply","client":"L76.2","deadline":1641.165,"fence":447758516140032,"lost":false,"ok":true,"outcome":"none","phase":"held","renew_in_flight":false,"t":1443.519}
+"""
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_key_handed_to_a_waiter_whose_block_ran_out_is_its_next_attempts() -> None:
+    """A release may hand the key to a queued waiter whose block has run out (its BLPOP
+    answered nil, or the client stopped reading before the element came): spec/Wait.tla's
+    Wake lets the block end without the element, and its RedisAttempt grants the next
+    attempt, the last one too, the key holding the waiter's token.  Checked as a chaos
+    trial is, the trace above is accepted: the other section's refusal in between is
+    explained by that handoff alone.  A Wake that read an element (woken) without a fence
+    is no such waiter, and the refusal then has no explanation."""
+    from distlock.tools.chaos.params import SOCKET_TIMEOUT
+    from distlock.tools.chaos.tracing import TRACE_TICKS
+
+    events = list(iter_events(PAUSED_PAST_THE_BLOCK.splitlines()))
+    assert tracecheck.is_reentrant(events)
+    wake = _index(events, "Wake", client="L77.1")
+    refusal = _index(events, "AcquireReply", client="L76.2")
+    release = _index(events, "ReleaseReply", client="L76.1")
+    assert release < refusal < wake and events[wake]["woken"] is False
+    assert events[wake + 1]["queue_ms"] == 0 and events[wake + 2]["granted"] is True
+    woken = [{**e, "woken": True} if n == wake else e for n, e in enumerate(events)]
+    cases: list[tuple[str, list[Event], int | None]] = [
+        ("genuine: handed to a waiter whose block ran out", events, None),
+        ("an element read without a fence", woken, refusal),
+    ]
+    for name, trace, index in cases:
+        (verdict,) = tracecheck.check(
+            trace,
+            condensed=True,
+            within_ms=800,
+            ticks=TRACE_TICKS,
+            hang_after_ms=SOCKET_TIMEOUT * 1000.0,
+        )
+        if index is None:
+            assert verdict.accepted, f"{name}: {verdict.describe()}\n{verdict.output[-2000:]}"
+        else:
+            assert not verdict.accepted, f"{name}: accepted"
+            assert (verdict.first_unexplained, verdict.by) == (index, "TLC"), name

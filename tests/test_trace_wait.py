@@ -366,3 +366,51 @@ def test_corrupted_waiting_traces_are_refused_by_the_prepass(
     problem = tracecheck.prepass(forged)
     assert problem is not None and problem.index == wake
     assert "deadline" in problem.reason
+
+
+@needs_tlc
+@pytest.mark.tlc
+def test_a_lock_hands_the_key_to_a_waiter_whose_block_ran_out() -> None:
+    """The lock's waiters as the reentrant lock's (see test_trace_reentrant's
+    PAUSED_PAST_THE_BLOCK, its levels taken out): a release hands the key to a queued
+    waiter whose block has run out with no element read, another section's attempt is
+    refused on that key, and the waiter's next attempt is granted it: a behaviour of
+    spec/DistLock.tla with spec/Wait.tla's waiting.  A Wake that read an element without a
+    fence leaves that refusal unexplained."""
+    from distlock.tools.chaos.params import SOCKET_TIMEOUT
+    from distlock.tools.chaos.tracing import TRACE_TICKS
+    from distlock.trace import iter_events
+    from tests.test_trace_reentrant import PAUSED_PAST_THE_BLOCK
+
+    levels = {"Reenter", "ReenterReply", "Leave", "LeaveReply"}
+    recorded = list(iter_events(PAUSED_PAST_THE_BLOCK.splitlines()))
+    # without its re-entry, the outer holder's lease is the one its grant confirmed
+    granted = next(e for e in recorded if e["action"] == "AcquireReply")["deadline"]
+    entered = next(e for e in recorded if e["action"] == "ReenterReply")["deadline"]
+    events = [
+        {
+            **{k: v for k, v in e.items() if k != "depth"},
+            **({"deadline": granted} if e.get("deadline") == entered else {}),
+        }
+        for e in recorded
+        if e["action"] not in levels
+    ]
+    assert not tracecheck.is_reentrant(events)
+    wake = next(n for n, e in enumerate(events) if e["action"] == "Wake")
+    refusal = next(
+        n for n, e in enumerate(events) if e["client"] == "L76.2" and e["action"] == "AcquireReply"
+    )
+    woken = [{**e, "woken": True} if n == wake else e for n, e in enumerate(events)]
+    for trace, index in ((events, None), (woken, refusal)):
+        (verdict,) = tracecheck.check(
+            trace,
+            condensed=True,
+            within_ms=800,
+            ticks=TRACE_TICKS,
+            hang_after_ms=SOCKET_TIMEOUT * 1000.0,
+        )
+        if index is None:
+            assert verdict.accepted, verdict.describe() + "\n" + verdict.output[-2000:]
+        else:
+            assert not verdict.accepted
+            assert (verdict.first_unexplained, verdict.by) == (index, "TLC")

@@ -156,7 +156,9 @@ attempt a ``RetryAcquire``; ``Block``, ``Wake`` and the withdrawal change nothin
 ``Block`` or ``Wake`` only while waiting); the reentrant release hands the key as the
 lock's does (``R_RELEASE``'s ``hand_head``: ``ReleaseHand``, the waiter's token at depth 1
 with the handed TTL and a fresh fence), and the handed ``Wake`` is the outermost level's
-grant counted from the last attempt's send (``HandedGrant``).  A place left queued by a
+grant counted from the last attempt's send (``HandedGrant``); or, as the lock's, to a
+waiter whose block ran out with no element read, whose next attempt is granted that key
+(``e.late``).  A place left queued by a
 waiter whose withdrawal got no answer is the lock's (``AbandonedHand``,
 ``BehindAbandoned``, within the same bound), handed a token that is no holder's
 (``Gone``): a later section run on the waiter's holder is refused while that key lasts,
@@ -179,7 +181,13 @@ the ``Block``) coming back after the release's, before such a ``Wake`` (``Releas
 the key holds its token with the handed TTL, ``HANDED_TTL_MS`` or the section's TTL if
 shorter, and a fresh fence); that ``Wake`` is the grant, counted from the last attempt's
 send, renewed at once when the handed TTL is short (``HandedGrant``).  Its fence takes part
-in the pre-pass and in the fence order like a granted attempt's.  A waiter whose withdrawal
+in the pre-pass and in the fence order like a granted attempt's.  A release may also hand
+the key to a renewed waiter whose block ran out with no element read (a ``Wake`` with
+``woken`` false and no fence: BLPOP answered nil, or Redis was paused past the block and the
+client stopped reading), until its next attempt is sent, when that attempt is granted: the
+attempt finds the key holding its token and is granted it, the last attempt too
+(``lib/wait.lua``, ``spec/Wait.tla``'s ``Wake`` and ``RedisAttempt``); a hand that crosses
+that attempt in flight is not modelled.  A waiter whose withdrawal
 got no answer (``WithdrawFail``) may have left its place queued, until it ends on its own:
 a release may then hand that place the key, which nobody claims and which lapses after the
 handed TTL (``AbandonedHand``), and a waiting attempt may be refused on a free key, the
@@ -394,8 +402,9 @@ ASSUME TLCSet(1, 0)
 (* A release may hand the key to a waiter whose next event is a Wake with a fence *)
 (* (e.hand): the key holds its token with HandTTL (the waiter's short handed TTL, *)
 (* in ticks) and a fresh fence, handed[c]; the Wake is then a grant counted from  *)
-(* the last attempt's send.  Any other Block, Wake or withdrawal changes nothing  *)
-(* of the lease.                                                                  *)
+(* the last attempt's send.  Or to a waiter whose block ran out with no element  *)
+(* read, before its next attempt's send: that attempt is granted the key.  Any    *)
+(* other Block, Wake or withdrawal changes nothing of the lease.                  *)
 WaitVars == <<wsent, handed, withdrawing>>
 
 WaitDenied(c) ==
@@ -1003,23 +1012,64 @@ def _handed_fence(e: dict[str, Any]) -> int | None:
     return fence
 
 
-def _handed_before(events: Sequence[dict[str, Any]], index: dict[str, int]) -> list[str]:
+def _handed_before(
+    events: Sequence[dict[str, Any]],
+    index: dict[str, int],
+    takers: Collection[str] = (),
+) -> list[str]:
     """For each event, the sections (a TLA+ set) a release may hand the key to before it:
     those whose next event is a Wake with the key handed over, or their refusal (waiting)
     and block before it: a release that runs after the attempt's refusal at Redis hands
-    it the key, though the refusal's reply may not have come back yet (any other hand
-    would only lead TLC down dead ends)."""
-    out: list[str] = [""] * len(events)
-    waking: set[int] = set()
-    for n in reversed(range(len(events))):
-        e = events[n]
-        i = index[str(e["client"])]
-        if _handed_fence(e) is not None:
-            waking.add(i)
-        elif not _before_hand(e):
-            waking.discard(i)
-        out[n] = "{" + ", ".join(str(c) for c in sorted(waking)) + "}"
-    return out
+    it the key, though the refusal's reply may not have come back yet.  And a section of
+    ``takers`` (those whose attempts ask for a handed key) whose block ran out before the
+    handed key reached it (:func:`_late_wake`: BLPOP timed out, or Redis was paused past
+    the block and the client stopped reading), up to its next attempt, which Redis then
+    grants as its own key (lib/wait.lua: "a key handed to us"): from its refusal and
+    block to that attempt's send, when that attempt's reply is a grant.  Any other hand
+    would only lead TLC down dead ends."""
+    takers = set(takers)
+    out: list[set[int]] = [set() for _ in events]
+    mine: dict[str, list[int]] = {}
+    for n, e in enumerate(events):
+        mine.setdefault(str(e["client"]), []).append(n)
+    for client, at in mine.items():
+        i = index[client]
+        for j, n in enumerate(at):
+            e = events[n]
+            if _handed_fence(e) is not None:
+                last = j
+            elif (
+                client in takers
+                and e["action"] == "AcquireReply"
+                and e.get("granted") is True
+                and j >= 2
+                and events[at[j - 1]]["action"] == "Acquire"
+                and _late_wake(events[at[j - 2]])
+            ):
+                last = j - 1  # the hand comes before the attempt's send
+            else:
+                continue
+            first = last if _handed_fence(e) is not None else last - 1
+            while first > 0 and _before_hand(events[at[first - 1]]):
+                first -= 1
+            if _handed_fence(e) is None and first == last - 1:
+                continue  # no refusal queued it: not a waiter Redis hands to
+            since = at[first - 1] + 1 if first > 0 else 0
+            for m in range(since, at[last] + 1):
+                out[m].add(i)
+    return ["{" + ", ".join(str(c) for c in sorted(s)) + "}" for s in out]
+
+
+def _late_wake(e: dict[str, Any]) -> bool:
+    """Whether ``e`` is a Wake whose block ran out, with no key handed over read: BLPOP
+    answered nil, or the client stopped reading a reply that did not come (a late
+    element is lost with the connection), and it attempts again."""
+    return (
+        e["action"] == "Wake"
+        and e.get("woken") is False
+        and e.get("fence") in (None, 0)
+        and e.get("phase") == "waiting"
+    )
 
 
 def _abandoned_places(
@@ -1460,7 +1510,11 @@ def build_model(
         never_ran=never_ran,
         losses=loss_windows(events),
     )
-    hands = _handed_before([e for _, e in logged], client_of)
+    # a semaphore's release never hands a permit over
+    takers = {
+        c for c in waits if limit is None and config[c].get("renew_every_ms") is not None
+    }
+    hands = _handed_before([e for _, e in logged], client_of, takers)
     abandoned = _abandoned_places(
         [e for _, e in logged], client_of, round_of if limit is None else None
     )
@@ -2241,8 +2295,9 @@ def build_reentrant_model(
         never_ran=never_ran,
         losses=loss_windows(declarations),
     )
-    hands = _handed_before(events, index)
     waits = {c for c, e in config.items() if e.get("wait_ms")}
+    takers = {c for c in waits if config[c].get("renew_every_ms") is not None}
+    hands = _handed_before(events, index, takers)
     abandoned = _abandoned_places(events, index)
     behind = _behind_abandoned(events, index, waits, abandoned)
     hand_ttl = max(1, round(min(ttl_ms, HANDED_TTL_MS) / unit))
@@ -2283,6 +2338,7 @@ def build_reentrant_model(
             f"lost |-> {_tla_bool(e['lost'])}, depth |-> {depth}, kind |-> {_tla_str(kind)}, "
             f"ok |-> {_tla_bool(value)}, fence |-> {fence}, fresh |-> {_tla_bool(n in fresh)}, "
             f"w |-> {_tla_bool(client in waits)}, waits |-> {_tla_bool(e['phase'] == 'waiting')}, "
+            f"late |-> {_tla_bool(_late_wake(e))}, "
             f"hand |-> {hands[n]}, abandoned |-> {abandoned[n]}, behind |-> {behind[n]}, "
             f"{faults[n]}]"
         )
