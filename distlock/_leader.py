@@ -8,8 +8,10 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Final
 
+from distlock._operator import as_text
 from distlock._protocol import E_LEADER, Script, leader_key
 from distlock.errors import ValidationError
+from distlock.options import MAX_MS
 
 #: The longest identity a candidate may give: it is written into the leader record at
 #: every grant and read by every observer, so it is a name, not a payload.
@@ -45,18 +47,11 @@ def check_identity(identity: object) -> str:
     return identity
 
 
-def check_name(name: object) -> str:
-    """``name`` if it is a non-empty str: the election's id under its prefix."""
-    if not isinstance(name, str) or not name:
-        raise ValidationError(f"an election's name must be a non-empty str, got {name!r:.80}")
-    return name
-
-
 def check_poll(poll_ms: object) -> int:
-    if isinstance(poll_ms, int) and not isinstance(poll_ms, bool) and 1 <= poll_ms <= 2**31 - 1:
+    if isinstance(poll_ms, int) and not isinstance(poll_ms, bool) and 1 <= poll_ms <= MAX_MS:
         return poll_ms
     raise ValidationError(
-        f"poll_ms must be an int of milliseconds from 1 to {2**31 - 1} (how often observe() "
+        f"poll_ms must be an int of milliseconds from 1 to {MAX_MS} (how often observe() "
         f"reads who leads when no notification comes), got {poll_ms!r:.80}"
     )
 
@@ -66,16 +61,12 @@ def leader_call(key: str) -> tuple[Script, list[str], list[str | int]]:
     return E_LEADER, [key, leader_key(key)], []
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
 def read_leader(reply: Any) -> Leader | None:
     """The :class:`Leader` of ``E_LEADER``'s reply (None: nobody leads)."""
     if not reply:
         return None
     identity, fence, ttl = reply
-    return Leader(_text(identity), int(fence), int(ttl))
+    return Leader(as_text(identity), int(fence), int(ttl))
 
 
 def keyspace_channel(db: int, key: str) -> str:

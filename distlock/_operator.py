@@ -45,7 +45,8 @@ class LockOwner:
     readers: int | None = None
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A reply's string, as text whether the client decodes replies or not."""
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 
 
@@ -74,7 +75,7 @@ def read_owner(key: str, reply: Any) -> LockOwner | None:
     """The :class:`LockOwner` of ``OWNER``'s reply (None: the key is free)."""
     if not reply:
         return None
-    kind, ttl, token, fence = _text(reply[0]), int(reply[1]), _text(reply[2]), _text(reply[3])
+    kind, ttl, token, fence = as_text(reply[0]), int(reply[1]), as_text(reply[2]), as_text(reply[3])
     count = reply[4]
     if kind == "zset" and int(count) == 0:
         return None  # a semaphore whose permits all expired holds nothing
@@ -115,7 +116,7 @@ def permits_full(reply: Any, limit: int) -> bool:
     permit now: ``limit`` permits live, or another primitive's key."""
     if not reply:
         return False
-    if _text(reply[0]) != "zset":
+    if as_text(reply[0]) != "zset":
         return True
     return int(reply[4]) >= limit
 

@@ -66,12 +66,13 @@ def _encodable(text: str, what: str) -> None:
             ) from None
 
 
-def check_id(id: object) -> str:
+def check_id(id: object, what: str = "lock id") -> str:
+    """``id`` if it can name a key under a prefix; ``what`` names it in the error."""
     if not isinstance(id, str):
-        raise ValidationError(f"lock id must be a str, got {type(id).__name__}: {id!r}")
+        raise ValidationError(f"{what} must be a str, got {type(id).__name__}: {id!r}")
     if not id:
-        raise ValidationError("lock id must be a non-empty str")
-    _encodable(id, "lock id")
+        raise ValidationError(f"{what} must be a non-empty str")
+    _encodable(id, what)
     return id
 
 

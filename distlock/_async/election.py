@@ -13,7 +13,6 @@ from distlock._core.election import CampaignSection, leading
 from distlock._leader import (
     Leader,
     check_identity,
-    check_name,
     check_poll,
     default_identity,
     keyspace_channel,
@@ -28,7 +27,7 @@ from distlock.errors import (
     NotReplicatedError,
     UsageError,
 )
-from distlock.options import MAX_MS, AsyncLockOptions, check_wait
+from distlock.options import MAX_MS, AsyncLockOptions, check_id, check_wait
 
 from . import backend, wire
 from .handles import LockHandle, _Hold
@@ -146,7 +145,7 @@ class Election:
         identity: str | None = None,
         **options: Unpack[AsyncLockOptions],
     ) -> None:
-        check_name(name)
+        check_id(name, "election name")
         self.identity = default_identity() if identity is None else check_identity(identity)
         merged: AsyncLockOptions = {"prefix": ELECTION_PREFIX, **options}
         self._candidates = _Candidates(client, **merged)

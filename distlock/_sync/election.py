@@ -14,7 +14,6 @@ from distlock._core.election import CampaignSection, leading
 from distlock._leader import (
     Leader,
     check_identity,
-    check_name,
     check_poll,
     default_identity,
     keyspace_channel,
@@ -29,7 +28,7 @@ from distlock.errors import (
     NotReplicatedError,
     UsageError,
 )
-from distlock.options import MAX_MS, LockOptions, check_wait
+from distlock.options import MAX_MS, LockOptions, check_id, check_wait
 
 from . import backend, wire
 from .handles import LockHandle, _Hold
@@ -147,7 +146,7 @@ class Election:
         identity: str | None = None,
         **options: Unpack[LockOptions],
     ) -> None:
-        check_name(name)
+        check_id(name, "election name")
         self.identity = default_identity() if identity is None else check_identity(identity)
         merged: LockOptions = {"prefix": ELECTION_PREFIX, **options}
         self._candidates = _Candidates(client, **merged)

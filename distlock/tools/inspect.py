@@ -80,6 +80,7 @@ from redis.retry import Retry
 
 from distlock._base import _URL_SCHEMES
 from distlock._core.commands import Kind
+from distlock._operator import as_text
 from distlock._protocol import fence_key, queue_keys, readers_key
 from distlock.errors import LockError, ValidationError
 from distlock.options import DEFAULT_PREFIX, check_prefix
@@ -531,10 +532,6 @@ def match_pattern(prefix: str) -> str:
     return _GLOB.sub(r"\\\1", check_prefix(prefix)) + ":*"
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
-
-
 def _slot_counter_key(key: bytes | str) -> str | None:
     """The fence counter of ``key``'s slot; None for a key that is not UTF-8 (distlock
     makes none)."""
@@ -569,7 +566,7 @@ def inspect(
     truncated = False
     for batch in _scan(client, pattern, count):
         # SCAN may return a key twice; a key already read is not read again.
-        fresh = [k for k in batch if _text(k) not in found]
+        fresh = [k for k in batch if as_text(k) not in found]
         for held in _read_batch(client, fresh, pattern):
             if limit is not None and len(found) >= limit:
                 truncated = True
@@ -614,11 +611,11 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
         counter_values[counter] = _int_or_none(reply)
     probes: list[tuple[Any, Probe]] = []
     for i, raw in enumerate(keys):
-        key = _text(raw)
+        key = as_text(raw)
         kind, head_reply, ttl = replies[3 * i : 3 * i + 3]
         _check(kind, "TYPE", key, pattern)
         _check(ttl, "PTTL", key, pattern)
-        redis_type = _text(kind)
+        redis_type = as_text(kind)
         if redis_type == "none" or ttl == -2:
             continue  # gone since SCAN: released, expired or deleted
         head: str | None = None
@@ -627,7 +624,7 @@ def _read_batch(client: redis.Redis, keys: list[Any], pattern: str) -> list[Held
                 _check(head_reply, "GETRANGE", key, pattern)
                 continue  # a string replaced by another type while it was read
         else:
-            head = _text(head_reply)
+            head = as_text(head_reply)
         slot_counter = _slot_counter_key(raw)
         probe = Probe(
             key=key,
@@ -700,7 +697,7 @@ def _read_hashes(
             counter=probe.counter,
             length=int(length),
             fields=_pairs(pairs),
-            rw_fields=tuple(None if v is None else _text(v) for v in rw_fields),
+            rw_fields=tuple(None if v is None else as_text(v) for v in rw_fields),
             clock=now,
         )
     kept: list[Probe] = []
@@ -764,7 +761,7 @@ def _read_sorted_sets(
             head=None,
             counter=probe.counter,
             length=int(length),
-            members=tuple((_text(m), int(score) - now) for m, score in members),
+            members=tuple((as_text(m), int(score) - now) for m, score in members),
         )
     for i, (raw, probe) in enumerate(probes):
         now_probe = completed.get(i, probe)
@@ -821,7 +818,7 @@ def _read_queues(
         if length == 0 or ttl == -2:
             completed[i] = None
             continue
-        read[i] = (int(length), _ttl(ttl), [_text(t) for t in tokens])
+        read[i] = (int(length), _ttl(ttl), [as_text(t) for t in tokens])
     if read:
         pipe = client.pipeline(transaction=False)
         for i, (_, _, tokens) in read.items():
@@ -925,9 +922,9 @@ def _pairs(reply: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(reply, list | tuple):
         return ()
     if all(isinstance(item, list | tuple) for item in reply):
-        return tuple((_text(f), _text(v)) for f, v in reply)
+        return tuple((as_text(f), as_text(v)) for f, v in reply)
     items = iter(reply)
-    return tuple((_text(f), _text(v)) for f, v in zip(items, items, strict=True))
+    return tuple((as_text(f), as_text(v)) for f, v in zip(items, items, strict=True))
 
 
 def _ttl(reply: Any) -> int | None:
@@ -937,7 +934,7 @@ def _ttl(reply: Any) -> int | None:
 
 def _int_or_none(reply: object) -> int | None:
     if isinstance(reply, bytes | str):
-        text = _text(reply)
+        text = as_text(reply)
         if text.lstrip("-").isdigit():
             return int(text)
     return None

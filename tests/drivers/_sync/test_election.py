@@ -655,7 +655,7 @@ def scripts_run(r: redis.Redis) -> int:
 
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_a_bad_name_is_refused(redis_server: RedisServer, name: Any) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="election name"):
         Election(client_for(redis_server), name)
 
 
