@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from distlock._core.commands import Command, Kind, Op
+from distlock._core.commands import Command, Kind
 from distlock._core.config import SectionConfig
-from distlock._core.lease import Write
 from distlock._core.section import Section
 from distlock._native import mypyc_attr
 
@@ -52,18 +51,9 @@ class CampaignSection(Section):
     def kind(self) -> Kind:
         return Kind.CAMPAIGN
 
-    def _command(
-        self,
-        op: Op,
-        ttl_ms: int,
-        write: Write | None,
-        best_effort: bool = False,
-        queue_ms: int | None = None,
-    ) -> Command:
-        return self._acknowledged(
-            Command(op, self.key, self.token, ttl_ms, write, best_effort,
-                    kind=Kind.CAMPAIGN, queue_ms=queue_ms, identity=self.identity)
-        )
+    def _fill(self, command: Command) -> None:
+        command.kind = Kind.CAMPAIGN
+        command.identity = self.identity
 
     def _record(self, action: str, now: float, **extra: Any) -> None:
         if action == "Acquire":

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from distlock._core.commands import Command, Kind, Op
-from distlock._core.lease import Write
+from distlock._core.commands import Command, Kind
 from distlock._core.section import Section
 from distlock._native import mypyc_attr
 from distlock.errors import ReentryError, UpgradeError
@@ -42,18 +41,8 @@ class _RoleSection(Section):
     #: variable: compiled, an instance field would keep this default in every subclass.
     _role: ClassVar[Kind] = Kind.WRITE
 
-    def _command(
-        self,
-        op: Op,
-        ttl_ms: int,
-        write: Write | None,
-        best_effort: bool = False,
-        queue_ms: int | None = None,
-    ) -> Command:
-        return self._acknowledged(
-            Command(op, self.key, self.token, ttl_ms, write, best_effort,
-                    kind=self._role, queue_ms=queue_ms)
-        )
+    def _fill(self, command: Command) -> None:
+        command.kind = self._role
 
     @property
     def kind(self) -> Kind:

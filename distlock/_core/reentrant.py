@@ -76,27 +76,9 @@ class ReentrantSection(Section):
         our depth (while it holds our token)."""
         return self.depth_op is None and not self.depth_unsettled
 
-    def _command(
-        self,
-        op: Op,
-        ttl_ms: int,
-        write: Write | None,
-        best_effort: bool = False,
-        queue_ms: int | None = None,
-    ) -> Command:
-        return self._acknowledged(
-            Command(
-                op,
-                self.key,
-                self.token,
-                ttl_ms,
-                write,
-                best_effort,
-                reentrant=True,
-                depth=self.depth,
-                queue_ms=queue_ms,
-            )
-        )
+    def _fill(self, command: Command) -> None:
+        command.kind = Kind.REENTRANT
+        command.depth = self.depth
 
     def _depth_command(self, op: Op, depth: int, write: Write | None) -> Command:
         return Command(

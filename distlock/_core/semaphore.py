@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distlock._core.commands import Command, Kind, Op
-from distlock._core.lease import Write
+from distlock._core.commands import Command, Kind
 from distlock._core.section import PERMIT_CLAIM, Claim, Section, SectionConfig
 
 __all__ = ["SemaphoreSection"]
@@ -49,27 +48,9 @@ class SemaphoreSection(Section):
         self.limit = limit
         super().__init__(key, token, config, client=client, record=record)
 
-    def _command(
-        self,
-        op: Op,
-        ttl_ms: int,
-        write: Write | None,
-        best_effort: bool = False,
-        queue_ms: int | None = None,
-    ) -> Command:
-        return self._acknowledged(
-            Command(
-                op,
-                self.key,
-                self.token,
-                ttl_ms,
-                write,
-                best_effort,
-                kind=Kind.SEMAPHORE,
-                limit=self.limit,
-                queue_ms=queue_ms,
-            )
-        )
+    def _fill(self, command: Command) -> None:
+        command.kind = Kind.SEMAPHORE
+        command.limit = self.limit
 
     @property
     def kind(self) -> Kind:

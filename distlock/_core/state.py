@@ -342,9 +342,12 @@ class SectionState(LeaseClock):
         best_effort: bool = False,
         queue_ms: int | None = None,
     ) -> Command:
-        return self._acknowledged(
-            Command(op, self.key, self.token, ttl_ms, write, best_effort, queue_ms=queue_ms)
-        )
+        command = Command(op, self.key, self.token, ttl_ms, write, best_effort, queue_ms=queue_ms)
+        self._fill(command)
+        return self._acknowledged(command)
+
+    def _fill(self, command: Command) -> None:
+        """What a kind of section adds to each command it sends (a lock's add nothing)."""
 
     def _acknowledged(self, command: Command) -> Command:
         """Ask the driver to wait for replicas after the writes a failover must not lose."""
