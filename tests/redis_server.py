@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import shutil
 
+import redis
+
 from distlock.tools.servers.redis_server import RedisServer, free_port, stop_process
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
-__all__ = ["REDIS_SERVER", "RedisServer", "free_port", "stop_process"]
+
+
+def redis_ms(client: redis.Redis) -> int:
+    """Redis's clock, in ms: what the scripts read with ``TIME``."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+__all__ = ["REDIS_SERVER", "RedisServer", "free_port", "redis_ms", "stop_process"]

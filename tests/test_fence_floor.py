@@ -23,14 +23,10 @@ from distlock._fence_floor import (
     issued_ms,
 )
 from distlock._protocol import ACQUIRE, fence_key
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, redis_ms
 
 INT64_MAX = 2**63 - 1
 
-
-def redis_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def test_the_floor_arithmetic() -> None:

@@ -24,7 +24,7 @@ from distlock.tools.inspect import (
     places_key,
     read_only_acl,
 )
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, redis_ms
 from tests.waiting import queue, start_waiting
 
 TOKEN_A = "a" * 32
@@ -35,10 +35,6 @@ FOREVER_MS = 60_000
 def own(client: redis.Redis) -> dict[str, Held]:
     return {h.key: h for h in inspect(client, "distlock").held}
 
-
-def redis_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def test_a_queue_lists_its_waiters_in_order_with_the_head_and_their_places(

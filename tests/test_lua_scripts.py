@@ -12,6 +12,7 @@ import redis
 
 from distlock import _lua
 from distlock._fence_floor import floor_at
+from tests.redis_server import redis_ms
 
 FILES = _lua.read_files()
 A, B = "a" * 32, "b" * 32
@@ -30,10 +31,6 @@ def probe(r: redis.Redis, body: str, keys: list[str], args: list[str | int]) -> 
     """A script of the test's own, ``body``, which may include pieces."""
     return r.eval(_lua.assemble("probe", {**FILES, "probe": body}), len(keys), *keys, *args)
 
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def test_acquire_then_release(r: redis.Redis) -> None:

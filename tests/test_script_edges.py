@@ -17,6 +17,7 @@ import redis
 from distlock._core.commands import Command, Kind, Op
 from distlock._core.waiting import HANDED_TTL_MS
 from distlock._protocol import decode, encode, queue_keys
+from tests.redis_server import redis_ms
 
 KEY = "edge:k"
 TTL = 60_000
@@ -64,10 +65,6 @@ def holder(r: Any, kind: Kind) -> str | None:
     fields = [f.decode() for f in r.hkeys(KEY) if f != b"fence"]
     return fields[0] if fields else None
 
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 @pytest.mark.parametrize("kind", LOCKS)

@@ -16,7 +16,7 @@ import redis.asyncio as aredis
 
 from distlock import LockLeaseLostError, LossReason
 from distlock.asyncio import PermitHandle, Semaphore
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, redis_ms
 from tests.waiting import FOREVER_MS, queue, until_async, waiting_keys
 
 T = TypeVar("T")
@@ -36,10 +36,6 @@ def arun(fn: Callable[[], Awaitable[T]]) -> T:
 def client_for(server: RedisServer) -> aredis.Redis:
     return aredis.Redis(port=server.port)
 
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def wait_until_redis_passes(r: redis.Redis, instant: float) -> None:

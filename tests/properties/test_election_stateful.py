@@ -85,7 +85,8 @@ from distlock._protocol import (
     released_key,
 )
 from tests.properties import profiles
-from tests.redis_server import RedisServer
+from tests.properties.seen import Seen
+from tests.redis_server import RedisServer, redis_ms
 
 KEY: Final = "ep:k"
 RECORD: Final = leader_key(KEY)
@@ -115,16 +116,8 @@ GONE_WITHIN_S: Final = 10.0
 SCRIPTS: Final = (W_ACQUIRE, WITHDRAW, RELEASE, E_RENEW, E_LEADER, ACQUIRE)
 #: A new fence, until the step's counter tells it.
 NEW: Final = -1
-SEEN: Final[dict[str, int]] = {}
+SEEN: Final = Seen()
 
-
-def _count(what: str) -> None:
-    SEEN[what] = SEEN.get(what, 0) + 1
-
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def _tok(token: str | None) -> str:
@@ -409,7 +402,7 @@ class ElectionMachine(RuleBasedStateMachine):
 
     @initialize()
     def start(self) -> None:
-        _count("examples")
+        SEEN.saw("examples")
         self.r = redis.Redis(port=self.server.port)
         for script in SCRIPTS:
             self.r.script_load(script.source)
@@ -582,7 +575,7 @@ class ElectionMachine(RuleBasedStateMachine):
             problem = f"E_LEADER reports PTTL {pttl}; the key expires at {m.key_at[0]}"
         if problem:
             raise AssertionError(self.account(AssertionError(problem), "read", m))
-        _count("a leader read")
+        SEEN.saw("a leader read")
 
     # -- rules ----------------------------------------------------------------------------
 
@@ -599,9 +592,9 @@ class ElectionMachine(RuleBasedStateMachine):
         was = self.model.holder
         reply = self.send(Op.ACQUIRE, token, LONG, left, hand)
         if reply[0] > 0:
-            _count("campaign re-granted to its holder" if was == token else "campaign granted")
+            SEEN.saw("campaign re-granted to its holder" if was == token else "campaign granted")
         else:
-            _count("campaign refused" + (", queued" if left else ", gave up"))
+            SEEN.saw("campaign refused" + (", queued" if left else ", gave up"))
 
     @rule(pick=st.integers(0, 11))
     def withdraw(self, pick: int) -> None:
@@ -611,23 +604,23 @@ class ElectionMachine(RuleBasedStateMachine):
         before = self.model.holder
         self.send(Op.WITHDRAW, token, LONG)
         if self.model.holder not in (None, before):
-            _count("withdrawal handed the key on")
+            SEEN.saw("withdrawal handed the key on")
         elif handed:
-            _count("withdrawal gave the key back")
+            SEEN.saw("withdrawal gave the key back")
         elif head:
-            _count("withdrawal of the head")
+            SEEN.saw("withdrawal of the head")
 
     @rule(pick=st.integers(0, 11))
     def resign(self, pick: int) -> None:
         token = self.pick(pick)
         before = self.model.holder
         if self.send(Op.RELEASE, token, LONG) and before == token:
-            _count("resigned, handed on" if self.model.holder else "resigned")
+            SEEN.saw("resigned, handed on" if self.model.holder else "resigned")
 
     @rule(pick=st.integers(0, 11), ttl=st.sampled_from(sorted(TTLS)))
     def renew(self, pick: int, ttl: str) -> None:
         if self.send(Op.RENEW, self.pick(pick), TTLS[ttl]):
-            _count("renewed")
+            SEEN.saw("renewed")
 
     @rule(pick=st.integers(0, 3))
     def a_lock_of_the_same_name_takes_the_key(self, pick: int) -> None:
@@ -636,7 +629,7 @@ class ElectionMachine(RuleBasedStateMachine):
         if pick or self.model.holder is not None:
             return
         if self.model.rec is not None:
-            _count("a lock took the key beside a stale record")
+            SEEN.saw("a lock took the key beside a stale record")
         self.send(Op.ACQUIRE, LOCK_TOKEN)
 
     @rule(with_record=st.booleans())
@@ -661,7 +654,7 @@ class ElectionMachine(RuleBasedStateMachine):
         if with_record:
             m.rec, m.rec_at = None, None
         self.verify(Snapshot(self.r))
-        _count("lease ended")
+        SEEN.saw("lease ended")
 
     @rule(pick=st.integers(0, 7))
     def place_ends(self, pick: int) -> None:
@@ -676,7 +669,7 @@ class ElectionMachine(RuleBasedStateMachine):
         m.places[token] = (end, end)
         self.history.append(f"{_tok(token)}'s place ends")
         self.verify(Snapshot(self.r))
-        _count("place ended")
+        SEEN.saw("place ended")
 
     @rule()
     def another_key_takes_a_fence(self) -> None:
@@ -701,7 +694,7 @@ class ElectionMachine(RuleBasedStateMachine):
         if not m.wake[token]:
             del m.wake[token]
         self.history.append(f"{_tok(token)} reads {expected}")
-        _count("read a handed key" if expected.startswith("=") else "read a wake-up")
+        SEEN.saw("read a handed key" if expected.startswith("=") else "read a wake-up")
 
     @rule()
     def leader_read_writes_nothing(self) -> None:
@@ -712,7 +705,7 @@ class ElectionMachine(RuleBasedStateMachine):
         a = self.r.evalsha(E_LEADER.sha, 2, KEY, RECORD)
         b = self.r.evalsha(E_LEADER.sha, 2, KEY, RECORD)
         assert a[:2] == b[:2] and Snapshot(self.r).show() == first
-        _count("leader read" + (" nobody" if not a else ""))
+        SEEN.saw("leader read" + (" nobody" if not a else ""))
 
 
 def test_the_election_scripts_follow_the_model(redis_server: RedisServer) -> None:

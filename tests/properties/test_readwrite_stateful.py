@@ -66,7 +66,8 @@ from distlock._protocol import (
     released_key,
 )
 from tests.properties import profiles
-from tests.redis_server import RedisServer
+from tests.properties.seen import Seen
+from tests.redis_server import RedisServer, redis_ms
 
 KEY: Final = "rwp:k"
 READERS: Final = readers_key(KEY)
@@ -94,16 +95,8 @@ NEAR: Final = 1_000
 #: is reckoned from TIME read earlier in the script, and counts from Redis's clock as the
 #: PEXPIRE runs (a loaded machine may stall the script in between).
 LINGER: Final = 100
-SEEN: Final[dict[str, int]] = {}
+SEEN: Final = Seen()
 
-
-def _count(what: str) -> None:
-    SEEN[what] = SEEN.get(what, 0) + 1
-
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 # -- the model -----------------------------------------------------------------------------
@@ -537,7 +530,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
 
     @initialize()
     def start(self) -> None:
-        _count("examples")
+        SEEN.saw("examples")
         self.r = redis.Redis(port=self.server.port)
         for script in SCRIPTS:
             self.r.script_load(script.source)
@@ -603,9 +596,9 @@ class ReadWriteMachine(RuleBasedStateMachine):
             f"{_span(before, after)} {sent} -> {reply}, at NOW {_ms(at, before)}"
         )
         if held_back and isinstance(reply, list) and reply[0] <= 0:
-            _count("a reader held back by a waiting writer")
+            SEEN.saw("a reader held back by a waiting writer")
         if self.model.woken - prior.woken:
-            _count("a waiter woken")
+            SEEN.saw("a waiter woken")
         self.tally(sent, reply)
 
     def run_model(self, model: Model, sent: Sent, now: int) -> Expect:
@@ -665,7 +658,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
                 errors.append(error)
                 continue
             if clocks:
-                _count(f"a step followed only {clocks}")
+                SEEN.saw(f"a step followed only {clocks}")
             return model, now
         lines = [
             f"at NOW {_ms(now, before)}: {error}"
@@ -786,9 +779,9 @@ class ReadWriteMachine(RuleBasedStateMachine):
                 m.top = max(m.top, reply[1] if sent.left is None else reply[0])
                 if sent.token not in self.granted:
                     self.granted.append(sent.token)
-                _count(f"{ROLE[sent.token].value} granted")
+                SEEN.saw(f"{ROLE[sent.token].value} granted")
             else:
-                _count(f"{ROLE[sent.token].value} refused")
+                SEEN.saw(f"{ROLE[sent.token].value} refused")
 
     def snapshot(self) -> Snapshot:
         """Redis's state, read in one MULTI between two TIMEs.  Keys expire by the clock
@@ -903,9 +896,9 @@ class ReadWriteMachine(RuleBasedStateMachine):
                     f"{token}'s release record {record!r}, model {m.records.get(token)}"
                 )
         if live_readers and writer is None:
-            _count("readers held at once" if len(live_readers) > 1 else "a reader held")
+            SEEN.saw("readers held at once" if len(live_readers) > 1 else "a reader held")
         if any(role == "write" for _, role, _ in m.live_places(t)) and live_readers:
-            _count("a writer waited while readers held")
+            SEEN.saw("a writer waited while readers held")
 
     # -- a failure's account ------------------------------------------------------------
 
@@ -977,7 +970,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
     def resend(self) -> None:
         """The last request again, as a client library resends one whose reply was lost."""
         if self.last is not None:
-            _count("resent")
+            SEEN.saw("resent")
             self.send(self.last)
 
     @rule(pick=st.integers(0, 3))
@@ -993,7 +986,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
         assert self.r.set(KEY, "x" * 32, px=SHORT, nx=True), f"{KEY} is not free"
         self.model.foreign_until = self.r.pexpiretime(KEY)
         self.history.append(f"{now} another primitive's key, until {self.model.foreign_until}")
-        _count("another primitive took the key")
+        SEEN.saw("another primitive took the key")
 
     @rule()
     def let_time_pass(self) -> None:
@@ -1003,7 +996,7 @@ class ReadWriteMachine(RuleBasedStateMachine):
         if soon:
             self.history.append(f"{now} time passes {min(soon)}")
             self.sleep_past(min(soon) + 1)
-            _count("waited for an instant")
+            SEEN.saw("waited for an instant")
 
     def teardown(self) -> None:
         if hasattr(self, "r"):

@@ -36,6 +36,7 @@ import distlock
 import distlock.asyncio
 from distlock import LockLeaseLostError
 from tests.properties import profiles
+from tests.properties.seen import Seen
 from tests.properties.workers import LoopThread, TaskWorker, ThreadWorker
 from tests.redis_server import RedisServer
 
@@ -43,11 +44,7 @@ TTL: Final = 600_000
 KEY: Final = "rs:k"
 HOLDERS: Final = ("t1", "t2", "t1-other-object", "task", "child-task")
 #: What the runs did, for the summary line: examples, and steps by what they found.
-SEEN: Final[dict[str, int]] = {}
-
-
-def _count(what: str) -> None:
-    SEEN[what] = SEEN.get(what, 0) + 1
+SEEN: Final = Seen()
 
 
 class Holder:
@@ -69,7 +66,7 @@ class ReentrantMachine(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         port = self.server.port
-        _count("examples")
+        SEEN.saw("examples")
         self.admin = redis.Redis(port=port)
         self.admin.delete(KEY)
         self.sync_a = distlock.ReentrantLock(redis.Redis(port=port), prefix="rs", ttl_ms=TTL)
@@ -117,7 +114,7 @@ class ReentrantMachine(RuleBasedStateMachine):
         if holder.lost and holder.handles:
             with pytest.raises(LockLeaseLostError):  # NoReentryAfterLoss
                 holder.enter()
-            _count("re-entry after loss refused")
+            SEEN.saw("re-entry after loss refused")
             return
         handle = holder.enter()
         if self.owner is None or self.owner is holder:
@@ -127,9 +124,9 @@ class ReentrantMachine(RuleBasedStateMachine):
                 assert handle.fence == holder.handles[0].fence
             holder.handles.append(handle)
             self.owner = holder
-            _count(f"entered at depth {min(handle.depth, 3)}{'+' if handle.depth >= 3 else ''}")
+            SEEN.saw(f"entered at depth {min(handle.depth, 3)}{'+' if handle.depth >= 3 else ''}")
         else:
-            _count("refused")
+            SEEN.saw("refused")
             assert handle is None, f"{name} entered while {self.owner.name} holds the key"
 
     @rule(name=st.sampled_from(HOLDERS))
@@ -152,7 +149,7 @@ class ReentrantMachine(RuleBasedStateMachine):
         if owner is None:
             return
         self.admin.delete(KEY)
-        _count("key lost")
+        SEEN.saw("key lost")
         owner.lost = True
         self.owner = None
 

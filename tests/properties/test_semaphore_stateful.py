@@ -56,6 +56,7 @@ import distlock
 import distlock.asyncio
 from distlock import LockLeaseLostError
 from tests.properties import profiles
+from tests.properties.seen import Seen
 from tests.properties.workers import LoopThread, TaskWorker, ThreadWorker
 from tests.redis_server import RedisServer
 
@@ -69,11 +70,7 @@ SHORT: Final = 300
 TTLS: Final = {"long": LONG, "short": SHORT}
 CLIENTS: Final = ("t1", "t2", "other-object", "task")
 #: What the runs did, for the summary line: examples, and steps by what they found.
-SEEN: Final[dict[str, int]] = {}
-
-
-def _count(what: str) -> None:
-    SEEN[what] = SEEN.get(what, 0) + 1
+SEEN: Final = Seen()
 
 
 @dataclass
@@ -134,9 +131,9 @@ class SemaphoreMachine(RuleBasedStateMachine):
         """``corpse``: the example begins with a short permit whose client just died, so
         that most examples see a dead permit count against the limit, then go."""
         port = self.server.port
-        _count("examples")
+        SEEN.saw("examples")
         if more:
-            _count("examples with two limits")
+            SEEN.saw("examples with two limits")
         self.admin = redis.Redis(port=port)
         self.admin.delete(KEY)
         self.step = 0
@@ -225,7 +222,7 @@ class SemaphoreMachine(RuleBasedStateMachine):
             # would have expired in any case, so that nothing of it is left to count.
             ghost = Permit(name, None, before + ms, self.now() + ms, ms, self.step, dead=True)
             self.wait_out([ghost])
-            _count("grant arrived after its own lease")
+            SEEN.saw("grant arrived after its own lease")
             return
         after = self.now()
         counted = [p for p in self.permits if not p.expired]
@@ -236,9 +233,9 @@ class SemaphoreMachine(RuleBasedStateMachine):
                 f"{name} refused with {len(live)} live permits (+{len(unsure)} expiring) "
                 f"and limit {client.limit}"
             )
-            _count("refused")
+            SEEN.saw("refused")
             if any(p.dead for p in live):
-                _count("refused while a dead client's permit counted")
+                SEEN.saw("refused while a dead client's permit counted")
         else:
             assert len(live) < client.limit, (
                 f"{name} granted with {len(live)} live permits and limit {client.limit}"
@@ -248,14 +245,14 @@ class SemaphoreMachine(RuleBasedStateMachine):
             # notes when the grant needed one's place.
             in_place = [p for p in self.permits if p.expired and p.dead]
             if in_place and len(live) + len(in_place) >= client.limit:
-                _count("granted in place of a dead client's expired permit")
+                SEEN.saw("granted in place of a dead client's expired permit")
             self.permits = [p for p in self.permits if p not in in_place]
             if len(live) >= self.clients["t1"].limit:
-                _count("granted beyond another client's limit")
+                SEEN.saw("granted beyond another client's limit")
             permit = Permit(name, handle, before + ms, after + ms, ms, self.step)
             self.permits.append(permit)
             client.permits.append(permit)
-            _count("granted")
+            SEEN.saw("granted")
         # A permit whose instant fell inside the step: wait until it certainly passed.
         self.wait_out(unsure)
 
@@ -277,7 +274,7 @@ class SemaphoreMachine(RuleBasedStateMachine):
         if permit.expired:
             assert ok is False, f"{name} renewed an expired permit"
             assert permit.handle.signal.aborted
-            _count(
+            SEEN.saw(
                 "renewal of an expired, not yet evicted permit refused"
                 if lingering
                 else "renewal of an evicted permit refused"
@@ -287,10 +284,10 @@ class SemaphoreMachine(RuleBasedStateMachine):
             assert ok is True, f"{name}'s renewal of its live permit answered {ok}"
         if ok:
             permit.lo, permit.hi, permit.ttl = before + ms, after + ms, ms
-            _count("renewed")
+            SEEN.saw("renewed")
         else:
             self.wait_out([permit])
-            _count("renewal refused as its permit expired during it")
+            SEEN.saw("renewal refused as its permit expired during it")
 
     @rule(pick=st.integers(0, 11))
     def release(self, pick: int) -> None:
@@ -304,13 +301,13 @@ class SemaphoreMachine(RuleBasedStateMachine):
         self.permits.remove(permit)
         if permit.expired:
             assert ok is False, f"{name}'s release of an expired permit answered True"
-            _count("release of an expired permit answered False")
+            SEEN.saw("release of an expired permit answered False")
         elif self.live(permit, after):
             assert ok is True, f"{name}'s release of its live permit answered {ok}"
         if ok:
             self.released.add(permit.handle.token)
             self.successes.append((permit.since, self.step))
-            _count("released")
+            SEEN.saw("released")
 
     @rule(pick=st.integers(0, 3))
     def die(self, pick: int) -> None:
@@ -327,7 +324,7 @@ class SemaphoreMachine(RuleBasedStateMachine):
         for p in client.permits:
             p.dead = True
         client.permits = []
-        _count("client died")
+        SEEN.saw("client died")
 
     @rule()
     def let_time_pass(self) -> None:
@@ -336,7 +333,7 @@ class SemaphoreMachine(RuleBasedStateMachine):
         if not short:
             return
         self.wait_out([min(short, key=lambda p: p.hi)])
-        _count("waited for an expiry")
+        SEEN.saw("waited for an expiry")
 
     # -- checks ---------------------------------------------------------------------------
 

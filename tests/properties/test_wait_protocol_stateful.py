@@ -38,6 +38,7 @@ from distlock._core.commands import Command, Op
 from distlock._fence_floor import floor_at
 from distlock._protocol import encode, fence_key, queue_keys, released_key
 from tests.properties import profiles
+from tests.properties.seen import Seen
 from tests.redis_server import RedisServer
 
 KEY: Final = "wp:k"
@@ -45,11 +46,7 @@ LONG: Final = 600_000
 HANDED: Final = ("h1", "h2")
 WOKEN: Final = ("w1", "w2")
 WAITERS: Final = HANDED + WOKEN
-SEEN: Final[dict[str, int]] = {}
-
-
-def _count(what: str) -> None:
-    SEEN[what] = SEEN.get(what, 0) + 1
+SEEN: Final = Seen()
 
 
 class WaitProtocol(RuleBasedStateMachine):
@@ -108,10 +105,10 @@ class WaitProtocol(RuleBasedStateMachine):
             self.knows = False
             self.queue.pop(0)
             self.wake[head] = f"={self.last}"
-            _count("handed")
+            SEEN.saw("handed")
         else:
             self.wake.setdefault(head, "1")
-            _count("woken")
+            SEEN.saw("woken")
 
     # Mostly attempts with wait left: a waiter's last attempt comes once.
     @rule(token=st.sampled_from(WAITERS), last=st.sampled_from((False, False, False, True)))
@@ -132,7 +129,7 @@ class WaitProtocol(RuleBasedStateMachine):
             if token in self.queue:
                 self.queue.remove(token)
             self.wake.pop(token, None)
-            _count("granted")
+            SEEN.saw("granted")
             return
         assert fence == 0
         self.wake.pop(token, None)  # a refusal empties the wake list
@@ -140,12 +137,12 @@ class WaitProtocol(RuleBasedStateMachine):
             assert recheck == 0
             if token in self.queue:
                 self.queue.remove(token)
-            _count("refused, gave up")
+            SEEN.saw("refused, gave up")
         else:
             assert recheck > 0
             if token not in self.queue:
                 self.queue.append(token)
-            _count("refused, queued")
+            SEEN.saw("refused, queued")
 
     @rule()
     def fail_fast(self) -> None:
@@ -154,7 +151,7 @@ class WaitProtocol(RuleBasedStateMachine):
             self._new_fence(fence)
             self.holder = "f"
             self.knows = True
-            _count("fail-fast granted")
+            SEEN.saw("fail-fast granted")
         elif self.holder == "f":
             assert fence == self.last
         else:
@@ -170,7 +167,7 @@ class WaitProtocol(RuleBasedStateMachine):
             self.holder = None
             self.released_by.add(token)
             self._hand_on()
-            _count("released")
+            SEEN.saw("released")
         else:
             assert released == (1 if token in self.released_by else 0)
 
@@ -211,7 +208,7 @@ class WaitProtocol(RuleBasedStateMachine):
         gave_back = self.holder == token
         if gave_back:
             self.holder = None
-            _count("withdrawn, key given back")
+            SEEN.saw("withdrawn, key given back")
         if (was_head or gave_back) and self.holder is None:
             self._hand_on()
 
@@ -226,7 +223,7 @@ class WaitProtocol(RuleBasedStateMachine):
             assert int(element[1:]) == self.last or token in self.lapsed
             if self.holder == token:
                 self.knows = True
-            _count("read a grant")
+            SEEN.saw("read a grant")
 
     @precondition(lambda self: getattr(self, "holder", None) is not None)
     @rule(now=st.sampled_from((False, True)))
@@ -235,7 +232,7 @@ class WaitProtocol(RuleBasedStateMachine):
             self.lapsed.add(self.holder)
             self.holder = None
             self.r.delete(KEY)
-            _count("lapsed")
+            SEEN.saw("lapsed")
 
     @invariant()
     def redis_is_the_model(self) -> None:

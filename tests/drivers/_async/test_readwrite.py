@@ -33,7 +33,7 @@ from distlock._core.commands import Command, Kind, Op
 from distlock._core.waiting import LONGEST_BLOCK_MS, QUEUE_GRACE_MS
 from distlock._protocol import encode, fence_key, queue_keys, readers_key
 from distlock.asyncio import Lock, ReadWriteLock, ReentrantLock, RoleHandle, Semaphore
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, redis_ms
 from tests.waiting import FOREVER_MS, calls
 
 from .concurrency import (
@@ -59,10 +59,6 @@ def rwlock(server: RedisServer, **kwargs: Any) -> ReadWriteLock:
     options: dict[str, Any] = {"ttl_ms": TTL, "heartbeat_ms": QUICK, **kwargs}
     return ReadWriteLock(client_for(server), **options)
 
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 async def until_redis_passes(r: redis.Redis, instant: float) -> None:

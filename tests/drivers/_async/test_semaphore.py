@@ -34,7 +34,7 @@ from distlock._protocol import (
 from distlock.asyncio import Lock, LockHandle, PermitHandle, ReentrantLock, Semaphore
 from distlock.tools.inspect import format_table, inspect, read_only_acl
 from tests.docs_acl import documented_acl
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, redis_ms
 
 from .concurrency import (
     UNCANCELLED,
@@ -54,10 +54,6 @@ def semaphore(server: RedisServer, **kwargs: Any) -> Semaphore:
     options: dict[str, Any] = {"limit": 2, "ttl_ms": TTL, "heartbeat_ms": QUICK, **kwargs}
     return Semaphore(client_for(server), **options)
 
-
-def redis_ms(r: redis.Redis) -> int:
-    seconds, micros = r.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def expiry_of(r: redis.Redis, permit: PermitHandle) -> float | None:
