@@ -313,7 +313,12 @@ class LockBase:
     def _check_open(self, key: str | None = None) -> None:
         """The one place that refuses new work on a closed Lock."""
         if self._closed:
-            raise LockClosedError(key)
+            raise self._closed_error(key)
+
+    def _closed_error(self, key: str | None) -> LockClosedError:
+        """What a caller of this closed Lock sees, naming the public class it used (an
+        interpreted subclass says which in ``_PRIMITIVE``)."""
+        return LockClosedError(key, getattr(type(self), "_PRIMITIVE", "Lock"))
 
     # -- sections and groups ----------------------------------------------------------------
 

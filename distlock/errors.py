@@ -111,16 +111,20 @@ class UsageError(LockError, RuntimeError):
 
 
 class LockClosedError(UsageError):
-    """The ``Lock`` was closed (``close()``, ``aclose()`` or the end of its ``with``): it
-    takes no new locks.  Keep one ``Lock`` open for as long as the service uses it."""
+    """The ``Lock`` (or ``ReentrantLock``, ``Semaphore``, ``ReadWriteLock``, ``Election``)
+    was closed (``close()``, ``aclose()`` or the end of its ``with``): it takes no new
+    locks.  Keep one open for as long as the service uses it.  ``primitive`` is the name of
+    its class, which the message gives."""
 
-    def __init__(self, key: str | None = None) -> None:
-        target = f"lock {key!r}" if key is not None else "a lock"
+    def __init__(self, key: str | None = None, primitive: str = "Lock") -> None:
+        target = repr(key) if key is not None else "a lock"
         super().__init__(
-            f"cannot take {target}: this Lock is closed; create the Lock once and close it "
-            "when the service stops, not after each use",
+            f"cannot take {target}: this {primitive} is closed; create the {primitive} once "
+            "and close it when the service stops, not after each use",
             key,
         )
+        #: The class of the closed object (``"Lock"``, ``"Semaphore"``, ``"Election"``...).
+        self.primitive = primitive
 
 
 class ReentryError(UsageError):

@@ -29,7 +29,7 @@ from distlock._base import block_seconds, socket_timeout_of, wake_value
 from distlock._clock import now_ms
 from distlock._loop_timers import LoopTimers
 from distlock._protocol import wake_key
-from distlock.errors import UsageError, ValidationError
+from distlock.errors import LockClosedError, UsageError, ValidationError
 
 from . import cancellation
 
@@ -186,11 +186,15 @@ class Blocked:
                 task.cancel()
 
     def error_of(
-        self, task: asyncio.Task[Any] | None, exc: BaseException, closed: bool, key: str
+        self,
+        task: asyncio.Task[Any] | None,
+        exc: BaseException,
+        closed: bool,
+        closed_error: LockClosedError,
     ) -> BaseException:
-        """What the waiter sees for ``exc``: the Lock closed, if ``exc`` is aclose()'s
+        """What the waiter sees for ``exc``: ``closed_error``, if ``exc`` is aclose()'s
         cancel, else ``exc`` itself."""
-        return cancellation.closed_instead(self.closing, task, exc, key)
+        return cancellation.closed_instead(self.closing, task, exc, closed_error)
 
 
 # -- connections ------------------------------------------------------------------------------

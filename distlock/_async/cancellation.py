@@ -181,12 +181,12 @@ def closed_instead(
     closing: set[asyncio.Task[Any]],
     task: asyncio.Task[Any] | None,
     error: BaseException,
-    key: str,
+    closed_error: LockClosedError,
 ) -> BaseException:
     """What a waiter interrupted by ``error`` sees: ``aclose()``'s cancel (the task is in
-    ``closing``) is taken back, and the caller sees the Lock closed."""
+    ``closing``) is taken back, and the caller sees ``closed_error``."""
     if task is not None and task in closing:
         closing.discard(task)
         task.uncancel()
-        return LockClosedError(key)
+        return closed_error
     return error

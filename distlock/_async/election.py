@@ -119,6 +119,8 @@ class Leadership(LockHandle):
 class _Candidates(Primitive[Leadership]):
     """An Election's campaigns: a primitive whose sections are :class:`CampaignSection`."""
 
+    _PRIMITIVE = "Election"  # what LockClosedError calls it
+
     _section_type = CampaignSection
     _handle_type = Leadership
 

@@ -211,6 +211,8 @@ class ReentrantLock(Primitive[ReentrantHandle]):
     >>> locks = ReentrantLock("redis://127.0.0.1:6379/0", prefix="cart")  # doctest: +SKIP
     """
 
+    _PRIMITIVE = "ReentrantLock"  # what LockClosedError calls it
+
     _section_type = ReentrantSection
     _handle_type = ReentrantHandle
 

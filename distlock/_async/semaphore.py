@@ -61,6 +61,8 @@ class Semaphore(SemaphoreBase, Primitive[PermitHandle]):
     >>> workers = Semaphore("redis://127.0.0.1:6379/0", limit=3)  # doctest: +SKIP
     """
 
+    _PRIMITIVE = "Semaphore"  # what LockClosedError calls it
+
     _handle_type = PermitHandle
 
     def __init__(

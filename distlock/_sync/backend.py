@@ -208,10 +208,13 @@ class Blocked:
                     conn.disconnect()
 
     @staticmethod
-    def error_of(task: object, exc: BaseException, closed: bool, key: str) -> BaseException:
-        """An error on a closed Lock is close's doing (it cut the block short)."""
+    def error_of(
+        task: object, exc: BaseException, closed: bool, closed_error: LockClosedError
+    ) -> BaseException:
+        """An error on a closed Lock is close's doing (it cut the block short):
+        ``closed_error``."""
         if closed and isinstance(exc, Exception):
-            return LockClosedError(key)
+            return closed_error
         return exc
 
 

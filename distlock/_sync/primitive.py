@@ -14,7 +14,6 @@ from typing import Generic, Self, TypeVar, Unpack, cast
 from distlock import _flows as flows
 from distlock._core.section import Phase
 from distlock._operator import LockOwner, force_unlock_call, owner_call, read_owner
-from distlock.errors import LockClosedError
 from distlock.options import (
     ACQUIRE_KEYS,
     HOLD_KEYS,
@@ -98,7 +97,7 @@ class Primitive(Runner, Generic[H]):
         hands nobody a key (its sections would run unrenewed)."""
         for handle in handles:
             self._close_section(handle)
-        raise LockClosedError(handles[0].key if len(handles) == 1 else None)
+        raise self._closed_error(handles[0].key if len(handles) == 1 else None)
 
     def __enter__(self) -> Self:
         return self

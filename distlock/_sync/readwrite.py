@@ -46,6 +46,8 @@ class RoleHandle(LockHandle):
 class _Side(Primitive[RoleHandle]):
     """One role of a :class:`ReadWriteLock`: what ``.read`` and ``.write`` are."""
 
+    _PRIMITIVE = "ReadWriteLock"  # what LockClosedError calls it
+
     _handle_type = RoleHandle
     #: The role whose sections this side makes.
     _role: ClassVar[Kind]

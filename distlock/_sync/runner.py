@@ -35,7 +35,6 @@ from distlock._flows import Block, Flow, Request, Sleep
 from distlock._protocol import decode, encode, wake_key
 from distlock._replicated import call_sync
 from distlock._waiter_connections import WaiterConnections
-from distlock.errors import LockClosedError
 from distlock.events import Event, Transition
 from distlock.signal import LeaseSignal
 
@@ -220,7 +219,7 @@ class Runner(LockBase):
         sees :class:`LockClosedError`.
         """
         if self._closed:
-            return _advance(flow.throw, LockClosedError(request.key))
+            return _advance(flow.throw, self._closed_error(request.key))
         cancels = cancellation.cancelling(task)
         conn: Any = None
         blocked = self._blocked
@@ -241,7 +240,7 @@ class Runner(LockBase):
                     blocked.add(task, conn)
                     try:
                         if self._closed:  # close came before it could see this waiter
-                            raise LockClosedError(request.key)
+                            raise self._closed_error(request.key)
                         woken = backend.blpop(client, conn, request)
                         cancellation.raise_swallowed(task, cancels)
                     finally:
@@ -250,7 +249,8 @@ class Runner(LockBase):
                     backend.drop(conn)
                     raise
         except BaseException as exc:
-            return _advance(flow.throw, blocked.error_of(task, exc, self._closed, request.key))
+            closed = self._closed_error(request.key)
+            return _advance(flow.throw, blocked.error_of(task, exc, self._closed, closed))
         if conn is None:
             return _advance(flow.send, woken)
         try:
@@ -372,7 +372,7 @@ class Runner(LockBase):
         (on a closed Lock, without a round trip where it would outlive close:
         ``LockClosedError``)."""
         if not self._background.begin_round_trip(self):
-            return [LockClosedError(renewal.command.key) for renewal in batch]
+            return [self._closed_error(renewal.command.key) for renewal in batch]
         try:
             client = self._client if self._client is not None else self.client
             pipe = renewals.queue(renewals.pipeline(client), batch, source=source)
@@ -385,7 +385,7 @@ class Runner(LockBase):
     def _renew_alone(self, renewal: renewals.Renewal) -> None:
         reply: int | BaseException
         if not self._background.begin_round_trip(self):
-            reply = LockClosedError(renewal.command.key)
+            reply = self._closed_error(renewal.command.key)
         else:
             try:
                 reply = self._call(renewal.command)

@@ -748,9 +748,9 @@ async def test_close_mid_section_releases_both_sides_and_fails_their_sections(
     assert seen["read aborted"] is True and seen["write aborted"] is True
     assert [e.reason for e in errors] == [LossReason.LOCK_CLOSED] * 2
     for side in (rw.read, rw.write):
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this ReadWriteLock is closed"):
             await side.acquire("k")
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this ReadWriteLock is closed"):
             await side.run("k", nothing)
 
 
@@ -763,7 +763,7 @@ async def test_close_wakes_a_waiter_which_withdraws(
         rw = rwlock(redis_server)
         waiter = await start_waiting(r, rw.read.acquire, "k", wait_ms=FOREVER_MS)
         await rw.aclose()
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this ReadWriteLock is closed"):
             await waiter.result()
         assert queued(r) == [] and r.exists(PLACES) == 0
         assert await holder.release() is True

@@ -281,7 +281,7 @@ async def test_closed_lock_refuses_every_entry_point(redis_server: RedisServer) 
         lambda: locks.hold("k").__aenter__(),
     ]
     for enter in entries:
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this ReentrantLock is closed"):
             await enter()
     assert await outer.release() is True
 

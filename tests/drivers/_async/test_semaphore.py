@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 import redis
 
-from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
+from distlock import (
+    LockClosedError,
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    ValidationError,
+)
 from distlock._protocol import (
     ACQUIRE,
     EXTEND,
@@ -408,6 +414,14 @@ async def test_bad_options_are_rejected_before_any_command(kwargs: dict[str, Any
             sem.hold("k", **kwargs)
         with pytest.raises(ValidationError):
             await sem.acquire("", **{k: v for k, v in kwargs.items() if k != "heartbeat_ms"})
+
+
+async def test_a_closed_semaphore_says_so(redis_server: RedisServer) -> None:
+    sem = Semaphore(client_for(redis_server), limit=1)
+    await sem.aclose()
+    with pytest.raises(LockClosedError, match="this Semaphore is closed") as info:
+        await sem.acquire("k")
+    assert info.value.primitive == "Semaphore" and info.value.key == sem.key("k")
 
 
 async def test_the_constructor_takes_a_lock_s_forms_and_a_required_limit(

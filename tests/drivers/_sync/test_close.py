@@ -65,7 +65,7 @@ def assert_helpful(err: BaseException, keys: list[str]) -> None:
     assert isinstance(err, LockError)
     assert isinstance(err, RuntimeError)
     text = str(err)
-    assert "closed" in text.lower(), text
+    assert "this Lock is closed" in text and err.primitive == "Lock", text
     names_key = getattr(err, "key", None) in keys or any(key in text for key in keys)
     says_what_to_do = any(hint in text for hint in ("new Lock", "create", "before close"))
     assert names_key or says_what_to_do, text

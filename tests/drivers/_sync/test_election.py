@@ -436,9 +436,9 @@ def test_closing_refuses_the_campaigns_that_wait(
         running = spawn(b.run_as_leader, nobody)
         until(lambda: len(queued(r)) > before, "run_as_leader queued")
         b.close()
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this Election is closed"):
             campaign.result()
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this Election is closed"):
             running.result()
         assert nothing_waits(r)
         assert r.get(KEY) == leadership.token.encode()  # the leader undisturbed
@@ -485,9 +485,9 @@ def test_closing_while_run_as_leader_runs_fn(
 def test_a_closed_election_refuses_to_campaign(redis_server: RedisServer) -> None:
     a = election(redis_server, "a")
     a.close()
-    with pytest.raises(LockClosedError):
+    with pytest.raises(LockClosedError, match="this Election is closed"):
         a.campaign(wait_ms=0)
-    with pytest.raises(LockClosedError):
+    with pytest.raises(LockClosedError, match="this Election is closed"):
         a.run_as_leader(nobody)
 
 

@@ -282,7 +282,7 @@ def test_closed_lock_refuses_every_entry_point(redis_server: RedisServer) -> Non
         lambda: locks.hold("k").__enter__(),
     ]
     for enter in entries:
-        with pytest.raises(LockClosedError):
+        with pytest.raises(LockClosedError, match="this ReentrantLock is closed"):
             enter()
     assert outer.release() is True
 

@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 import redis
 
-from distlock import LockLeaseLostError, LockNotAcquiredError, LossReason, ValidationError
+from distlock import (
+    LockClosedError,
+    LockLeaseLostError,
+    LockNotAcquiredError,
+    LossReason,
+    ValidationError,
+)
 from distlock._protocol import (
     ACQUIRE,
     EXTEND,
@@ -409,6 +415,14 @@ def test_bad_options_are_rejected_before_any_command(kwargs: dict[str, Any]) -> 
             sem.hold("k", **kwargs)
         with pytest.raises(ValidationError):
             sem.acquire("", **{k: v for k, v in kwargs.items() if k != "heartbeat_ms"})
+
+
+def test_a_closed_semaphore_says_so(redis_server: RedisServer) -> None:
+    sem = Semaphore(client_for(redis_server), limit=1)
+    sem.close()
+    with pytest.raises(LockClosedError, match="this Semaphore is closed") as info:
+        sem.acquire("k")
+    assert info.value.primitive == "Semaphore" and info.value.key == sem.key("k")
 
 
 def test_the_constructor_takes_a_lock_s_forms_and_a_required_limit(
