@@ -125,6 +125,7 @@ bench-pure:
 # The suites, on whichever build this checkout imports (bench and bench-pure choose).
 bench-suites:
 	$(PY) benchmarks/cycles.py --json $(BENCH_DIR)/cycles.json $(BENCH_ARGS)
+	$(PY) benchmarks/split.py --json $(BENCH_DIR)/split.json $(BENCH_ARGS)
 	$(PY) benchmarks/roundtrips.py --json $(BENCH_DIR)/roundtrips.json $(BENCH_ARGS)
 	$(PY) benchmarks/held.py --json $(BENCH_DIR)/held.json $(BENCH_ARGS)
 	$(PY) benchmarks/scale.py --cluster --json $(BENCH_DIR)/scale.json $(BENCH_ARGS)
