@@ -10,6 +10,7 @@ from redis.exceptions import RedisError
 
 from distlock._clock import now_ms
 from distlock._core.election import CampaignSection, leading
+from distlock._holding import conclude
 from distlock._leader import (
     Leader,
     check_identity,
@@ -85,18 +86,24 @@ class Leadership(LockHandle):
         break until now, False if its lease had been lost (its ``signal`` said so).
         Calling it again, even while the first call is under way, returns what the first
         call returned.  Cancellation-safe, as a lock's release."""
+        try:
+            return await self._end(None)
+        except LockLeaseLostError:
+            return False
+
+    async def _end(self, ev: BaseException | None) -> bool:
+        """Resign once, the hold's exit seeing ``ev`` (a block's exception): it raises
+        what a hold's exit raises, the loss if the leadership was lost.  A later call
+        returns what the first one's resignation came to."""
         async with self._resigning:
             hold = self._hold
             if hold is None:
                 return bool(self._resigned)
             self._hold = None
             self._resigned = False
-            try:
-                await hold.__aexit__(None, None, None)
-            except LockLeaseLostError:
-                return False
-            self._resigned = True
-            return True
+            await hold.__aexit__(None if ev is None else type(ev), ev, None)
+            self._resigned = self._machine.first_loss is None
+            return self._resigned
 
     async def release(self) -> bool:
         """:meth:`resign`, by the name every handle has."""
@@ -113,7 +120,11 @@ class Leadership(LockHandle):
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.resign()
+        """``async with leadership:`` resigns on exit, and raises
+        :class:`LockLeaseLostError` if the leadership was lost meanwhile, as a ``hold``'s
+        exit does."""
+        if not await self._end(ev):
+            conclude(self._machine, ev)
 
 
 class _Candidates(Primitive[Leadership]):

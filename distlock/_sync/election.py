@@ -11,6 +11,7 @@ from redis.exceptions import RedisError
 
 from distlock._clock import now_ms
 from distlock._core.election import CampaignSection, leading
+from distlock._holding import conclude
 from distlock._leader import (
     Leader,
     check_identity,
@@ -86,18 +87,24 @@ class Leadership(LockHandle):
         break until now, False if its lease had been lost (its ``signal`` said so).
         Calling it again, even while the first call is under way, returns what the first
         call returned.  Cancellation-safe, as a lock's release."""
+        try:
+            return self._end(None)
+        except LockLeaseLostError:
+            return False
+
+    def _end(self, ev: BaseException | None) -> bool:
+        """Resign once, the hold's exit seeing ``ev`` (a block's exception): it raises
+        what a hold's exit raises, the loss if the leadership was lost.  A later call
+        returns what the first one's resignation came to."""
         with self._resigning:
             hold = self._hold
             if hold is None:
                 return bool(self._resigned)
             self._hold = None
             self._resigned = False
-            try:
-                hold.__exit__(None, None, None)
-            except LockLeaseLostError:
-                return False
-            self._resigned = True
-            return True
+            hold.__exit__(None if ev is None else type(ev), ev, None)
+            self._resigned = self._machine.first_loss is None
+            return self._resigned
 
     def release(self) -> bool:
         """:meth:`resign`, by the name every handle has."""
@@ -114,7 +121,11 @@ class Leadership(LockHandle):
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.resign()
+        """``with leadership:`` resigns on exit, and raises
+        :class:`LockLeaseLostError` if the leadership was lost meanwhile, as a ``hold``'s
+        exit does."""
+        if not self._end(ev):
+            conclude(self._machine, ev)
 
 
 class _Candidates(Primitive[Leadership]):

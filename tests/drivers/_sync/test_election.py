@@ -307,6 +307,34 @@ def test_async_with_a_leadership_resigns_at_its_exit(
         assert r.exists(KEY) == 0
 
 
+def test_async_with_a_lost_leadership_raises_at_its_exit(
+    redis_server: RedisServer, r: redis.Redis
+) -> None:
+    """As a hold's exit does: a leadership lost inside the block is not resigned quietly."""
+
+    def lost(leadership: Leadership, *, resign: bool = False, fail: bool = False) -> None:
+        with leadership:
+            r.delete(KEY)  # an operator's force-unlock, say
+            if resign:
+                assert leadership.resign() is False
+            if fail:
+                raise KeyError("body")
+
+    with election(redis_server, "a") as a:
+        leadership = led(a, wait_ms=0)
+        with pytest.raises(LockLeaseLostError):
+            lost(leadership)
+        assert leadership.resign() is False
+        # Lost and resigned inside the block: the exit raises the loss all the same.
+        with pytest.raises(LockLeaseLostError):
+            lost(led(a, wait_ms=0), resign=True)
+        # The block's own exception and a loss: the loss, the block's error its cause.
+        with pytest.raises(LockLeaseLostError) as info:
+            lost(led(a, wait_ms=0), fail=True)
+        assert isinstance(info.value.__cause__, KeyError)
+        assert r.exists(KEY) == 0 and nothing_waits(r)
+
+
 def test_a_second_resign_while_the_first_is_out_returns_what_it_returns(
     redis_server: RedisServer, r: redis.Redis
 ) -> None:
