@@ -60,6 +60,8 @@ class _Side(Primitive[RoleHandle]):
         super().__init__(client, **options)
         #: Who holds which key through the read-write lock, either role (shared).
         self._held = held
+        #: The read-write lock this side is one of (set by it).
+        self._whole: ReadWriteLock | None = None
 
     async def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> RoleHandle | None:
         """Take this role's lease of ``id``, or return None (after any retries, or once
@@ -91,6 +93,15 @@ class _Side(Primitive[RoleHandle]):
         async with self.hold(id, **options) as handle:
             result = await backend.awaitable(fn, fn(handle))
         return backend.returned(fn, result)
+
+    async def aclose(self) -> None:
+        """Close the :class:`ReadWriteLock` this side is one of, both sides (they share
+        one client and one record of who holds what): see :meth:`ReadWriteLock.aclose`."""
+        whole = self._whole
+        if whole is None:
+            await Primitive.aclose(self)
+        else:
+            await whole.aclose()
 
     async def force_unlock(self, id: str) -> bool:
         """For operators: end every lease of ``id``, the writer's and each reader's, and
@@ -225,6 +236,7 @@ class ReadWriteLock:
         self.write = WriteLock(client, held, merged)
         #: The readers' side, on the writers' side's client.
         self.read = ReadLock(self._shared_client, held, merged)
+        self.write._whole = self.read._whole = self
         self.prefix = self.write.prefix
 
     async def _shared_client(self) -> backend.Client:
@@ -256,9 +268,9 @@ class ReadWriteLock:
         """Close both sides, as :meth:`Lock.aclose`: open sections lose their lease (and
         are released), waiters withdraw, and a client made from a URL is closed."""
         try:
-            await self.read.aclose()
+            await Primitive.aclose(self.read)
         finally:
-            await self.write.aclose()
+            await Primitive.aclose(self.write)
 
     async def __aenter__(self) -> Self:
         return self

@@ -61,6 +61,8 @@ class _Side(Primitive[RoleHandle]):
         super().__init__(client, **options)
         #: Who holds which key through the read-write lock, either role (shared).
         self._held = held
+        #: The read-write lock this side is one of (set by it).
+        self._whole: ReadWriteLock | None = None
 
     def acquire(self, id: str, **options: Unpack[AcquireOptions]) -> RoleHandle | None:
         """Take this role's lease of ``id``, or return None (after any retries, or once
@@ -92,6 +94,15 @@ class _Side(Primitive[RoleHandle]):
         with self.hold(id, **options) as handle:
             result = backend.awaitable(fn, fn(handle))
         return backend.returned(fn, result)
+
+    def close(self) -> None:
+        """Close the :class:`ReadWriteLock` this side is one of, both sides (they share
+        one client and one record of who holds what): see :meth:`ReadWriteLock.close`."""
+        whole = self._whole
+        if whole is None:
+            Primitive.close(self)
+        else:
+            whole.close()
 
     def force_unlock(self, id: str) -> bool:
         """For operators: end every lease of ``id``, the writer's and each reader's, and
@@ -226,6 +237,7 @@ class ReadWriteLock:
         self.write = WriteLock(client, held, merged)
         #: The readers' side, on the writers' side's client.
         self.read = ReadLock(self._shared_client, held, merged)
+        self.write._whole = self.read._whole = self
         self.prefix = self.write.prefix
 
     def _shared_client(self) -> backend.Client:
@@ -258,9 +270,9 @@ class ReadWriteLock:
         """Close both sides, as :meth:`Lock.close`: open sections lose their lease (and
         are released), waiters withdraw, and a client made from a URL is closed."""
         try:
-            self.read.close()
+            Primitive.close(self.read)
         finally:
-            self.write.close()
+            Primitive.close(self.write)
 
     def __enter__(self) -> Self:
         return self

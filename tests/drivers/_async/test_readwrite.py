@@ -770,6 +770,18 @@ async def test_close_wakes_a_waiter_which_withdraws(
         assert r.exists(KEY, READERS) == 0  # nobody was let in
 
 
+@pytest.mark.parametrize("side", ["read", "write"])
+async def test_closing_one_side_closes_the_whole_lock(
+    redis_server: RedisServer, r: redis.Redis, side: str
+) -> None:
+    rw = rwlock(redis_server)
+    await getattr(rw, side).aclose()
+    for either in (rw.read, rw.write):
+        with pytest.raises(LockClosedError, match="this ReadWriteLock is closed"):
+            await either.acquire("k")
+    assert r.exists(KEY) == 0
+
+
 async def test_a_url_client_is_owned_and_closed(redis_server: RedisServer, r: redis.Redis) -> None:
     rw = ReadWriteLock(redis_server.url, ttl_ms=TTL)
     assert await rw.read.run("k", fence_of) >= 1

@@ -770,6 +770,18 @@ def test_close_wakes_a_waiter_which_withdraws(
         assert r.exists(KEY, READERS) == 0  # nobody was let in
 
 
+@pytest.mark.parametrize("side", ["read", "write"])
+def test_closing_one_side_closes_the_whole_lock(
+    redis_server: RedisServer, r: redis.Redis, side: str
+) -> None:
+    rw = rwlock(redis_server)
+    getattr(rw, side).close()
+    for either in (rw.read, rw.write):
+        with pytest.raises(LockClosedError, match="this ReadWriteLock is closed"):
+            either.acquire("k")
+    assert r.exists(KEY) == 0
+
+
 def test_a_url_client_is_owned_and_closed(redis_server: RedisServer, r: redis.Redis) -> None:
     rw = ReadWriteLock(redis_server.url, ttl_ms=TTL)
     assert rw.read.run("k", fence_of) >= 1
