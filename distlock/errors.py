@@ -75,7 +75,8 @@ class LossReason(enum.Enum):
     REENTER_REJECTED = "a re-entry found the key expired or held by another owner"
     LEAVE_REJECTED = "an inner exit found the key expired or held by another owner"
     LOCK_CLOSED = (
-        "the Lock object was closed (close() or aclose()) while the section was open: its "
+        "the object it was taken through (its Lock, ReentrantLock, Semaphore, ReadWriteLock "
+        "or Election) was closed (close() or aclose()) while the section was open: its "
         "renewals stopped and its key was released"
     )
 
