@@ -196,7 +196,7 @@ class Runner(LockBase):
                         raise
                     request = flow.throw(exc)
                 except BaseException as exc:
-                    request = flow.throw(exc)
+                    request = flow.throw(self._cut_short(exc, request))
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
@@ -276,8 +276,23 @@ class Runner(LockBase):
         except BaseException as exc:
             # At the attempt's yield: interrupted before or after it went out, the flow
             # cleans up as for any attempt whose reply never came.
-            return _advance(flow.throw, exc)
+            return _advance(flow.throw, self._cut_short(exc, attempt))
         return _advance(flow.send, fence)
+
+    def _cut_short(self, exc: BaseException, request: object) -> BaseException:
+        """What an attempt's failure is thrown into its flow as: on a Lock closed while it
+        was out, the close's doing (which may have cut its connection), so the caller sees
+        ``LockClosedError``, the failure as its cause, as a waiter's block cut short does."""
+        if (
+            self._closed
+            and isinstance(exc, Exception)
+            and isinstance(request, Command)
+            and request.op is Op.ACQUIRE
+        ):
+            closed = self._closed_error(request.key)
+            closed.__cause__ = exc
+            return closed
+        return exc
 
     async def _waiter_connection(self, pool: Any) -> Any:
         """A connection to block on (see :mod:`distlock._waiter_connections`); one kept from

@@ -25,7 +25,7 @@ import redis
 
 from distlock import LockClosedError, LockError, LockLeaseLostError
 from distlock._core.commands import Kind
-from distlock._protocol import queue_keys
+from distlock._protocol import ACQUIRE, W_ACQUIRE, queue_keys
 from distlock.asyncio import Lock, ReentrantLock, Semaphore
 from distlock.errors import LossReason
 from tests.redis_server import RedisServer
@@ -146,6 +146,40 @@ async def test_closed_lock_refuses(
     assert sent == [], f"commands sent by a closed Lock: {sent}"
     assert [key for key in keys if r.exists(key)] == []
     assert_helpful(info.value, keys)
+
+
+class ClosedMidAttempt(RecordingRedis):
+    """Its Lock is closed while an attempt is out, and the attempt fails as the close cut
+    its connection (a Lock made from a URL closes its client)."""
+
+    locks: Lock | None = None
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        locks, self.locks = self.locks, None
+        if locks is not None and args[1] in (ACQUIRE.sha, W_ACQUIRE.sha):
+            await locks.aclose()
+            raise redis.ConnectionError("the close cut the connection")
+        send: Callable[..., Awaitable[Any]] = super().execute_command
+        return await send(*args, **options)
+
+
+@pytest.mark.parametrize("options", [{}, {"wait_ms": 60_000}], ids=["fail-fast", "waiting"])
+async def test_an_attempt_out_when_the_lock_is_closed_raises_lock_closed(
+    redis_server: RedisServer, r: redis.Redis, options: dict[str, Any]
+) -> None:
+    """Not the connection error the close caused: the caller sees the Lock closed, as a
+    waiter blocked at that moment does."""
+    client = ClosedMidAttempt(port=redis_server.port)
+    try:
+        locks = Lock(client, prefix=PREFIX)
+        client.locks = locks
+        with pytest.raises(LockClosedError) as info:
+            await locks.acquire("a", **options)
+    finally:
+        await client.aclose()
+    assert isinstance(info.value.__cause__, redis.ConnectionError)
+    assert_helpful(info.value, KEYS)
+    assert [key for key in KEYS if r.exists(key)] == []
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
