@@ -286,21 +286,29 @@ async def run_async(url: str, cycles: int, rounds: int) -> dict[int, Summary]:
     async with AsyncLock(r, prefix="bench") as locks:
         contenders = async_contenders(r, locks)
         for tasks in TASKS:
-            for name, cycle in contenders.items():
-                await _tasks(cycle, name, tasks, WARM_UP)  # connections, scripts
-            turns = Turns(list(contenders))
-            floor = contenders[FLOOR]
-            for name, floor_first in paired_turns(list(contenders), rounds):
-                if floor_first:
-                    beside = await _turn(floor, FLOOR, tasks, cycles)
-                    own = await _turn(contenders[name], name, tasks, cycles)
-                else:
-                    own = await _turn(contenders[name], name, tasks, cycles)
-                    beside = await _turn(floor, FLOOR, tasks, cycles)
-                turns.record_pair(name, own, beside)
-            out[tasks] = summarize_turns(turns, cycles)
+            out[tasks] = await paired_async(contenders, tasks, cycles, rounds)
     await r.aclose()
     return out
+
+
+async def paired_async(
+    contenders: dict[str, AsyncCycle], tasks: int, cycles: int, rounds: int
+) -> Summary:
+    """Every contender's turns in ``tasks`` tasks, each beside a turn of the floor, in
+    :func:`paired_turns` order, after a warm-up (connections, scripts)."""
+    for name, cycle in contenders.items():
+        await _tasks(cycle, name, tasks, WARM_UP)
+    turns = Turns(list(contenders))
+    floor = contenders[FLOOR]
+    for name, floor_first in paired_turns(list(contenders), rounds):
+        if floor_first:
+            beside = await _turn(floor, FLOOR, tasks, cycles)
+            own = await _turn(contenders[name], name, tasks, cycles)
+        else:
+            own = await _turn(contenders[name], name, tasks, cycles)
+            beside = await _turn(floor, FLOOR, tasks, cycles)
+        turns.record_pair(name, own, beside)
+    return summarize_turns(turns, cycles)
 
 
 def _rows(

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aredis
@@ -35,23 +33,12 @@ from cycles import (
     FLOOR_RELEASE,
     SCRIPTS,
     TTL_MS,
-    WARM_UP,
+    AsyncCycle,
     _script_keys,
     async_contenders,
+    paired_async,
 )
-from harness import (
-    FLOOR,
-    Turns,
-    arguments,
-    build_label,
-    conditions,
-    paired_turns,
-    redis_url,
-    summarize_turns,
-    table,
-    times_x,
-    write_json,
-)
+from harness import FLOOR, arguments, build_label, conditions, redis_url, table, times_x, write_json
 
 from distlock._protocol import (
     ACQUIRE,
@@ -70,10 +57,8 @@ MANUAL = "distlock acquire() + release()"
 #: The floor's compare-and-delete, for packing by hand.
 _FLOOR_SCRIPT = Script(FLOOR_RELEASE)
 
-Cycle = Callable[[str], Awaitable[None]]
 
-
-def direct_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, Cycle]:
+def direct_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, AsyncCycle]:
     """The floor, both sides sent directly, and distlock's two cycles, by name."""
     pool: Any = r.connection_pool
 
@@ -119,34 +104,14 @@ def direct_contenders(r: aredis.Redis, locks: AsyncLock) -> dict[str, Cycle]:
     }
 
 
-async def _turn(cycle: Cycle, name: str, cycles: int) -> tuple[float, float]:
-    key = f"bench:split:{name}"
-    c0, t0 = time.process_time(), time.perf_counter()
-    for _ in range(cycles):
-        await cycle(key)
-    return time.perf_counter() - t0, time.process_time() - c0
-
-
 async def measure(url: str, cycles: int, rounds: int) -> dict[str, dict[str, float]]:
     r = aredis.Redis.from_url(url)
     for source in (*SCRIPTS, FLOOR_RELEASE):
         await r.script_load(source)
     async with AsyncLock(r, prefix="bench") as locks:
-        contenders = direct_contenders(r, locks)
-        for name, cycle in contenders.items():
-            await _turn(cycle, name, WARM_UP)
-        turns = Turns(list(contenders))
-        floor = contenders[FLOOR]
-        for name, floor_first in paired_turns(list(contenders), rounds):
-            if floor_first:
-                beside = await _turn(floor, FLOOR, cycles)
-                own = await _turn(contenders[name], name, cycles)
-            else:
-                own = await _turn(contenders[name], name, cycles)
-                beside = await _turn(floor, FLOOR, cycles)
-            turns.record_pair(name, own, beside)
+        result = await paired_async(direct_contenders(r, locks), 1, cycles, rounds)
     await r.aclose()
-    return summarize_turns(turns, cycles)
+    return result
 
 
 def main() -> dict[str, Any]:
