@@ -32,6 +32,19 @@ from distlock._native import mypyc_attr
 RENEW_STEPS = 64
 
 
+def trusted_ms(ttl_ms: int, drift_factor: float) -> float:
+    """How long a TTL of ``ttl_ms``, set no earlier than its send time, may be trusted on
+    the client's clock: less a drift allowance, since that clock may run slow."""
+    return ttl_ms * (1.0 - drift_factor)
+
+
+def renewal_wake(renewed_at: float, every: float, deadline: float) -> float:
+    """When a lease renewed every ``every`` ms, last at ``renewed_at``, next needs a tick:
+    its renewal on the grid of :data:`RENEW_STEPS`, or its deadline if that comes first."""
+    step = every / RENEW_STEPS
+    return min(math.ceil((renewed_at + every) / step) * step, deadline)
+
+
 class Write:
     """A TTL-setting request on the wire: when it left, and the TTL it sets."""
 
@@ -89,7 +102,7 @@ class LeaseClock:
 
     def lease_ms(self, ttl_ms: int) -> float:
         """How long a TTL of ``ttl_ms`` set at the send time may be trusted on our clock."""
-        return ttl_ms * (1.0 - self.config.drift_factor)
+        return trusted_ms(ttl_ms, self.config.drift_factor)
 
     @property
     def next_renew_at(self) -> float:
@@ -165,8 +178,7 @@ class LeaseClock:
         every = self.config.renew_every_ms
         if renewing or every is None:
             return self.deadline
-        step = every / RENEW_STEPS
-        return min(math.ceil((self.renewed_at + every) / step) * step, self.deadline)
+        return renewal_wake(self.renewed_at, every, self.deadline)
 
     def lease_left_ms(self, now: float) -> float:
         return self.deadline - now
