@@ -186,19 +186,25 @@ class Runner(LockBase):
                         reply = 0
                     else:
                         reply = self._call(request)
-                except cancellation.Cancelled as exc:
-                    if cancellation.finishes_in_background(request):
-                        # It may or may not have reached Redis: send it again, same token,
-                        # and let the flow run to its end in the background.
-                        self._background.spawn(self._run, flow, request, name="distlock-release")
-                        raise
-                    request = flow.throw(exc)
                 except BaseException as exc:
-                    request = flow.throw(self._cut_short(exc, request))
+                    request = self._interrupted(flow, request, exc)
                 else:
                     request = flow.send(reply)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]  # the flow's T (no cast() call)
+
+    def _interrupted(self, flow: Flow[T], request: Request, exc: BaseException) -> Request:
+        """What follows a ``request`` of ``flow`` that ``exc`` interrupted: the flow's next
+        request, the exception thrown into it at that request (a cancellation of a release
+        leaves it to finish in the background: see :mod:`distlock._sync.cancellation`)."""
+        if isinstance(exc, cancellation.Cancelled):
+            if cancellation.finishes_in_background(request):
+                # It may or may not have reached Redis: send it again, same token, and
+                # let the flow run to its end in the background.
+                self._background.spawn(self._run, flow, request, name="distlock-release")
+                raise exc
+            return flow.throw(exc)
+        return flow.throw(self._cut_short(exc, request))
 
     def _wait(
         self, flow: Flow[T], request: Block, task: cancellation.Task | None
