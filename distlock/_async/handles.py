@@ -31,6 +31,17 @@ class Handle(HandleBase):
     # No timer of its own: the Lock's timers keep the handle in the bucket of the instant
     # ``_armed_at`` names, and that slot alone tells a live entry from a stale one.
     __slots__ = ("_holding", "_lock")
+    # unasync: begin async only
+
+    #: Whether the section is still to be made (only an uncontended ``run()``'s handle
+    #: defers it: :mod:`distlock._async.deferred`).  A class attribute: no other handle
+    #: carries it.
+    _deferred = False
+
+    def _settle(self) -> None:
+        """Make the section a deferred cycle left unmade (see ``_deferred``)."""
+
+    # unasync: end
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ from distlock.options import (
 )
 
 from . import backend, cancellation, wire
+from .deferred import deferrable, run_deferred  # unasync: async only
 from .handles import Handle, _Hold
 from .runner import Runner
 
@@ -46,6 +47,10 @@ class Primitive(Runner, Generic[H]):
         **options: Unpack[AsyncLockOptions],
     ) -> None:
         super().__init__(client, ASYNC_LOCK_KEYS, options)
+        # unasync: begin async only
+        #: The config of a ``run()`` that may defer its section, if this one's may.
+        self._deferred_config = deferrable(self)
+        # unasync: end
 
     # unasync: begin async only
     @property
@@ -122,13 +127,30 @@ class Primitive(Runner, Generic[H]):
             await self._refuse_granted((handle,))
         return handle if handle._section.phase is Phase.HELD else None
 
-    async def _run_held(
+    def _run_held(
+        self, id: str, fn: Callable[[H], Awaitable[T]], options: AsyncHoldOptions
+    ) -> Awaitable[T]:
+        """``fn(handle)`` run inside a :class:`_Hold` of ``id`` (see ``Lock.run``), or under
+        asyncio, where it may, as a deferred cycle (:mod:`distlock._async.deferred`).  Not a
+        coroutine itself: one fewer between a cycle and the socket."""
+        backend.check_body(fn)
+        # unasync: begin async only
+        client = self._client
+        if (
+            not options
+            and self._deferred_config is not None
+            and client is not None
+            and self._route.direct(client)
+        ):
+            return run_deferred(self, client, id, fn)  # type: ignore[arg-type]
+        # unasync: end
+        return self._run_hold(id, fn, options)
+
+    async def _run_hold(
         self, id: str, fn: Callable[[H], Awaitable[T]], options: AsyncHoldOptions
     ) -> T:
-        """``fn(handle)`` run inside a :class:`_Hold` of ``id`` (see ``Lock.run``)."""
         # What ``async with self.hold(...)`` does, without the protocol's calls (this is
         # the cycle a renewed lock pays on every use).
-        backend.check_body(fn)
         hold: _Hold[H] = _Hold(self, id, options)
         handle = hold._handle
         handles = (handle,)

@@ -120,10 +120,17 @@ class Primitive(Runner, Generic[H]):
     def _run_held(
         self, id: str, fn: Callable[[H], T], options: HoldOptions
     ) -> T:
-        """``fn(handle)`` run inside a :class:`_Hold` of ``id`` (see ``Lock.run``)."""
+        """``fn(handle)`` run inside a :class:`_Hold` of ``id`` (see ``Lock.run``), or under
+        asyncio, where it may, as a deferred cycle (:mod:`distlock._sync.deferred`).  Not a
+        coroutine itself: one fewer between a cycle and the socket."""
+        backend.check_body(fn)
+        return self._run_hold(id, fn, options)
+
+    def _run_hold(
+        self, id: str, fn: Callable[[H], T], options: HoldOptions
+    ) -> T:
         # What ``with self.hold(...)`` does, without the protocol's calls (this is
         # the cycle a renewed lock pays on every use).
-        backend.check_body(fn)
         hold: _Hold[H] = _Hold(self, id, options)
         handle = hold._handle
         handles = (handle,)
