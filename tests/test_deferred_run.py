@@ -69,7 +69,7 @@ def test_a_body_past_its_first_heartbeat_is_renewed(url: str) -> None:
 
 async def _a_body_past_its_first_heartbeat_is_renewed(url: str) -> None:
     client = aredis.Redis.from_url(url)
-    async with Lock(client, prefix="dr2", ttl_ms=600) as locks:
+    async with Lock(client, prefix="dr2", ttl_ms=1500) as locks:
         await locks.client()
 
         async def body(handle: LockHandle) -> int:
