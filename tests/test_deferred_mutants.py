@@ -134,6 +134,21 @@ async def disarmed(mod: ModuleType, client: aredis.Redis) -> None:
         assert handles[0]._armed_at is None
 
 
+async def ended(mod: ModuleType, client: aredis.Redis) -> None:
+    """After a cycle that ended well, its handle says what an ordinary one says."""
+    async with Lock(client, prefix="m-ended") as locks:
+        handles: list[LockHandle] = []
+
+        async def body(handle: LockHandle) -> None:
+            handles.append(handle)
+
+        await locks.run("a", body)
+        (handle,) = handles
+        assert not handle.held and not handle.signal.aborted
+        assert "phase=done" in repr(handle)
+        assert await handle.release() is False
+
+
 async def granted(mod: ModuleType, client: aredis.Redis) -> None:
     """The grant's decision and commands at their edges, against the section's."""
     lock = Lock(client, prefix="m-grant", ttl_ms=1000, drift_factor=0.0)
@@ -189,13 +204,16 @@ MUTANTS = (
     Mutant("D5", "a release answered 0 passes for one answered 1",
            "if reply != 1:", "if reply == 2:", unlocked),
     Mutant("D6", "a settled cycle's loss cancels no body",
-           "        self._deferred = False\n        self._hold()",
-           "        self._deferred = False", closed),
+           "            self._deferred = False\n            self._hold()",
+           "            self._deferred = False", closed),
     Mutant("D7", "the exit leaves the renewal timer armed",
            "lock._timers.disarm(handle)", "pass", disarmed),
     Mutant("D8", "the release is sent as the acquire",
            "command = _command(Op.RELEASE, handle)", "command = _command(Op.ACQUIRE, handle)",
            unlocked),
+    Mutant("D10", "a cycle that ended well settles as one still held",
+           "            section.release_reply(self._released_at, True)\n",
+           "", ended),
     Mutant("D9", "the settle replays the grant at the reply's instant",
            "command = section.acquire(self._sent_at).send",
            "command = section.acquire(self._replied_at).send", granted),

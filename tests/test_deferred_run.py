@@ -9,7 +9,7 @@ import asyncio
 import pytest
 import redis.asyncio as aredis
 
-from distlock import LockLeaseLostError, LockNotAcquiredError
+from distlock import LockLeaseLostError, LockNotAcquiredError, UsageError
 from distlock._async.deferred import DeferredHandle
 from distlock.asyncio import Lock, LockHandle
 from distlock.errors import LossReason
@@ -196,4 +196,31 @@ async def _a_refused_acquire_goes_on_as_the_section_s_flow(url: str) -> None:
             await locks.run("a", body)
         assert refused.value.attempts == 3
         assert await client.get("dr7:a") == b"someone else"
+    await client.aclose()
+
+
+def test_a_handle_after_its_cycle_says_what_an_ordinary_one_says(url: str) -> None:
+    asyncio.run(_a_handle_after_its_cycle_says_what_an_ordinary_one_says(url))
+
+
+async def _a_handle_after_its_cycle_says_what_an_ordinary_one_says(url: str) -> None:
+    client = aredis.Redis.from_url(url)
+    async with Lock(client, prefix="dr8", ttl_ms=10_000) as locks:
+        await locks.client()
+        # The same options, given per call: the ordinary way.
+        deferred = await locks.run("a", _handle_of)
+        ordinary = await locks.run("a", _handle_of, ttl_ms=10_000)
+        assert type(deferred) is DeferredHandle and type(ordinary) is LockHandle
+        for handle in (deferred, ordinary):
+            assert handle.held is False
+            assert handle.fence > 0 and len(handle.token) == 32
+            assert handle.signal.aborted is False
+            assert await handle.release() is False
+            with pytest.raises(UsageError):
+                await handle.extend()
+        assert repr(deferred) == repr(ordinary).replace(
+            str(ordinary.fence), str(deferred.fence)
+        )
+        assert deferred._section.outcome is ordinary._section.outcome
+        assert deferred._section.release_confirmed is True
     await client.aclose()

@@ -79,16 +79,20 @@ def deferrable(lock: Primitive[Any]) -> SectionConfig | None:
 
 class DeferredHandle(LockHandle):
     """The handle of an uncontended ``run()`` whose section is not made yet: it knows its
-    key, token and fence, and that it holds the key (nothing but its section could know
-    otherwise); anything more makes the section first."""
+    key, token and fence, and whether it holds the key (deferred, nothing but its section
+    could know otherwise; once its cycle ended well, not); anything more makes the
+    section first, replaying on it the cycle so far."""
 
     __slots__ = (
         "_cancelling",
         "_config",
         "_deadline",
         "_deferred",
+        "_done_at",
+        "_ended",
         "_fence",
         "_key",
+        "_released_at",
         "_replied_at",
         "_sent_at",
         "_task",
@@ -99,6 +103,8 @@ class DeferredHandle(LockHandle):
     _fence: int
     _replied_at: float
     _deadline: float
+    _done_at: float
+    _released_at: float
     _task: cancellation.Task | None
     _cancelling: int
 
@@ -110,7 +116,10 @@ class DeferredHandle(LockHandle):
         self._key = key
         self._token = token
         self._config = config
+        #: Granted, the section unmade: the body runs, or its release is on the wire.
         self._deferred = False
+        #: The cycle ended well (its release answered 1), the section unmade.
+        self._ended = False
 
     # -- what the handle knows without a section ----------------------------------------------
 
@@ -124,17 +133,18 @@ class DeferredHandle(LockHandle):
 
     @property
     def fence(self) -> int:
-        return self._fence if self._deferred else super().fence
+        return self._fence if self._deferred or self._ended else super().fence
 
     @property
     def held(self) -> bool:
         # Deferred, the section would say held: only a tick, a close or the exit, which
         # each settle first, could have learnt otherwise.
-        return True if self._deferred else super().held
+        if self._deferred:
+            return True
+        return False if self._ended else super().held
 
     def __repr__(self) -> str:
-        if self._deferred:
-            return f"<LockHandle {self._key!r} fence={self._fence} phase=held lost=False>"
+        self._settle()
         return super().__repr__().replace(type(self).__name__, "LockHandle", 1)
 
     # -- everything else settles first --------------------------------------------------------
@@ -157,13 +167,23 @@ class DeferredHandle(LockHandle):
         await super().__aexit__(et, ev, tb)
 
     def _settle(self) -> None:
-        """Make the section, and replay on it the grant the cycle had: from here on, an
-        ordinary held section, its timer already armed where the grant arms it."""
-        if not self._deferred:
-            return
+        """Make the section, and replay on it the cycle so far with the instants it kept:
+        the grant (from here on an ordinary held section, its timer already armed where
+        the grant arms it), and for a cycle that ended well, its end too."""
+        if self._deferred:
+            self._granted()
+            self._deferred = False
+            self._hold()
+        elif self._ended:
+            section = self._granted()
+            section.body_done(self._done_at)
+            section.release(self._done_at)
+            section.release_reply(self._released_at, True)
+            self._ended = False
+
+    def _granted(self) -> Section:
         section = self._born()
-        machine = self._machine
-        machine.start(self._sent_at)
+        self._machine.start(self._sent_at)
         command = section.acquire(self._sent_at).send
         assert command is not None
         step = section.reply(self._replied_at, command, self._fence)
@@ -171,8 +191,7 @@ class DeferredHandle(LockHandle):
             raise ProtocolError(
                 f"the deferred grant of {self._key!r} did not replay as held", self._key
             )
-        self._deferred = False
-        self._hold()
+        return section
 
     def _born(self) -> Section:
         lock = self._lock
@@ -264,7 +283,8 @@ async def run_deferred(
             handle._deferred = True
             every = config.renew_every_ms
             assert every is not None
-            lock._timers.arm(renewal_wake(sent_at, every, deadline), handle)
+            if not lock._closed:  # as LockBase._arm: a closed Lock arms nothing
+                lock._timers.arm(renewal_wake(sent_at, every, deadline), handle)
         else:
             await _acquire_replayed(lock, handle, task, sent_at, replied_at, fence)
     handle._task = task
@@ -344,7 +364,10 @@ async def _exit(
     if reply != 1:
         await _release_replayed(lock, handle, done_at, now_ms(), reply, ev)
         return
+    handle._done_at = done_at
+    handle._released_at = now_ms()
     handle._deferred = False
+    handle._ended = True
     handle._task = None
 
 
