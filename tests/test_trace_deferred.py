@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,6 @@ import pytest
 
 import distlock.asyncio
 from distlock import LockLeaseLostError, LockNotAcquiredError
-from distlock._async import deferred, wire
 from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
 from distlock._core.section import Outcome, Phase, Section
@@ -43,15 +43,16 @@ class Sent:
 
 @dataclass
 class Wire:
-    """Stands in for the deferred module's ``wire``: sends through the real one, and
-    keeps each script sent with its instants and its reply."""
+    """Stands in for a Lock's ``_call``: sends through it, and keeps each script sent with
+    its instants and its reply."""
 
+    call: Callable[[Command], Awaitable[int]]
     sent: list[Sent] = field(default_factory=list)
 
-    async def send(self, client: Any, command: Command, conn: Any = None, pool: Any = None) -> int:
+    async def __call__(self, command: Command) -> int:
         sent_at = now_ms()
         try:
-            reply = await wire.send(client, command, conn, pool)
+            reply = await self.call(command)
         except BaseException as exc:
             self.sent.append(Sent(command, sent_at, exc, now_ms()))
             raise
@@ -83,9 +84,7 @@ def _transitions(section: Section) -> list[dict[str, Any]]:
     return [e.as_dict() for e in section.take_events() if isinstance(e, Transition)]
 
 
-async def _cycles(
-    url: str, recorder: Wire
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def _cycles(url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Deferred cycles beside a traced Lock: plain ones, one whose key is deleted under it,
     one refused while the traced Lock holds the key.  Returns every transition, and the
     deleted cycle's alone."""
@@ -97,6 +96,8 @@ async def _cycles(
         distlock.asyncio.Lock(url, prefix="trd", ttl_ms=400, trace=traced.append) as other,
     ):
         client = await locks.client()
+        recorder = Wire(locks._call)
+        locks._call = recorder  # type: ignore[method-assign]
         config = locks._deferred_config
         assert config is not None
         outcomes: list[Outcome] = []
@@ -142,12 +143,8 @@ async def _cycles(
 
 @needs_tlc
 @pytest.mark.tlc
-def test_deferred_cycles_replayed_are_behaviours_of_the_spec(
-    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    recorder = Wire()
-    monkeypatch.setattr(deferred, "wire", recorder)
-    events, deleted = asyncio.run(_cycles(redis_server.url, recorder))
+def test_deferred_cycles_replayed_are_behaviours_of_the_spec(redis_server: RedisServer) -> None:
+    events, deleted = asyncio.run(_cycles(redis_server.url))
     verdicts = tracecheck.check(events)
     assert len(verdicts) == 2  # the keys a and b
     for verdict in verdicts:

@@ -48,7 +48,7 @@ from distlock.errors import ProtocolError
 from distlock.events import Event, Transition
 from distlock.signal import AsyncLeaseSignal
 
-from . import backend, cancellation, wire
+from . import backend, cancellation
 from .handles import Handle, LockHandle, _Holding, _let_go
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ async def run_deferred(
     sent_at = now_ms()
     cancels = cancellation.cancelling(task)
     try:
-        fence = await wire.send(client, command, pool=client.connection_pool)
+        fence = await lock._call(command)
         cancellation.raise_swallowed(task, cancels)
     except BaseException as exc:
         await _acquire_replayed(lock, handle, task, sent_at, now_ms(), exc)
@@ -356,7 +356,7 @@ async def _exit(
     task = handle._task
     cancels = cancellation.cancelling(task)
     try:
-        reply = await wire.send(client, command, pool=client.connection_pool)
+        reply = await lock._call(command)
         cancellation.raise_swallowed(task, cancels)
     except BaseException as exc:
         await _release_replayed(lock, handle, done_at, now_ms(), exc, ev)
