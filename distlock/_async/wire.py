@@ -57,9 +57,14 @@ async def send(client: object, command: Command, conn: Any = None, pool: Any = N
         conn = await pool.get_connection()
     script, keys, args = encode(command)
     try:
-        reply = await backend.call_with_retry(
-            conn, partial(script_reply, client, conn, script, keys, args)
-        )
+        try:
+            # The first attempt outside the retry loop: two coroutines fewer between the
+            # cycle and the socket, on every reply.
+            reply = await script_reply(client, conn, script, keys, args)
+        except Exception as first:
+            reply = await backend.call_with_retry(
+                conn, _Again(first, partial(script_reply, client, conn, script, keys, args))
+            )
     except ResponseError:
         raise  # an error reply, read whole: the connection is clean
     except BaseException:
@@ -85,3 +90,23 @@ async def script_reply(
     except NoScriptError:
         await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
         return await client.parse_response(conn, "EVAL")
+
+
+class _Again:
+    """A retry loop's attempt that takes a failure already met as the loop's first: the
+    first call raises it (the loop then does what it does with a failed attempt: retry,
+    with the connection's backoff and its disconnect, or raise), later calls send
+    again.  The loop is the connection's ``Retry``, as ``execute_command``'s is."""
+
+    __slots__ = ("first", "send")
+
+    def __init__(self, first: Exception, send: Any) -> None:
+        self.first: Exception | None = first
+        self.send = send
+
+    def __call__(self) -> Any:
+        first = self.first
+        if first is not None:
+            self.first = None
+            raise first
+        return self.send()
