@@ -209,7 +209,7 @@ MUTANTS = (
     Mutant("D7", "the exit leaves the renewal timer armed",
            "lock._timers.disarm(handle)", "pass", disarmed),
     Mutant("D8", "the release is sent as the acquire",
-           "command = _command(Op.RELEASE, handle)", "command = _command(Op.ACQUIRE, handle)",
+           "    return _command(Op.RELEASE, handle)", "    return _command(Op.ACQUIRE, handle)",
            unlocked),
     Mutant("D10", "a cycle that ended well settles as one still held",
            "            section.release_reply(self._released_at, True)\n",

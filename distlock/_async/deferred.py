@@ -252,7 +252,7 @@ def _command(op: Op, handle: DeferredHandle) -> Command:
 
 
 async def run_deferred(
-    lock: Lock, client: backend.Redis, id: str, fn: Callable[[LockHandle], Awaitable[T]]
+    lock: Lock, id: str, fn: Callable[[LockHandle], Awaitable[T]]
 ) -> T:
     """``lock.run(id, fn)`` with the section deferred (see the module's note).  The
     acquire is awaited here, not in a coroutine of its own: every coroutine between a
@@ -303,9 +303,23 @@ async def run_deferred(
             body = backend.awaitable(fn, body)
         result = await body
     except BaseException as exc:
-        await _exit(lock, client, handle, exc)
+        await _exit(lock, handle, exc)
         raise
-    await _exit(lock, client, handle, None)
+    # _exit's steps, the release awaited here: one coroutine fewer on its reply, the
+    # second round trip of every cycle.
+    release = _leaving(lock, handle)
+    if release is None:
+        await _ordinary_exit(lock, handle, None)
+        return result
+    cancels = cancellation.cancelling(task)
+    try:
+        reply = await lock._call(release)
+        cancellation.raise_swallowed(task, cancels)
+    except BaseException as exc:
+        await _release_replayed(lock, handle, now_ms(), exc, None)
+        return result
+    if not _answered(handle, reply):
+        await _release_replayed(lock, handle, now_ms(), reply, None)
     return result
 
 
@@ -336,51 +350,67 @@ async def _acquire_replayed(
         raise
 
 
-async def _exit(
-    lock: Lock, client: backend.Redis, handle: DeferredHandle, ev: BaseException | None
-) -> None:
-    """The body is over: release as ``hold()``'s exit would, and raise what it would."""
-    if not handle._deferred:
-        holding = handle._holding
-        assert isinstance(holding, _Holding)
-        await holding._exit(lock, (handle,), handle._machine, ev)
+async def _exit(lock: Lock, handle: DeferredHandle, ev: BaseException | None) -> None:
+    """The body is over (``ev``: what it raised): release as ``hold()``'s exit would, and
+    raise what it would."""
+    command = _leaving(lock, handle)
+    if command is None:
+        await _ordinary_exit(lock, handle, ev)
         return
-    done_at = now_ms()
-    lock._timers.disarm(handle)
-    if done_at >= handle._deadline:
-        # BodyDone will find the deadline passed: the ordinary exit says so.
-        handle._settle()
-        await _exit(lock, client, handle, ev)
-        return
-    command = _command(Op.RELEASE, handle)
     task = handle._task
     cancels = cancellation.cancelling(task)
     try:
         reply = await lock._call(command)
         cancellation.raise_swallowed(task, cancels)
     except BaseException as exc:
-        await _release_replayed(lock, handle, done_at, now_ms(), exc, ev)
+        await _release_replayed(lock, handle, now_ms(), exc, ev)
         return
+    if not _answered(handle, reply):
+        await _release_replayed(lock, handle, now_ms(), reply, ev)
+
+
+def _leaving(lock: Lock, handle: DeferredHandle) -> Command | None:
+    """The body is over: the release a deferred cycle sends, or None for the ordinary
+    exit (the section made already, or made now: past the lease's deadline on our clock,
+    BodyDone finds the loss)."""
+    if not handle._deferred:
+        return None
+    handle._done_at = done_at = now_ms()
+    lock._timers.disarm(handle)
+    if done_at >= handle._deadline:
+        handle._settle()
+        return None
+    return _command(Op.RELEASE, handle)
+
+
+def _answered(handle: DeferredHandle, reply: int) -> bool:
+    """Whether the release's ``reply`` ends the cycle well (1: the key was still ours);
+    the handle then keeps what a settle would replay."""
     if reply != 1:
-        await _release_replayed(lock, handle, done_at, now_ms(), reply, ev)
-        return
-    handle._done_at = done_at
+        return False
     handle._released_at = now_ms()
     handle._deferred = False
     handle._ended = True
     handle._task = None
+    return True
+
+
+async def _ordinary_exit(lock: Lock, handle: DeferredHandle, ev: BaseException | None) -> None:
+    holding = handle._holding
+    assert isinstance(holding, _Holding)
+    await holding._exit(lock, (handle,), handle._machine, ev)
 
 
 async def _release_replayed(
     lock: Lock,
     handle: DeferredHandle,
-    done_at: float,
     replied_at: float,
     outcome: int | BaseException,
     ev: BaseException | None,
 ) -> None:
     """The release was not answered 1: the section's own flow takes the answer, from the
-    ``BodyDone`` and ``Release`` it replays at ``done_at``."""
+    ``BodyDone`` and ``Release`` it replays at the instant the body ended."""
+    done_at = handle._done_at
     handle._settle()
     holding = handle._holding
     assert isinstance(holding, _Holding)

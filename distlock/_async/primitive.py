@@ -142,7 +142,7 @@ class Primitive(Runner, Generic[H]):
             and client is not None
             and self._route.direct(client)
         ):
-            return run_deferred(self, client, id, fn)  # type: ignore[arg-type]
+            return run_deferred(self, id, fn)  # type: ignore[arg-type]
         # unasync: end
         return self._run_hold(id, fn, options)
 
