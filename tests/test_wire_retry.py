@@ -90,7 +90,7 @@ def test_the_sync_send_retries_as_the_loop_with_every_attempt_inside_it(
     assert got.made == expected.made
     # The loop's disconnects; a failure that leaves the send also drops the connection
     # (an error reply, read whole, leaves it clean).
-    drops = [{}] if want[0] == "raised" and kind == "connection" else []
+    drops: list[dict[str, Any]] = [{}] if want[0] == "raised" and kind == "connection" else []
     assert got.disconnects == [*expected.disconnects, *drops]
 
 
