@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from distlock._async.deferred import DeferredHandle, _command, deferrable, granted_until
 from distlock._core.commands import Op
-from distlock._core.lease import renewal_wake, trusted_ms
+from distlock._core.lease import lease_until, renewal_wake
 from distlock._core.section import Outcome, Phase, Section
 from distlock._protocol import encode
 from distlock.asyncio import Lock
@@ -77,7 +77,7 @@ def test_the_release_is_done_without_the_section_exactly_when_it_would_end_ok(
     lock = _lock(ttl, drift)
     handle = _handle(lock)
     config = handle._config
-    deadline = sent_at + trusted_ms(config.ttl_ms, config.drift_factor)
+    deadline = lease_until(sent_at, config.ttl_ms, config.drift_factor)
     replied_at = sent_at  # granted at once
     done_at = replied_at + held_for
     section = _section(handle)
@@ -106,7 +106,7 @@ def test_settling_replays_the_grant_the_cycle_had(
     lock = _lock(ttl, drift)
     handle = _handle(lock)
     config = handle._config
-    deadline = sent_at + trusted_ms(config.ttl_ms, config.drift_factor)
+    deadline = lease_until(sent_at, config.ttl_ms, config.drift_factor)
     replied_at = sent_at + part * (deadline - sent_at)
     if fence <= 0 or replied_at >= deadline:
         return

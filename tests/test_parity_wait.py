@@ -22,6 +22,7 @@ import pytest
 
 from distlock._core.actions import CLIENT_ACTIONS, WAIT_ACTIONS, method_name
 from distlock._core.commands import Op, Step
+from distlock._core.lease import lease_until
 from distlock._core.section import Outcome, Phase, Section, SectionConfig
 from distlock._core.waiting import HANDED_TTL_MS, LONGEST_BLOCK_MS
 from distlock.errors import ProtocolError
@@ -147,7 +148,7 @@ def test_handed_waiter_holds_the_key() -> None:
     assert not s.queued  # the release took us out of the queue
     # From the attempt sent at 0, not the wake at 300, for the short TTL a key is handed
     # with (renewed at once by a section that renews).
-    assert s.deadline == s.lease_ms(min(TTL, HANDED_TTL_MS))
+    assert s.deadline == lease_until(0.0, min(TTL, HANDED_TTL_MS), s.config.drift_factor)
 
 
 def test_a_waiter_whose_block_ended_before_the_grant_gets_it_by_its_next_attempt() -> None:
@@ -163,7 +164,8 @@ def test_a_waiter_whose_block_ended_before_the_grant_gets_it_by_its_next_attempt
     assert (op, queue_ms) == (Op.ACQUIRE, WAIT - 300)  # the next attempt: the wait left
     s.acquire_reply(310.0, 7)
     assert _phase(s) is Phase.HELD and s.fence == 7
-    assert s.deadline == 300.0 + s.lease_ms(TTL)  # anchored at this attempt's send
+    # Anchored at this attempt's send.
+    assert s.deadline == lease_until(300.0, TTL, s.config.drift_factor)
 
 
 def test_the_last_attempt_is_granted_a_key_handed_to_us() -> None:

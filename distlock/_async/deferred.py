@@ -40,10 +40,11 @@ from distlock._clock import now_ms
 from distlock._core.commands import Command, Op
 from distlock._core.config import SectionConfig
 from distlock._core.group import Group
-from distlock._core.lease import renewal_wake, trusted_ms
+from distlock._core.lease import lapsed, lease_until, renewal_wake
 from distlock._core.section import Phase, Section
 from distlock._core.state import Outcome
 from distlock._flows import Flow, Request
+from distlock._protocol import encode
 from distlock.errors import ProtocolError
 from distlock.events import Event, Transition
 from distlock.signal import AsyncLeaseSignal
@@ -240,9 +241,10 @@ def granted_until(
     config: SectionConfig, sent_at: float, replied_at: float, fence: int
 ) -> float | None:
     """The lease's deadline if the acquire's reply ``fence`` is a grant the section would
-    hold (AcquireReply: a fence, and the lease it gives not over by the reply), else None."""
-    deadline = sent_at + trusted_ms(config.ttl_ms, config.drift_factor)
-    return deadline if fence > 0 and replied_at < deadline else None
+    hold (AcquireReply: a fence, and the lease it gives not lapsed by the reply), else
+    None.  The lease's rules are the core's (:mod:`distlock._core.lease`)."""
+    deadline = lease_until(sent_at, config.ttl_ms, config.drift_factor)
+    return deadline if fence > 0 and not lapsed(replied_at, deadline) else None
 
 
 def _command(op: Op, handle: DeferredHandle) -> Command:
@@ -377,7 +379,7 @@ def _leaving(lock: Lock, handle: DeferredHandle) -> Command | None:
         return None
     handle._done_at = done_at = now_ms()
     lock._timers.disarm(handle)
-    if done_at >= handle._deadline:
+    if lapsed(done_at, handle._deadline):
         handle._settle()
         return None
     return _command(Op.RELEASE, handle)
@@ -434,16 +436,14 @@ async def _release_replayed(
 
 
 def _same(request: Request, sent: Command) -> Request:
-    """The replayed section's request, which must be the command the cycle sent."""
+    """The replayed section's request, which must be the command the cycle sent: the
+    same on the wire, and taken back the same way (no lease write to confirm, not a
+    best-effort send, no replica wait)."""
     if not (
         isinstance(request, Command)
-        and request.op is sent.op
-        and request.key == sent.key
-        and request.token == sent.token
-        and request.ttl_ms == sent.ttl_ms
+        and encode(request) == encode(sent)
         and request.write is None
         and not request.best_effort
-        and request.queue_ms is None
         and not request.replicas
     ):
         raise ProtocolError(f"the replayed section of {sent.key!r} sent {request!r}", sent.key)

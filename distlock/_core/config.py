@@ -69,7 +69,3 @@ class SectionConfig:
         #: Grants and renewals wait for this many replicas (0: they do not wait).
         self.replicas = replicas
         self.replica_timeout_ms = replica_timeout_ms
-
-    def lease_ms(self, ttl_ms: int) -> float:
-        """How long the client may trust a lease of ``ttl_ms`` granted at the send time."""
-        return ttl_ms * (1.0 - self.drift_factor)

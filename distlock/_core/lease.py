@@ -38,6 +38,18 @@ def trusted_ms(ttl_ms: int, drift_factor: float) -> float:
     return ttl_ms * (1.0 - drift_factor)
 
 
+def lease_until(sent_at: float, ttl_ms: int, drift_factor: float) -> float:
+    """The deadline of a lease whose TTL of ``ttl_ms`` was set by a request sent at
+    ``sent_at``: Redis ran it no earlier than that, and the clock may run slow."""
+    return sent_at + trusted_ms(ttl_ms, drift_factor)
+
+
+def lapsed(now: float, deadline: float) -> bool:
+    """Whether a lease with ``deadline`` may have lapsed in Redis by ``now`` (silence is
+    loss: at the deadline itself it may already be gone)."""
+    return now >= deadline
+
+
 def renewal_wake(renewed_at: float, every: float, deadline: float) -> float:
     """When a lease renewed every ``every`` ms, last at ``renewed_at``, next needs a tick:
     its renewal on the grid of :data:`RENEW_STEPS`, or its deadline if that comes first."""
@@ -100,10 +112,6 @@ class LeaseClock:
         #: the time, so a held lock carries no list of its own.
         self._in_flight: list[Write] | tuple[()] = ()
 
-    def lease_ms(self, ttl_ms: int) -> float:
-        """How long a TTL of ``ttl_ms`` set at the send time may be trusted on our clock."""
-        return trusted_ms(ttl_ms, self.config.drift_factor)
-
     @property
     def next_renew_at(self) -> float:
         """When the next renewal is due (never for a lease that is not renewed)."""
@@ -120,7 +128,7 @@ class LeaseClock:
             self._in_flight.append(write)  # non-empty: a list
         else:
             self._in_flight = [write]
-        self.deadline = min(self.deadline, now + self.lease_ms(ttl_ms))
+        self.deadline = min(self.deadline, lease_until(now, ttl_ms, self.config.drift_factor))
         return write
 
     def lease_grant(self, sent_at: float, ttl_ms: int) -> None:
@@ -136,7 +144,9 @@ class LeaseClock:
             shortest = min(shortest, other.ttl_ms)
         if self.unconfirmed_ttl_ms is not None:
             shortest = min(shortest, self.unconfirmed_ttl_ms)
-        self.deadline = max(self.deadline, write.sent_at + self.lease_ms(shortest))
+        self.deadline = max(
+            self.deadline, lease_until(write.sent_at, shortest, self.config.drift_factor)
+        )
         self.confirmed_at = max(self.confirmed_at, write.sent_at)
 
     def lease_fail(self, write: Write) -> None:
@@ -162,7 +172,7 @@ class LeaseClock:
 
     def lease_expired(self, now: float) -> bool:
         """True once the lease may have lapsed in Redis (silence is loss)."""
-        return now >= self.deadline
+        return lapsed(now, self.deadline)
 
     def renew_due(self, now: float) -> bool:
         every = self.config.renew_every_ms

@@ -40,7 +40,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from distlock._core.lease import RENEW_STEPS
+from distlock._core.lease import RENEW_STEPS, trusted_ms
 from distlock._core.section import NOTHING, Op, Outcome, Phase, SectionConfig, Step
 from distlock.errors import LockLeaseLostError, UsageError
 from tests.core_helpers import Trace, op_of
@@ -356,7 +356,7 @@ class CoreMachine(RuleBasedStateMachine):
             # locks are woken together: LeaseClock.lease_wake_at); its reply must still confirm
             # the lease before the deadline.
             late = every / RENEW_STEPS
-            in_time = min(every, config.lease_ms(config.ttl_ms) - every - late)
+            in_time = min(every, trusted_ms(config.ttl_ms, config.drift_factor) - every - late)
         events: list[dict[str, Any]] = []
         section = self.section_type(
             KEY, f"tok{next(self.tokens)}", config, client=f"c{i}", trace=self._record(events)
