@@ -5,6 +5,7 @@ as the ordinary cycle would, and a cycle nothing disturbs never makes one."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 import redis.asyncio as aredis
@@ -31,12 +32,7 @@ async def _until(condition: object, what: str) -> None:
     raise AssertionError(f"never: {what}")
 
 
-def test_an_undisturbed_cycle_never_makes_a_section(url: str) -> None:
-    asyncio.run(_an_undisturbed_cycle_never_makes_a_section(url))
-
-
-async def _an_undisturbed_cycle_never_makes_a_section(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def an_undisturbed_cycle_never_makes_a_section(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr1") as locks:
         await locks.client()
         seen: list[LockHandle] = []
@@ -56,19 +52,13 @@ async def _an_undisturbed_cycle_never_makes_a_section(url: str) -> None:
         assert await client.exists("dr1:a") == 0
         # Per-call options go the ordinary way.
         assert type(await locks.run("a", _handle_of, ttl_ms=5000)) is LockHandle
-    await client.aclose()
 
 
 async def _handle_of(handle: LockHandle) -> LockHandle:
     return handle
 
 
-def test_a_body_past_its_first_heartbeat_is_renewed(url: str) -> None:
-    asyncio.run(_a_body_past_its_first_heartbeat_is_renewed(url))
-
-
-async def _a_body_past_its_first_heartbeat_is_renewed(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def a_body_past_its_first_heartbeat_is_renewed(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr2", ttl_ms=1500) as locks:
         await locks.client()
 
@@ -83,15 +73,9 @@ async def _a_body_past_its_first_heartbeat_is_renewed(url: str) -> None:
 
         assert await locks.run("a", body) > 0
         assert await client.exists("dr2:a") == 0
-    await client.aclose()
 
 
-def test_the_signal_settles_the_cycle_and_fires_on_a_loss(url: str) -> None:
-    asyncio.run(_the_signal_settles_the_cycle_and_fires_on_a_loss(url))
-
-
-async def _the_signal_settles_the_cycle_and_fires_on_a_loss(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def the_signal_settles_the_cycle_and_fires_on_a_loss(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr3") as locks:
         await locks.client()
 
@@ -107,15 +91,9 @@ async def _the_signal_settles_the_cycle_and_fires_on_a_loss(url: str) -> None:
             await locks.run("a", body)
         assert lost.value.reason is LossReason.RELEASE_REJECTED
         assert seen[0].reason is lost.value
-    await client.aclose()
 
 
-def test_a_release_answered_0_is_the_loss_the_section_says(url: str) -> None:
-    asyncio.run(_a_release_answered_0_is_the_loss_the_section_says(url))
-
-
-async def _a_release_answered_0_is_the_loss_the_section_says(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def a_release_answered_0_is_the_loss_the_section_says(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr4") as locks:
         await locks.client()
 
@@ -134,15 +112,9 @@ async def _a_release_answered_0_is_the_loss_the_section_says(url: str) -> None:
         with pytest.raises(LockLeaseLostError) as lost:
             await locks.run("a", failing)
         assert isinstance(lost.value.__cause__, KeyError)
-    await client.aclose()
 
 
-def test_a_body_error_leaves_as_itself_and_the_key_is_released(url: str) -> None:
-    asyncio.run(_a_body_error_leaves_as_itself_and_the_key_is_released(url))
-
-
-async def _a_body_error_leaves_as_itself_and_the_key_is_released(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def a_body_error_leaves_as_itself_and_the_key_is_released(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr5") as locks:
         await locks.client()
 
@@ -152,15 +124,9 @@ async def _a_body_error_leaves_as_itself_and_the_key_is_released(url: str) -> No
         with pytest.raises(KeyError):
             await locks.run("a", body)
         assert await client.exists("dr5:a") == 0
-    await client.aclose()
 
 
-def test_closing_mid_body_cancels_it_and_releases_the_key(url: str) -> None:
-    asyncio.run(_closing_mid_body_cancels_it_and_releases_the_key(url))
-
-
-async def _closing_mid_body_cancels_it_and_releases_the_key(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def closing_mid_body_cancels_it_and_releases_the_key(client: aredis.Redis) -> None:
     locks = Lock(client, prefix="dr6")
     await locks.client()
     entered = asyncio.Event()
@@ -176,15 +142,9 @@ async def _closing_mid_body_cancels_it_and_releases_the_key(url: str) -> None:
         await task
     assert lost.value.reason is LossReason.LOCK_CLOSED
     assert await client.exists("dr6:a") == 0
-    await client.aclose()
 
 
-def test_a_refused_acquire_goes_on_as_the_section_s_flow(url: str) -> None:
-    asyncio.run(_a_refused_acquire_goes_on_as_the_section_s_flow(url))
-
-
-async def _a_refused_acquire_goes_on_as_the_section_s_flow(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def a_refused_acquire_goes_on_as_the_section_s_flow(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr7", retries=2, retry_delay_ms=1) as locks:
         await locks.client()
         await client.set("dr7:a", "someone else", px=60_000)
@@ -196,15 +156,9 @@ async def _a_refused_acquire_goes_on_as_the_section_s_flow(url: str) -> None:
             await locks.run("a", body)
         assert refused.value.attempts == 3
         assert await client.get("dr7:a") == b"someone else"
-    await client.aclose()
 
 
-def test_a_handle_after_its_cycle_says_what_an_ordinary_one_says(url: str) -> None:
-    asyncio.run(_a_handle_after_its_cycle_says_what_an_ordinary_one_says(url))
-
-
-async def _a_handle_after_its_cycle_says_what_an_ordinary_one_says(url: str) -> None:
-    client = aredis.Redis.from_url(url)
+async def a_handle_after_its_cycle_says_what_an_ordinary_one_says(client: aredis.Redis) -> None:
     async with Lock(client, prefix="dr8", ttl_ms=10_000) as locks:
         await locks.client()
         # The same options, given per call: the ordinary way.
@@ -223,4 +177,32 @@ async def _a_handle_after_its_cycle_says_what_an_ordinary_one_says(url: str) -> 
         )
         assert deferred._section.outcome is ordinary._section.outcome
         assert deferred._section.release_confirmed is True
-    await client.aclose()
+
+
+SCENARIOS = (
+    an_undisturbed_cycle_never_makes_a_section,
+    a_body_past_its_first_heartbeat_is_renewed,
+    the_signal_settles_the_cycle_and_fires_on_a_loss,
+    a_release_answered_0_is_the_loss_the_section_says,
+    a_body_error_leaves_as_itself_and_the_key_is_released,
+    closing_mid_body_cancels_it_and_releases_the_key,
+    a_refused_acquire_goes_on_as_the_section_s_flow,
+    a_handle_after_its_cycle_says_what_an_ordinary_one_says,
+)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+def test_the_deferred_run(
+    scenario: Callable[[aredis.Redis], Awaitable[None]], url: str
+) -> None:
+    """Each scenario on a client built as the README builds one (``from_url``)."""
+
+    async def main() -> None:
+        client = aredis.Redis.from_url(url)
+        try:
+            async with asyncio.timeout(60):
+                await scenario(client)
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
