@@ -16,10 +16,12 @@ generator that yields IO requests and is sent their results:
 
 Every suspension point receives the caller's exception, so a flow can give back what it
 took before the exception leaves; no flow catches ``GeneratorExit`` (a flow that is closed
-unfinished yields nothing more).  A handler that yields names the exception it re-raises
-(``raise exc``, never a bare ``raise``): compiled with mypyc, a generator forgets the
-exception being handled once it has yielded inside the handler, and a bare ``raise``
-there raises nothing.  The sync driver runs a flow with blocking calls, the
+unfinished yields nothing more).  No flow yields inside an ``except`` block: a flow keeps
+the exception, leaves the handler, and only then gives back what it took.  Compiled with
+mypyc, a generator has no exception state of its own: a handler that yielded would leave
+its exception as the caller's exception being handled, chaining every later error onto
+it (``tests/drivers/*/test_exception_state.py``), and a bare ``raise`` after the yield
+would raise nothing.  The sync driver runs a flow with blocking calls, the
 asyncio driver with ``await``; that is all either adds.  Every core call goes through
 :func:`act`, which is where a transition meets the guard, the timer, the observers and
 the signal, the same way for both drivers.
@@ -163,21 +165,24 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
     while True:
         command = act(fx, handle, Section.acquire).send
         assert command is not None
+        failed: BaseException | None = None
         try:
             fence = yield command
         except GeneratorExit:
             raise
         except BaseException as exc:
+            failed = exc  # handled below, outside the handler: see the module's note
+        if failed is not None:
             act(fx, handle, Section.acquire_fail)
             try:
                 yield from release(fx, handle)
             except Exception as cleanup:
-                exc.add_note(
+                failed.add_note(
                     f"distlock: the cleanup release of {section.key!r} also failed "
                     f"({cleanup!r}); if the acquire had run, the key expires after its TTL"
                 )
-            yield from _withdraw_noting(fx, handle, exc)
-            raise exc  # not a bare raise: see the module's note on compiling
+            yield from _withdraw_noting(fx, handle, failed)
+            raise failed
         step = act(fx, handle, Section.reply, command, fence)
         if step.loss is not None:
             yield from release(fx, handle)
@@ -204,6 +209,7 @@ def _block(fx: Effects[H], handle: H) -> Flow[bool]:
     assert until is not None
     woken = 0
     if until > fx._now():
+        interrupted: BaseException | None = None
         try:
             woken = yield Block(
                 section.key, section.token, until, section.kind, section.block_ends_wait
@@ -211,8 +217,10 @@ def _block(fx: Effects[H], handle: H) -> Flow[bool]:
         except GeneratorExit:
             raise
         except BaseException as exc:
-            yield from _withdraw_noting(fx, handle, exc)
-            raise exc
+            interrupted = exc  # handled below, outside the handler: see the module's note
+        if interrupted is not None:
+            yield from _withdraw_noting(fx, handle, interrupted)
+            raise interrupted
     step = act(fx, handle, Section.wake, woken != 0, max(woken, 0))
     if step.loss is not None:
         yield from release(fx, handle)
@@ -265,24 +273,26 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
         loss = handles[0]._machine.first_loss if handles else None
         if loss is not None:
             raise loss
+        return
     except GeneratorExit:
         raise
-    except BaseException as first:
-        # Give every key back even if one release fails or is itself interrupted; the error
-        # that stopped the acquisition is the one to report, unless a second interrupt came.
-        interrupted: BaseException | None = None
-        for handle in reversed(taken):
-            try:
-                yield from release(fx, handle)
-            except GeneratorExit:
-                raise
-            except Exception:
-                continue
-            except BaseException as again:
-                interrupted = interrupted or again
-        if interrupted is not None:
-            raise interrupted from first
-        raise first
+    except BaseException as exc:
+        first = exc  # handled below, outside the handler: see the module's note
+    # Give every key back even if one release fails or is itself interrupted; the error
+    # that stopped the acquisition is the one to report, unless a second interrupt came.
+    interrupted: BaseException | None = None
+    for handle in reversed(taken):
+        try:
+            yield from release(fx, handle)
+        except GeneratorExit:
+            raise
+        except Exception:
+            continue
+        except BaseException as again:
+            interrupted = interrupted or again
+    if interrupted is not None:
+        raise interrupted from first
+    raise first
 
 
 def release(fx: Effects[H], handle: H) -> Flow[bool]:

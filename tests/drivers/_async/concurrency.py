@@ -6,6 +6,7 @@ background work that only a runtime can tell."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -184,6 +185,17 @@ async def until(condition: Callable[[], object], what: str, limit_s: float = 30.
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")
         await asyncio.sleep(0.005)
+
+
+async def exceptions_being_handled() -> list[BaseException]:
+    """The exceptions being handled here and in the loop's own frames (a callback runs
+    there, outside every task), none while nothing is: a handled exception left behind
+    in a coroutine's state may surface in either."""
+    loop = asyncio.get_running_loop()
+    outside: asyncio.Future[BaseException | None] = loop.create_future()
+    loop.call_soon(lambda: outside.set_result(sys.exc_info()[1]))
+    found = [sys.exc_info()[1], await outside]
+    return [e for e in found if e is not None]
 
 
 def running() -> set[object]:

@@ -5,6 +5,7 @@ background work that only a runtime can tell."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -186,6 +187,11 @@ def until(condition: Callable[[], object], what: str, limit_s: float = 30.0) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")
         time.sleep(0.005)
+
+
+def exceptions_being_handled() -> list[BaseException]:
+    """The exception being handled here, none while nothing is."""
+    return [e for e in (sys.exc_info()[1],) if e is not None]
 
 
 def running() -> set[object]:
