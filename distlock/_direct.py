@@ -6,10 +6,12 @@ redis-py's ``execute_command`` costs a lock cycle more client CPU than its round
 own work: per command it makes a closure, reads the clock twice, records the command's
 duration and errors for OpenTelemetry, takes the single-connection lock, and asks the
 connection whether a maintenance notification wants it reconnected.  A direct send takes
-a connection from the pool, sends and parses with the same connection methods and the
-client's own ``parse_response`` (its response callbacks and ``decode_responses``), retries
+a connection from the pool, sends and parses with the same connection methods and, where
+it would do anything, the client's own ``parse_response`` (its response callbacks), retries
 with the connection's ``Retry`` exactly as ``execute_command`` does (the same errors,
-disconnecting on each failure), and gives the connection back.  The script's ``EVALSHA``
+disconnecting on each failure), and gives the connection back.  A script's reply is read
+with the connection's ``read_response`` alone where ``parse_response`` would add nothing
+to it (:func:`reads_plainly`).  The script's ``EVALSHA``
 is packed here (:func:`packed_evalsha`) unless the connection packs or sends its own way.
 What it leaves out must therefore have nothing to do for the client, or the client sends
 through ``execute_command`` as before:
@@ -132,6 +134,32 @@ def packed_evalsha(
     if type(packer) is _HIREDIS_PACKER:
         return [pack_evalsha(script, keys, args, "utf-8", "strict")]
     return None
+
+
+#: Client classes by whether their ``parse_response`` is redis-py's own.
+_PARSES_AS_REDIS_PY: dict[type, bool] = {}
+
+
+def reads_plainly(client: Any, conn: Any, base: type) -> bool:
+    """Whether ``client``'s ``parse_response`` would make of an ``EVALSHA`` reply on
+    ``conn`` just what the connection's ``read_response`` returns, so that a direct send
+    may read it with that alone: one coroutine (or call) fewer on every reply.  It would,
+    unless the client's class or the client itself parses its own way (a recording
+    client), a response callback is set for ``EVALSHA``, or the connection fell back to
+    RESP2, where redis-py picks callbacks of its own; each of those keeps
+    ``parse_response``."""
+    cls = type(client)
+    plain = _PARSES_AS_REDIS_PY.get(cls)
+    if plain is None:
+        plain = _PARSES_AS_REDIS_PY[cls] = getattr(cls, "parse_response", None) is getattr(
+            base, "parse_response", None
+        )
+    return (
+        plain
+        and "parse_response" not in vars(client)
+        and "EVALSHA" not in client.response_callbacks
+        and not getattr(conn, "_resp2_fallback", False)
+    )
 
 
 class Route:

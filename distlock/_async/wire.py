@@ -10,7 +10,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from distlock._core.commands import Command
-from distlock._direct import packed_evalsha
+from distlock._direct import packed_evalsha, reads_plainly
 from distlock._protocol import Script, decode, encode
 
 from . import backend
@@ -86,6 +86,8 @@ async def script_reply(
             await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
         else:
             await conn.send_packed_command(packed)
+        if reads_plainly(client, conn, backend.Redis):
+            return await conn.read_response()
         return await client.parse_response(conn, "EVALSHA")
     except NoScriptError:
         await conn.send_command("EVAL", script.source, len(keys), *keys, *args)

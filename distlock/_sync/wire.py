@@ -11,7 +11,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from distlock._core.commands import Command
-from distlock._direct import packed_evalsha
+from distlock._direct import packed_evalsha, reads_plainly
 from distlock._protocol import Script, decode, encode
 
 from . import backend
@@ -87,6 +87,8 @@ def script_reply(
             conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
         else:
             conn.send_packed_command(packed)
+        if reads_plainly(client, conn, backend.Redis):
+            return conn.read_response()
         return client.parse_response(conn, "EVALSHA")
     except NoScriptError:
         conn.send_command("EVAL", script.source, len(keys), *keys, *args)

@@ -107,6 +107,72 @@ async def test_a_client_that_wraps_execute_command_sees_every_command(
 
 
 @pytest.mark.usefixtures("r")
+async def test_a_plain_client_s_script_replies_skip_its_parse_response(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply is what parse_response would return: it is read with the connection's
+    read_response alone."""
+    parsed: list[str] = []
+    parse: Any = Redis.parse_response
+
+    async def counted(self: Any, conn: Any, name: str, **options: Any) -> Any:
+        parsed.append(name)
+        return await parse(self, conn, name, **options)
+
+    monkeypatch.setattr(Redis, "parse_response", counted)
+    for protocol in (2, 3):
+        client = Redis(port=redis_server.port, protocol=protocol, decode_responses=True)
+        async with Lock(client, prefix=f"reads{protocol}", ttl_ms=TTL_MS) as locks:
+            first = await cycle(locks)
+            assert await cycle(locks) > first
+        assert "EVALSHA" not in parsed
+        await client.aclose()
+
+
+@pytest.mark.usefixtures("r")
+async def test_a_client_that_parses_its_own_way_parses_every_script_reply(
+    redis_server: RedisServer,
+) -> None:
+    """A class that overrides parse_response (a recording client), an instance that
+    replaces it, and a response callback set for EVALSHA: each sees every reply."""
+    seen: list[str] = []
+
+    class Parsing(Redis):
+        async def parse_response(
+            self, connection: Any, command_name: str | bytes, **options: Any
+        ) -> Any:
+            seen.append(f"class {command_name!s}")
+            parse: Callable[..., Awaitable[Any]] = super().parse_response
+            return await parse(connection, command_name, **options)
+
+    instance = Redis(port=redis_server.port)
+    plain_parse: Callable[..., Awaitable[Any]] = instance.parse_response
+
+    async def parse(conn: Any, name: Any, **options: Any) -> Any:
+        seen.append(f"instance {name}")
+        return await plain_parse(conn, name, **options)
+
+    instance.parse_response = parse  # type: ignore[method-assign,assignment]
+    with_callback = Redis(port=redis_server.port)
+
+    def passed_on(reply: Any, **options: Any) -> Any:
+        seen.append("callback EVALSHA")
+        return reply
+
+    callback: Any = passed_on  # redis-py's two drivers type a callback each their own way
+    with_callback.set_response_callback("EVALSHA", callback)
+    for client, who in (
+        (Parsing(port=redis_server.port), "class"),
+        (instance, "instance"),
+        (with_callback, "callback"),
+    ):
+        async with Lock(client, prefix=who, ttl_ms=TTL_MS) as locks:
+            await cycle(locks)
+        assert seen.count(f"{who} EVALSHA") == 2, (who, seen)
+        await client.aclose()
+
+
+@pytest.mark.usefixtures("r")
 async def test_a_single_connection_client_keeps_to_its_one_connection(
     redis_server: RedisServer, through_execute: list[str]
 ) -> None:
