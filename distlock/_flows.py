@@ -21,10 +21,12 @@ the exception, leaves the handler, and only then gives back what it took.  Compi
 mypyc, a generator has no exception state of its own: a handler that yielded would leave
 its exception as the caller's exception being handled, chaining every later error onto
 it (``tests/drivers/*/test_exception_state.py``), and a bare ``raise`` after the yield
-would raise nothing.  The sync driver runs a flow with blocking calls, the
-asyncio driver with ``await``; that is all either adds.  Every core call goes through
-:func:`act`, which is where a transition meets the guard, the timer, the observers and
-the signal, the same way for both drivers.
+would raise nothing.  A flow deletes the exception it kept as it raises it, as an
+``except`` block deletes its name: its traceback holds the flow's frame, which would
+otherwise hold it back, a reference cycle for the collector.  The sync driver runs a
+flow with blocking calls, the asyncio driver with ``await``; that is all either adds.
+Every core call goes through :func:`act`, which is where a transition meets the guard,
+the timer, the observers and the signal, the same way for both drivers.
 """
 
 from __future__ import annotations
@@ -182,7 +184,10 @@ def acquire(fx: Effects[H], handle: H) -> Flow[None]:
                     f"({cleanup!r}); if the acquire had run, the key expires after its TTL"
                 )
             yield from _withdraw_noting(fx, handle, failed)
-            raise failed
+            try:
+                raise failed
+            finally:
+                del failed  # no cycle through the traceback: see the module's note
         step = act(fx, handle, Section.reply, command, fence)
         if step.loss is not None:
             yield from release(fx, handle)
@@ -220,7 +225,10 @@ def _block(fx: Effects[H], handle: H) -> Flow[bool]:
             interrupted = exc  # handled below, outside the handler: see the module's note
         if interrupted is not None:
             yield from _withdraw_noting(fx, handle, interrupted)
-            raise interrupted
+            try:
+                raise interrupted
+            finally:
+                del interrupted  # no cycle through the traceback: see the module's note
     step = act(fx, handle, Section.wake, woken != 0, max(woken, 0))
     if step.loss is not None:
         yield from release(fx, handle)
@@ -290,9 +298,12 @@ def acquire_all(fx: Effects[H], handles: Sequence[H]) -> Flow[None]:
             continue
         except BaseException as again:
             interrupted = interrupted or again
-    if interrupted is not None:
-        raise interrupted from first
-    raise first
+    try:
+        if interrupted is not None:
+            raise interrupted from first
+        raise first
+    finally:
+        del first, interrupted  # no cycle through the traceback: see the module's note
 
 
 def release(fx: Effects[H], handle: H) -> Flow[bool]:
