@@ -307,21 +307,7 @@ async def run_deferred(
     except BaseException as exc:
         await _exit(lock, handle, exc)
         raise
-    # _exit's steps, the release awaited here: one coroutine fewer on its reply, the
-    # second round trip of every cycle.
-    release = _leaving(lock, handle)
-    if release is None:
-        await _ordinary_exit(lock, handle, None)
-        return result
-    cancels = cancellation.cancelling(task)
-    try:
-        reply = await lock._call(release)
-        cancellation.raise_swallowed(task, cancels)
-    except BaseException as exc:
-        await _release_replayed(lock, handle, now_ms(), exc, None)
-        return result
-    if not _answered(handle, reply):
-        await _release_replayed(lock, handle, now_ms(), reply, None)
+    await _exit(lock, handle, None)
     return result
 
 
