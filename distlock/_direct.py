@@ -65,16 +65,20 @@ _CLIENT_LOG = logging.getLogger("redis.client")
 _SEND_METHODS = ("execute_command", "_execute_command")
 
 
+def _keeps(cls: type, base: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls`` has ``base``'s own methods of these ``names`` (none overridden)."""
+    return all(getattr(cls, name, None) is getattr(base, name, None) for name in names)
+
+
 def plain_client(client: object, plain: type) -> bool:
     """Whether ``client`` (a driver's client) may have its scripts sent directly: an
     instance of redis-py's ``plain`` client class whose sending is redis-py's own, over a
     pool with nothing hooked into ``execute_command``.  Fixed for the client's life."""
     if not (_MIRRORED and isinstance(client, plain)):
         return False
-    cls, own = type(client), vars(client)
-    for name in _SEND_METHODS:
-        if getattr(cls, name, None) is not getattr(plain, name, None) or name in own:
-            return False
+    own = vars(client)
+    if not _keeps(type(client), plain, _SEND_METHODS) or any(n in own for n in _SEND_METHODS):
+        return False
     api: Any = client
     if getattr(api, "connection", None) is not None or getattr(
         api, "single_connection_client", getattr(api, "_single_connection_client", False)
@@ -113,10 +117,7 @@ def packed_evalsha(
     cls = type(conn)
     plain = _PACKS_AS_REDIS_PY.get(cls)
     if plain is None:
-        plain = _PACKS_AS_REDIS_PY[cls] = all(
-            getattr(cls, name, None) is getattr(base, name, None)
-            for name in ("send_command", "pack_command")
-        )
+        plain = _PACKS_AS_REDIS_PY[cls] = _keeps(cls, base, ("send_command", "pack_command"))
     if not plain:
         return None
     encoder = conn.encoder
@@ -151,9 +152,7 @@ def reads_plainly(client: Any, conn: Any, base: type) -> bool:
     cls = type(client)
     plain = _PARSES_AS_REDIS_PY.get(cls)
     if plain is None:
-        plain = _PARSES_AS_REDIS_PY[cls] = getattr(cls, "parse_response", None) is getattr(
-            base, "parse_response", None
-        )
+        plain = _PARSES_AS_REDIS_PY[cls] = _keeps(cls, base, ("parse_response",))
     return (
         plain
         and "parse_response" not in vars(client)
