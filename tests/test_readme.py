@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from distlock._build import COMPILED_MODULES
+from distlock._version import __version__
 from tests.redis_server import RedisServer
 from tests.test_docs import python_blocks, run_example
 
@@ -23,3 +25,9 @@ def test_readme_example_runs(
     source: str, redis_server: RedisServer, request: pytest.FixtureRequest
 ) -> None:
     run_example(source, README, redis_server, request)
+
+
+def test_the_readme_s_version_line_is_what_a_compiled_build_prints() -> None:
+    # The line `python -m distlock --version` prints for the build pip makes (distlock._build).
+    expected = f"distlock {__version__} (compiled with mypyc: {len(COMPILED_MODULES)} modules)"
+    assert expected in README.read_text()
