@@ -86,9 +86,10 @@ def build_info() -> BuildInfo:
     return BuildInfo(version=__version__, build=build, compiled=compiled)
 
 
-def describe() -> str:
-    """One line for ``python -m distlock --version``."""
-    info = build_info()
+def describe(info: BuildInfo | None = None) -> str:
+    """One line for ``python -m distlock --version``: of the build that runs, or of
+    ``info``."""
+    info = build_info() if info is None else info
     if info.build == "compiled":
         what = f"compiled with mypyc: {len(info.compiled)} modules"
     elif info.build == "pure":

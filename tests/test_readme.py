@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distlock._build import COMPILED_MODULES
+from distlock._build import COMPILED_MODULES, BuildInfo, describe
 from distlock._version import __version__
 from tests.redis_server import RedisServer
 from tests.test_docs import python_blocks, run_example
@@ -28,6 +28,6 @@ def test_readme_example_runs(
 
 
 def test_the_readme_s_version_line_is_what_a_compiled_build_prints() -> None:
-    # The line `python -m distlock --version` prints for the build pip makes (distlock._build).
-    expected = f"distlock {__version__} (compiled with mypyc: {len(COMPILED_MODULES)} modules)"
-    assert expected in README.read_text()
+    # The line `python -m distlock --version` prints for the build pip makes.
+    compiled = BuildInfo(version=__version__, build="compiled", compiled=COMPILED_MODULES)
+    assert describe(compiled) in README.read_text()
