@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -220,3 +221,19 @@ def test_the_cibuildwheel_test_command_asserts_the_compiled_build(tmp_path: Path
     else:
         assert done.returncode != 0
         assert "AssertionError" in done.stderr, done.stderr
+
+
+def _names(specs: list[str]) -> set[str]:
+    """The distributions named by requirement ``specs`` (``redis>=5.3``: ``redis``)."""
+    return {re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower() for spec in specs}
+
+
+def test_the_isolated_build_has_every_runtime_dependency() -> None:
+    # mypyc type-checks what the compiled modules import (redis-py's modules among them);
+    # pip's isolated build, the way a user's `pip install` builds, has only what
+    # [build-system] requires, and without them mypyc stops and the build falls back to
+    # the pure package.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    needed = _names(project["project"]["dependencies"])
+    missing = needed - _names(project["build-system"]["requires"])
+    assert not missing, f"[build-system] requires lacks {sorted(missing)}"
